@@ -1,0 +1,44 @@
+# flashproof — two commands on a fresh machine:  `make prove`  and  `make test`.
+# Both create .venv if it is missing and install the package with what it needs.
+PY     ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.flashproof-installed
+# The CPU build of torch; override on a GPU machine (e.g. TORCH_SPEC='torch>=2.11,<2.14').
+TORCH_SPEC ?= torch==2.13.0
+JOBS   ?= 2
+
+.PHONY: setup prove test test-all audit fuzz bench gpu-check clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[triton,test]"
+	@touch $@
+
+prove: $(STAMP)                ## discharge every obligation; write out/audit.json and out/audit.md
+	$(BIN)/flashproof prove --jobs $(JOBS)
+
+test: $(STAMP)                 ## the test suite CI runs (CPU; Triton under TRITON_INTERPRET=1)
+	$(BIN)/python -m pytest -n $(JOBS) -m "not slow and not gpu" tests
+
+test-all: $(STAMP)             ## everything, including slow tests
+	$(BIN)/python -m pytest -n $(JOBS) tests
+
+audit: $(STAMP)                ## the browsable report under out/audit/
+	$(BIN)/flashproof audit
+
+fuzz: $(STAMP)                 ## fuzz our kernel against the verified oracle
+	$(BIN)/flashproof fuzz --kernel torch
+
+bench: $(STAMP)                ## GPU: ours vs SDPA flash / cuDNN / efficient and FlexAttention
+	$(BIN)/flashproof bench
+
+gpu-check: $(STAMP)            ## GPU: the full fuzz campaign (bf16/fp16, large shapes, determinism)
+	$(BIN)/python -m flashproof.kernels.gpu_check
+
+clean:
+	rm -rf out .prove-cache .pytest_cache .hypothesis

@@ -1,0 +1,57 @@
+"""The ``flashproof`` command. Each verb lives in its own module and is loaded on demand:
+
+* ``prove``  — ``flashproof.proofs.run``   (discharge the obligations, write the audit JSON)
+* ``audit``  — ``flashproof.proofs.audit`` (the browsable report)
+* ``fuzz``   — ``flashproof.kernels.fuzzcli`` (differential fuzzing of a kernel against the oracle)
+* ``bench``  — ``flashproof.kernels.bench`` (timings against the anchors; needs a GPU)
+
+A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+VERBS = {
+    "prove": ("flashproof.proofs.run", "discharge the proof obligations and write the audit trail"),
+    "audit": ("flashproof.proofs.audit", "write the browsable audit report (HTML, Markdown, JSON)"),
+    "fuzz": ("flashproof.kernels.fuzzcli", "differential fuzzing of an attention kernel against the oracle"),
+    "bench": ("flashproof.kernels.bench", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="flashproof", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    # Parse the verb first so that only its module is imported (z3/torch are slow to load).
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    for name, (_, help_) in VERBS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        if name == verb:
+            mod = _load(name)
+            if mod is not None:
+                mod.add_arguments(p)
+    args = parser.parse_args(argv)
+    if args.verb is None:
+        parser.print_help()
+        return 2
+    mod = _load(args.verb)
+    if mod is None:
+        print(f"flashproof {args.verb}: not available in this build", file=sys.stderr)
+        return 2
+    return int(mod.run(args) or 0)
+
+
+def _load(verb: str):
+    try:
+        return importlib.import_module(VERBS[verb][0])
+    except ModuleNotFoundError as e:
+        if e.name == VERBS[verb][0]:
+            return None
+        raise
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""flashproof.kernels"""
