@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.flashproof-installed
 TORCH_SPEC ?= torch==2.13.0
 JOBS   ?= 2
 
-.PHONY: setup prove test test-all audit fuzz bench gpu-check clean
+.PHONY: browser setup prove test test-all audit fuzz bench gpu-check clean
 
 setup: $(STAMP)
 
@@ -19,10 +19,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[triton,test]"
 	@touch $@
 
+browser:                       ## headless Chromium for the audit report's browser test (Debian package)
+	@bash scripts/ensure_chromium.sh
+
 prove: $(STAMP)                ## discharge every obligation; write out/audit.json and out/audit.md
 	$(BIN)/flashproof prove --jobs $(JOBS)
 
-test: $(STAMP)                 ## the test suite CI runs (CPU; Triton under TRITON_INTERPRET=1)
+test: $(STAMP) browser         ## the test suite CI runs (CPU; Triton under TRITON_INTERPRET=1)
 	$(BIN)/python -m pytest -n $(JOBS) -m "not slow and not gpu" tests
 
 test-all: $(STAMP)             ## everything, including slow tests

@@ -2,7 +2,7 @@
 
 * ``prove``  — ``flashproof.proofs.run``   (discharge the obligations, write the audit JSON)
 * ``audit``  — ``flashproof.proofs.audit`` (the browsable report)
-* ``fuzz``   — ``flashproof.kernels.fuzzcli`` (differential fuzzing of a kernel against the oracle)
+* ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel against the oracle)
 * ``bench``  — ``flashproof.kernels.bench`` (timings against the anchors; needs a GPU)
 
 A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -16,7 +16,7 @@ import sys
 VERBS = {
     "prove": ("flashproof.proofs.run", "discharge the proof obligations and write the audit trail"),
     "audit": ("flashproof.proofs.audit", "write the browsable audit report (HTML, Markdown, JSON)"),
-    "fuzz": ("flashproof.kernels.fuzzcli", "differential fuzzing of an attention kernel against the oracle"),
+    "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel against the oracle"),
     "bench": ("flashproof.kernels.bench", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
 }
 

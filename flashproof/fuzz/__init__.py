@@ -1,0 +1,1 @@
+"""flashproof.fuzz — differential fuzzing of attention kernels against the verified oracle."""
