@@ -102,7 +102,8 @@ def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: S
     for s, vj, f in zip(scores, values, flags):
         p = num.exp(num.where(f, num.score_sub(s, m_ref), neg_inf))  # e^{s−m} ≤ 1, or 0 when masked
         l = num.add(l, p)
-        z = [num.add(za, num.mul(p, va)) for za, va in zip(z, vj)]
+        # a masked key's value row is never read: 0·NaN would be NaN
+        z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
     return Summary(m, l, z, nonempty)
 
 
@@ -113,9 +114,9 @@ def merge(a: Summary, b: Summary, num: Any = None) -> Summary:
     reference is guarded so that (−∞) − (−∞) is never formed.
     """
     num = resolve(num)
-    v = len(b.z) if a is BOTTOM else len(a.z)
     if a is BOTTOM and b is BOTTOM:
         return BOTTOM
+    v = len(b.z) if a is BOTTOM else len(a.z)
     a, b = _lift(a, num, v), _lift(b, num, v)
     nonempty = num.or_(a.nonempty, b.nonempty)
     m = num.score_max(a.m, b.m)
@@ -202,8 +203,8 @@ def _dense(p: _Problem, num: NumberSystem) -> list:
         row = []
         for a in range(v):
             acc = num.zero()
-            for wj, vj in zip(w, p.V):
-                acc = num.add(acc, num.mul(wj, vj[a]))
+            for wj, vj, fj in zip(w, p.V, f):
+                acc = num.where(fj, num.add(acc, num.mul(wj, vj[a])), acc)
             row.append(num.where(ne, num.div(acc, den_safe), num.zero()))
         rows.append(row)
     return rows
@@ -323,7 +324,8 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
                     dp = num.add(dp, num.mul(ga, va))
                 gamma = num.mul(pij, num.sub(dp, delta))
                 cg = num.mul(c, gamma)
-                dq[i] = [num.add(x, num.mul(cg, kr)) for x, kr in zip(dq[i], Kc[j])]
-                dk[j] = [num.add(x, num.mul(cg, qr)) for x, qr in zip(dk[j], Qc[i])]
-                dv[j] = [num.add(x, num.mul(pij, ga)) for x, ga in zip(dv[j], Gc[i])]
+                # only allowed pairs contribute (a masked pair's K_j, V_j are never read)
+                dq[i] = [num.where(f, num.add(x, num.mul(cg, kr)), x) for x, kr in zip(dq[i], Kc[j])]
+                dk[j] = [num.where(f, num.add(x, num.mul(cg, qr)), x) for x, qr in zip(dk[j], Qc[i])]
+                dv[j] = [num.where(f, num.add(x, num.mul(pij, ga)), x) for x, ga in zip(dv[j], Gc[i])]
     return Gradients(dq, dk, dv)
