@@ -1,1 +1,2 @@
-"""flashproof.kernels"""
+"""flashproof.kernels: production torch/Triton kernels (never imports flashproof.verified/proofs)."""
+from .attention import AttnOut, BlockSparseMask, attention  # noqa: F401
