@@ -1,0 +1,105 @@
+"""Content hashes and the result cache.
+
+An obligation's hash covers: its id and kind, the bounds in force, the source of its module and of
+every ``flashproof.proofs`` module that module uses (transitively), every source file of
+``flashproof.verified`` (the reference it runs), ``proofs/core.py``, and the versions of Python, z3
+and sympy. A control also hashes the obligation it mutates. Change any of these and the cached
+result is stale, so the obligation runs again.
+
+Only definitive results (``proved``/``refuted``) are cached; ``unknown``, ``timeout`` and ``error``
+always run again. Cache entries are JSON files ``<dir>/<hash>.json``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+import types
+from pathlib import Path
+
+__all__ = ["versions", "content_hash", "load", "store", "DEFAULT_DIR"]
+
+DEFAULT_DIR = Path(".prove-cache")
+
+
+def versions() -> dict:
+    """The checker versions recorded in every result and mixed into every hash."""
+    out = {"python": platform.python_version()}
+    try:
+        import z3
+
+        out["z3"] = z3.get_version_string()
+    except ImportError:
+        out["z3"] = None
+    try:
+        import sympy
+
+        out["sympy"] = sympy.__version__
+    except ImportError:
+        out["sympy"] = None
+    return out
+
+
+def _module_file(name: str) -> str | None:
+    mod = sys.modules.get(name)
+    f = getattr(mod, "__file__", None)
+    return f if f and f.endswith(".py") else None
+
+
+def _proof_deps(modname: str, seen: set) -> None:
+    """Add ``modname`` and the ``flashproof.proofs``/``flashproof.spec`` modules it references."""
+    if modname in seen or modname not in sys.modules:
+        return
+    seen.add(modname)
+    for val in vars(sys.modules[modname]).values():
+        if isinstance(val, types.ModuleType):
+            dep = val.__name__
+        else:
+            dep = getattr(val, "__module__", None)
+        if isinstance(dep, str) and dep.startswith(("flashproof.proofs", "flashproof.spec")):
+            _proof_deps(dep, seen)
+
+
+def _reference_files() -> list[str]:
+    import flashproof.verified as ver
+
+    root = Path(ver.__file__).parent
+    return sorted(str(p) for p in root.glob("*.py"))
+
+
+def content_hash(ob, *, bounds: dict, base=None) -> str:
+    """sha256 (hex) of everything the result of ``ob`` depends on; ``base`` is the mutated
+    obligation when ``ob`` is a control."""
+    mods: set = set()
+    for o in (ob, base):
+        if o is not None:
+            _proof_deps(o.module, mods)
+    mods.add("flashproof.proofs.core")
+    files = sorted({f for f in (_module_file(m) for m in mods) if f} | set(_reference_files()))
+    h = hashlib.sha256()
+    h.update(json.dumps({"id": ob.id, "expected": ob.expected, "of": ob.of, "bounds": bounds,
+                         "versions": versions()}, sort_keys=True, default=str).encode())
+    for f in files:
+        h.update(os.path.basename(f).encode() + b"\0")
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()
+
+
+def load(cache_dir: Path, key: str) -> dict | None:
+    p = Path(cache_dir) / f"{key}.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(cache_dir: Path, key: str, record: dict) -> None:
+    if record.get("status") not in ("proved", "refuted"):
+        return
+    d = Path(cache_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(record, sort_keys=True, default=str))
+    tmp.replace(d / f"{key}.json")

@@ -1,0 +1,132 @@
+"""Derived status and the name check (leanblueprint style: computed, never typed in).
+
+* An obligation record is **ok** when an obligation is ``proved``, or a control is ``refuted``
+  with a concrete counterexample.
+* An item is ``checked`` when it has at least one obligation and every one of them is ok;
+  ``fully-checked`` when it is checked and every item it ``uses`` is fully checked (assumptions
+  are leaves: they are listed, not checked); ``failed`` when some obligation of it is not ok;
+  ``unchecked`` when nothing checks it; assumptions are ``assumed``.
+* The name check lists every dangling reference: a ``checked_by`` id that is not a real
+  obligation, a ``uses``/``assumptions`` id that is not an item, an obligation's ``checks`` that
+  disagrees with the items' ``checked_by``, a control of a missing obligation, and an obligation
+  without any control (a check that cannot fail is a defect).
+"""
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+__all__ = ["record_ok", "name_errors", "ItemStatus", "derive", "transitive_assumptions"]
+
+
+def record_ok(rec: dict) -> bool:
+    """The success rule for one result record (dict with ``status``, ``expected``, ``counterexample``)."""
+    if rec["expected"] == "proved":
+        return rec["status"] == "proved"
+    return rec["status"] == "refuted" and rec.get("counterexample") not in (None, {}, [])
+
+
+def name_errors(items: dict, obligations: dict) -> list[str]:
+    """Every dangling or inconsistent name, as one message each (empty list: all names resolve)."""
+    errs = []
+    controls_of: dict[str, list] = {}
+    for ob in obligations.values():
+        if ob.of is not None:
+            controls_of.setdefault(ob.of, []).append(ob.id)
+            if ob.of not in obligations or obligations[ob.of].of is not None:
+                errs.append(f"control {ob.id}: 'of' names {ob.of!r}, which is not an obligation")
+    for it in items.values():
+        for oid in it.checked_by:
+            if oid not in obligations:
+                errs.append(f"item {it.id}: checked_by names {oid!r}, which is not a registered obligation")
+            elif obligations[oid].of is not None:
+                errs.append(f"item {it.id}: checked_by names the control {oid!r}; list obligations only")
+            elif it.id not in obligations[oid].checks:
+                errs.append(f"item {it.id}: checked_by names {oid!r}, but that obligation's checks omit {it.id}")
+        for field in ("uses", "assumptions"):
+            for ref in getattr(it, field):
+                if ref not in items:
+                    errs.append(f"item {it.id}: {field} names {ref!r}, which is not a registered item")
+                elif field == "assumptions" and items[ref].kind != "assumption":
+                    errs.append(f"item {it.id}: assumptions names {ref!r}, which is a {items[ref].kind}")
+    for ob in obligations.values():
+        if ob.of is not None:
+            continue
+        if not ob.checks:
+            errs.append(f"obligation {ob.id}: checks no item")
+        for iid in ob.checks:
+            if iid not in items:
+                errs.append(f"obligation {ob.id}: checks {iid!r}, which is not a registered item")
+            elif ob.id not in items[iid].checked_by:
+                errs.append(f"obligation {ob.id}: checks {iid}, but {iid}.checked_by does not list it")
+        for a in ob.assumptions:
+            if a not in items or items[a].kind != "assumption":
+                errs.append(f"obligation {ob.id}: assumption {a!r} is not a registered assumption")
+        if not controls_of.get(ob.id):
+            errs.append(f"obligation {ob.id}: has no negative control")
+    return sorted(errs)
+
+
+class ItemStatus(NamedTuple):
+    """Derived status of one item: ``status`` in assumed/unchecked/failed/checked/fully-checked;
+    ``failing`` obligation ids not ok; ``missing`` obligation ids without a record."""
+
+    status: str
+    failing: tuple
+    missing: tuple
+
+
+def derive(items: dict, records: Iterable[dict]) -> dict[str, ItemStatus]:
+    """id -> ItemStatus from the result records (latest record per obligation id)."""
+    by_id = {r["obligation"]: r for r in records}
+    local: dict[str, ItemStatus] = {}
+    for it in items.values():
+        if it.kind == "assumption":
+            local[it.id] = ItemStatus("assumed", (), ())
+            continue
+        if not it.checked_by:
+            local[it.id] = ItemStatus("unchecked", (), ())
+            continue
+        missing = tuple(o for o in it.checked_by if o not in by_id)
+        failing = tuple(o for o in it.checked_by if o in by_id and not record_ok(by_id[o]))
+        st = "failed" if failing else ("unchecked" if missing else "checked")
+        local[it.id] = ItemStatus(st, failing, missing)
+
+    full: dict[str, bool] = {}
+
+    def fully(iid: str, stack: tuple = ()) -> bool:
+        if iid in full:
+            return full[iid]
+        if iid not in items or iid in stack:
+            return False  # dangling or cyclic: never fully checked
+        it = items[iid]
+        if it.kind == "assumption":
+            res = True
+        else:
+            res = local[iid].status == "checked" and all(fully(u, stack + (iid,)) for u in it.uses)
+        full[iid] = res
+        return res
+
+    out = {}
+    for iid, st in local.items():
+        if st.status == "checked" and fully(iid):
+            st = st._replace(status="fully-checked")
+        out[iid] = st
+    return out
+
+
+def transitive_assumptions(items: dict, obligations: dict, iid: str) -> list[str]:
+    """Every assumption item ``iid`` rests on: its own, its obligations', and those of every
+    item it uses, transitively (Lean's ``#print axioms``)."""
+    seen, out, todo = set(), set(), [iid]
+    while todo:
+        cur = todo.pop()
+        if cur in seen or cur not in items:
+            continue
+        seen.add(cur)
+        it = items[cur]
+        out.update(it.assumptions)
+        for oid in it.checked_by:
+            if oid in obligations:
+                out.update(obligations[oid].assumptions)
+        todo.extend(it.uses)
+    return sorted(out)
