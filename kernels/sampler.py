@@ -1,0 +1,244 @@
+"""Batched speculative rejection sampler (torch, CPU and GPU).
+
+The rule (spec SPEC-STEP / SPEC-CYCLE, proved in flashproof.proofs.speculative; the reference is
+``flashproof.verified.speculative.verify``, which this code matches bit for bit):
+    accept draft x at position i  iff  u_i · p_draft(x) < p_target(x)    (float64, no division)
+    on the first rejection emit a draw from norm(max(0, p_target − p_draft)) (empty: from p_target)
+    on full acceptance emit a bonus token drawn from p_bonus.
+
+Draws are inverse-CDF in fixed point: W_y = ⌊w_y·2^40⌋ (int64), U = ⌊u·2^31⌋, token = the number
+of y with C_y ≤ ⌊U·T/2^31⌋ where C = cumsum(W) and T = C[-1]. Integer sums are exact, so the token
+does not depend on the summation order of the device (GPU == CPU == reference).
+
+Layout: B requests, K = the padded draft length, V the vocabulary. Request b has
+``num_draft_tokens[b] ∈ [0, K]`` drafts; entries beyond it are never read (they may hold anything).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["SpecSample", "SamplerUniforms", "rejection_sample", "draw_uniforms", "MAX_VOCAB", "row_sum_tol",
+           "WEIGHT_BITS", "UNIFORM_BITS"]
+
+WEIGHT_BITS = 40  # W = ⌊w·2^40⌋ ≤ 2^40(1 + tol); a row of ≤ MAX_VOCAB of them sums below 2^63
+UNIFORM_BITS = 31  # U = ⌊u·2^31⌋ < 2^31, so U·(T >> 31) < 2^62: the threshold never overflows int64
+MAX_VOCAB = 1 << 22
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def row_sum_tol(dtype: torch.dtype) -> float:
+    """|Σ row − 1| allowed: 1e-4 for fp32/fp64 (the reference's ROW_SUM_TOL), 1e-2 for fp16/bf16
+    (each entry is rounded to 8–11 bits, so a correct row can be ~2^-9 off)."""
+    return 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+
+
+class SpecSample(NamedTuple):
+    """tokens: (B, K+1) int64, the accepted drafts then the replacement/bonus token, padded with −1;
+    num_accepted: (B,) int64 in [0, num_draft_tokens[b]]."""
+
+    tokens: torch.Tensor
+    num_accepted: torch.Tensor
+
+
+class SamplerUniforms(NamedTuple):
+    """accept: (B, K) one uniform per draft position; residual: (B,) for the draw at the first
+    rejection; bonus: (B,) for the bonus draw. float64 (float32 is converted exactly), in [0, 1)."""
+
+    accept: torch.Tensor
+    residual: torch.Tensor
+    bonus: torch.Tensor
+
+
+def draw_uniforms(B: int, K: int, *, device=None, generator: torch.Generator | None = None) -> SamplerUniforms:
+    """Fresh float64 uniforms in [0, 1) from ``generator`` (one (B, K) block, then residual, then bonus)."""
+    kw = dict(device=device, dtype=torch.float64, generator=generator)
+    return SamplerUniforms(torch.rand((B, K), **kw), torch.rand((B,), **kw), torch.rand((B,), **kw))
+
+
+def _fail(msg: str):
+    raise ValueError(msg)
+
+
+def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens):
+    for name, t in (("draft_token_ids", draft_token_ids), ("p_target", p_target), ("p_bonus", p_bonus)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, received {type(t).__name__}")
+    if p_target.dim() != 3:
+        _fail(f"p_target must be (B, K, V), received shape {tuple(p_target.shape)}")
+    B, K, V = p_target.shape
+    if V < 1 or V > MAX_VOCAB:
+        _fail(f"vocabulary size V = {V} must be in [1, {MAX_VOCAB}] (fixed-point sums must fit int64)")
+    if tuple(draft_token_ids.shape) != (B, K):
+        _fail(f"draft_token_ids must be (B, K) = {(B, K)} to match p_target, received {tuple(draft_token_ids.shape)}")
+    if draft_token_ids.dtype.is_floating_point or draft_token_ids.dtype in (torch.bool, torch.complex64):
+        raise TypeError(f"draft_token_ids must be an integer tensor, received {draft_token_ids.dtype}")
+    if tuple(p_bonus.shape) != (B, V):
+        _fail(f"p_bonus must be (B, V) = {(B, V)}, received {tuple(p_bonus.shape)}")
+    probs = [("p_target", p_target), ("p_bonus", p_bonus)]
+    if p_draft is not None:
+        if not isinstance(p_draft, torch.Tensor):
+            raise TypeError(f"p_draft must be a torch.Tensor or None, received {type(p_draft).__name__}")
+        if tuple(p_draft.shape) != (B, K, V):
+            _fail(f"p_draft must be (B, K, V) = {(B, K, V)} like p_target, received {tuple(p_draft.shape)}")
+        probs.append(("p_draft", p_draft))
+    for name, t in probs:
+        if t.dtype not in _FLOATS:
+            raise TypeError(f"{name} must be a floating tensor (fp16/bf16/fp32/fp64), received {t.dtype}")
+        if t.dtype != p_target.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but p_target has {p_target.dtype}; pass one dtype")
+    for name, t in probs + [("draft_token_ids", draft_token_ids)]:
+        if t.device != p_target.device:
+            _fail(f"{name} is on {t.device} but p_target is on {p_target.device}")
+    if num_draft_tokens is None:
+        return B, K, V, torch.full((B,), K, dtype=torch.int64, device=p_target.device)
+    k = torch.as_tensor(num_draft_tokens, device=p_target.device)
+    if k.dtype.is_floating_point or k.dtype == torch.bool or tuple(k.shape) != (B,):
+        _fail(f"num_draft_tokens must be (B,) = ({B},) integers, received {tuple(k.shape)} {k.dtype}")
+    k = k.long()
+    if bool(((k < 0) | (k > K)).any()):
+        b = int(((k < 0) | (k > K)).nonzero()[0, 0])
+        _fail(f"num_draft_tokens[{b}] = {int(k[b])} is outside [0, K = {K}]")
+    return B, K, V, k
+
+
+def _check_uniforms(u: SamplerUniforms, B: int, K: int, device) -> SamplerUniforms:
+    if not isinstance(u, SamplerUniforms):
+        raise TypeError(f"uniforms must be a SamplerUniforms, received {type(u).__name__}")
+    out = []
+    for name, t, shape in (("accept", u.accept, (B, K)), ("residual", u.residual, (B,)), ("bonus", u.bonus, (B,))):
+        t = torch.as_tensor(t)
+        if tuple(t.shape) != shape:
+            _fail(f"uniforms.{name} must have shape {shape}, received {tuple(t.shape)}")
+        if t.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"uniforms.{name} must be float32/float64, received {t.dtype}")
+        t = t.to(device=device, dtype=torch.float64)
+        bad = ~((t >= 0) & (t < 1))  # NaN fails both
+        if bool(bad.any()):
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            _fail(f"uniforms.{name}{list(idx)} = {float(t[idx])!r} is not in [0, 1)")
+        out.append(t)
+    return SamplerUniforms(*out)
+
+
+def _row_report(name: str, rows: torch.Tensor, which: torch.Tensor, tol: float, labels) -> None:
+    """Raise for the first row (among ``which``) that holds NaN/negatives or does not sum to 1."""
+    s = rows.sum(-1, dtype=torch.float64)
+    mn = rows.amin(-1).double()  # NaN propagates through amin and sum
+    bad = which & ~((mn >= 0) & ((s - 1).abs() <= tol))
+    if not bool(bad.any()):
+        return
+    idx = tuple(int(i) for i in bad.nonzero()[0])
+    row = rows[idx]
+    where = labels(idx)
+    if bool(row.isnan().any()):
+        _fail(f"{name}{where} contains NaN (policy: NaN probabilities are an error, never a token)")
+    if bool((row < 0).any()):
+        _fail(f"{name}{where} has a negative probability {float(row.min())!r}")
+    _fail(f"{name}{where} sums to {float(s[idx])!r}, not 1 within {tol}")
+
+
+def _check_rows(p_draft, p_target, p_bonus, valid, B) -> None:
+    tol = row_sum_tol(p_target.dtype)
+    lab = lambda idx: f"[{', '.join(map(str, idx))}]"  # noqa: E731
+    _row_report("p_target", p_target, valid, tol, lab)
+    if p_draft is not None:
+        _row_report("p_draft", p_draft, valid, tol, lab)
+    _row_report("p_bonus", p_bonus, torch.ones(B, dtype=torch.bool, device=p_bonus.device), tol, lab)
+
+
+def _fixed(w: torch.Tensor) -> torch.Tensor:
+    """⌊w·2^40⌋ as int64 (w float64 ≥ 0: the scaling by a power of two is exact)."""
+    return torch.floor(w * float(2 ** WEIGHT_BITS)).to(torch.int64)
+
+
+def _inverse_cdf(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """W: (B, V) int64 weights, u: (B,) float64 -> (B,) tokens, min{y : ⌊U·T/2^31⌋ < C_y}."""
+    C = torch.cumsum(W, dim=-1)  # exact (integers)
+    T = C[:, -1]
+    U = torch.floor(u * float(2 ** UNIFORM_BITS)).to(torch.int64)
+    mask = (1 << UNIFORM_BITS) - 1
+    thr = U * (T >> UNIFORM_BITS) + ((U * (T & mask)) >> UNIFORM_BITS)  # = ⌊U·T/2^31⌋, no overflow
+    return (C <= thr[:, None]).sum(-1)
+
+
+def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target: torch.Tensor,
+                     p_bonus: torch.Tensor, *, num_draft_tokens=None, uniforms: SamplerUniforms | None = None,
+                     generator: torch.Generator | None = None, greedy=False, check: str = "full") -> SpecSample:
+    """Speculative verification of a batch.
+
+    draft_token_ids: (B, K) ints; p_draft: (B, K, V) or None (one-hot drafts); p_target: (B, K, V),
+    row i computed after the first i drafts; p_bonus: (B, V), the target's row after all drafts;
+    num_draft_tokens: (B,) in [0, K] (None: K for every request); uniforms: ``SamplerUniforms`` to
+    inject randomness (else drawn from ``generator``); greedy: bool or (B,) bools, temperature 0
+    (accept iff the draft is the first argmax; emit the first argmax), consuming no uniform;
+    check: "full" validates every row that could be read (NaN, negatives, Σ ≠ 1, ids), "read"
+    only the entries and rows this call actually reads (cheaper; same errors for those).
+
+    Returns ``SpecSample(tokens (B, K+1) padded with −1, num_accepted (B,))``."""
+    if check not in ("full", "read"):
+        _fail(f"check must be 'full' or 'read', received {check!r}")
+    B, K, V, k_b = _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens)
+    dev = p_target.device
+    u = draw_uniforms(B, K, device=dev, generator=generator) if uniforms is None else _check_uniforms(uniforms, B, K, dev)
+    g = torch.as_tensor(greedy, device=dev)
+    if g.dtype != torch.bool or g.shape not in ((), (B,)):
+        _fail(f"greedy must be a bool or a (B,) = ({B},) bool tensor, received {g.dtype} {tuple(g.shape)}")
+    g = g.expand(B)
+    pos = torch.arange(K, device=dev)
+    valid = pos[None, :] < k_b[:, None]  # (B, K)
+    ids = draft_token_ids.to(torch.int64)
+    bad_id = valid & ((ids < 0) | (ids >= V))
+    if bool(bad_id.any()):
+        b, i = (int(x) for x in bad_id.nonzero()[0])
+        _fail(f"draft_token_ids[{b}, {i}] = {int(ids[b, i])} is not a token id in [0, {V})")
+    if check == "full":
+        _check_rows(p_draft, p_target, p_bonus, valid, B)
+    ids0 = torch.where(valid, ids, 0)  # (B, K): safe to gather
+
+    # --- accept tests: u·p_draft(x) < p_target(x) in float64 (exact product, no division)
+    pt_x = p_target.gather(2, ids0[..., None]).squeeze(-1).double()  # (B, K)
+    pd_x = torch.ones_like(pt_x) if p_draft is None else p_draft.gather(2, ids0[..., None]).squeeze(-1).double()
+    acc = pt_x > u.accept * pd_x
+    if bool(g.any()):
+        acc = torch.where(g[:, None], p_target.argmax(-1) == ids, acc)  # first argmax on ties
+    acc = acc & valid
+    n_acc = torch.cumprod(acc.to(torch.int64), dim=1).sum(1) if K > 0 else torch.zeros(B, dtype=torch.int64, device=dev)
+    rejected = n_acc < k_b  # (B,)
+
+    # --- the one row each request draws from: residual at the first rejection, else the bonus row
+    ar = torch.arange(B, device=dev)
+    if K > 0:
+        n_c = n_acc.clamp(max=K - 1)
+        rej_p = p_target[ar, n_c]  # (B, V)
+        sel_p = torch.where(rejected[:, None], rej_p, p_bonus).double()
+        if p_draft is None:
+            sel_q = torch.zeros_like(sel_p)
+            sel_q[ar, ids0[ar, n_c]] = 1.0
+        else:
+            sel_q = p_draft[ar, n_c].double()
+        sel_q = torch.where(rejected[:, None], sel_q, 0.0)
+    else:
+        sel_p, sel_q = p_bonus.double(), torch.zeros((B, V), dtype=torch.float64, device=dev)
+    if check == "read":
+        tol = row_sum_tol(p_target.dtype)
+        lab = lambda idx: f" (the row drawn from by request {idx[0]})"  # noqa: E731
+        every = torch.ones(B, dtype=torch.bool, device=dev)
+        _row_report("p_target/p_bonus", sel_p, every, tol, lab)
+        if p_draft is not None:
+            _row_report("p_draft", sel_q, rejected, tol, lab)
+        gathered = torch.stack([pt_x, pd_x], -1)
+        if bool((valid[..., None] & ~(gathered >= 0)).any()):
+            b, i, _ = (int(x) for x in (valid[..., None] & ~(gathered >= 0)).nonzero()[0])
+            _fail(f"p_target/p_draft at [{b}, {i}, draft token {int(ids[b, i])}] is NaN or negative")
+    W = _fixed((sel_p - sel_q).clamp_min(0.0))
+    empty = W.sum(-1) == 0  # empty residual: draw from p_target itself (stated policy)
+    W = torch.where(empty[:, None], _fixed(sel_p), W)
+    tok = _inverse_cdf(W, torch.where(rejected, u.residual, u.bonus))
+    tok = torch.where(g, sel_p.argmax(-1), tok)
+
+    tokens = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
+    tokens[:, :K] = torch.where(pos[None, :] < n_acc[:, None], ids, -1)
+    tokens[ar, n_acc] = tok
+    return SpecSample(tokens, n_acc)
