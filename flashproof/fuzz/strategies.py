@@ -1,0 +1,112 @@
+"""Hypothesis strategies for attention problems, adversarial families behind shrinkable switches.
+
+``attention_problems(...)`` draws a ``ProblemSpec``. Every adversarial family of DESIGN.md is a
+``st.booleans()`` draw (which shrinks to False), and every size is an integer that shrinks toward 1,
+so a failure shrinks toward the smallest problem with the fewest families switched on:
+
+=================  ========================================================================
+family             what it plants
+=================  ========================================================================
+causal             bottom-right causal mask (Nq ≠ Nk both ways, since n_q and n_k are independent)
+window             a (left, right) local window around the aligned diagonal
+varlen             packed sequences (B = 1) with zero-length and length-1 sequences
+mask               one of: random holes; a single allowed key at a tile edge (0, b−1, b, last);
+                   allowed keys only after fully masked tiles ((−inf)−(−inf) class);
+                   block-sparse tile holes
+empty_rows         fully masked query rows (out 0, LSE −inf, gradients 0)
+huge_logits        scale ≫ 1/√d with max |score| of 1e2 … 6e4
+ties               a dominant key copied into another tile: exact ties of the row max
+zero_q             q = 0 rows (flat softmax rows)
+poison             NaN / ±inf / 1e30 in K rows nobody reads and Q rows that read nothing
+noncontig          the kernel gets non-contiguous (B, N, H, D)-strided views
+gqa                Hq = group · Hkv with group 2 … 8, distinct dO per head
+special_lengths    sequence lengths from 1, 2, 63, 64, 65, 127, 129, 1025 (those ≤ the cap)
+dv                 a value head dim Dv ≠ D
+batch              B > 1
+=================  ========================================================================
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from .problem import MASK_KINDS, POISONS, ProblemSpec
+
+__all__ = ["FAMILIES", "SPECIAL_LENGTHS", "HUGE_LOGITS", "attention_problems"]
+
+FAMILIES = ("causal", "window", "varlen", "mask", "empty_rows", "huge_logits", "ties", "zero_q", "poison",
+            "noncontig", "gqa", "special_lengths", "dv", "batch")
+SPECIAL_LENGTHS = (1, 2, 63, 64, 65, 127, 129, 1025)
+HUGE_LOGITS = (1e2, 1e3, 3e4, 6e4)
+
+
+def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, max_heads_kv: int = 2,
+                       max_group: int = 8, max_batch: int = 2, families=FAMILIES, blocks=(16,),
+                       square_causal: bool = False) -> st.SearchStrategy[ProblemSpec]:
+    """Problems with Nq ≤ max_nq, Nk ≤ max_nk, D, Dv ≤ max_d, Hkv ≤ max_heads_kv, Hq/Hkv ≤
+    max_group, B ≤ max_batch. ``families`` lists the switches that may turn on (others stay off);
+    ``blocks`` are the tile sizes the mask families aim at; ``square_causal`` forces Nk = Nq when
+    causal (for kernels whose causal flag is top-left and who take no mask).
+
+    Shrinks toward ProblemSpec(n_q=1, n_k=1, d=1, seed=0) with every family off."""
+    for name, val in (("max_nq", max_nq), ("max_nk", max_nk), ("max_d", max_d), ("max_heads_kv", max_heads_kv),
+                      ("max_group", max_group), ("max_batch", max_batch)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"{name} must be an int >= 1, received {val!r}")
+    unknown = set(families) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"unknown families {sorted(unknown)}: expected a subset of {FAMILIES}")
+    if not blocks or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in blocks):
+        raise ValueError(f"blocks must be a non-empty tuple of tile sizes >= 1, received {blocks!r}")
+    return _problems(max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, frozenset(families),
+                     tuple(blocks), square_causal)
+
+
+@st.composite
+def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, families, blocks, square_causal):
+    def on(family: str) -> bool:
+        return family in families and draw(st.booleans())
+
+    special = on("special_lengths")
+
+    def length(cap: int) -> int:
+        picks = [n for n in SPECIAL_LENGTHS if n <= cap]
+        if special and picks:
+            return draw(st.sampled_from(picks))
+        return draw(st.integers(1, cap))
+
+    causal = on("causal")
+    seqlens = None
+    if on("varlen"):
+        n_seq = draw(st.integers(1, 4))
+        cap_q, cap_k = max(1, max_nq // n_seq), max(1, max_nk // n_seq)
+        pairs = [[draw(st.integers(0, cap_q)), draw(st.integers(0, cap_k))] for _ in range(n_seq)]
+        if square_causal and causal:
+            for pr in pairs:
+                pr[1] = pr[0]
+        if sum(a for a, _ in pairs) == 0:
+            pairs[0][0] = 1
+        if sum(b for _, b in pairs) == 0:
+            pairs[-1][1] = 1
+        seqlens = tuple((a, b) for a, b in pairs)
+        n_q, n_k = sum(a for a, _ in seqlens), sum(b for _, b in seqlens)
+    else:
+        n_q = length(max_nq)
+        n_k = n_q if (square_causal and causal) else length(max_nk)
+    window = (draw(st.integers(0, max_nk)), draw(st.integers(0, max_nk))) if on("window") else None
+    mask_kind = draw(st.sampled_from(MASK_KINDS[1:])) if on("mask") else "none"
+    block = draw(st.sampled_from(blocks))
+    empty_rows = on("empty_rows")
+    huge = draw(st.sampled_from(HUGE_LOGITS)) if on("huge_logits") else 0.0
+    ties, zero_q = on("ties"), on("zero_q")
+    poison = draw(st.sampled_from(POISONS[1:])) if on("poison") else None
+    noncontig = on("noncontig")
+    group = draw(st.integers(2, max_group)) if max_group >= 2 and on("gqa") else 1
+    heads_kv = draw(st.integers(1, max_heads_kv))
+    d = draw(st.integers(1, max_d))
+    dv = draw(st.integers(1, max_d)) if on("dv") else d
+    batch = draw(st.integers(2, max_batch)) if max_batch >= 2 and seqlens is None and on("batch") else 1
+    seed = draw(st.integers(0, 2**32 - 1))
+    return ProblemSpec(batch=batch, heads_q=heads_kv * group, heads_kv=heads_kv, n_q=n_q, n_k=n_k, d=d, dv=dv,
+                       causal=causal, window=window, seqlens=seqlens, mask_kind=mask_kind, block=block,
+                       empty_rows=empty_rows, huge_logits=huge, ties=ties, zero_q=zero_q, poison=poison,
+                       noncontig=noncontig, seed=seed)

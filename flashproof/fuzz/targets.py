@@ -1,0 +1,325 @@
+"""Named kernels the fuzzer can drive, each behind one adapter that normalises its conventions.
+
+Every target answers a ``Case`` with ``KernelOut(out, lse)`` in our conventions: out
+(B, Hq, Nq, Dv) differentiable in the case's q, k, v; lse (B, Hq, Nq) natural log, or None when
+the kernel does not expose it. Normalisations (see ``docs/fuzz.md``):
+
+* causal alignment: ours and flash-attn ≥ 2.1 are bottom-right. SDPA's ``is_causal`` is top-left,
+  so it is used only when Nq = Nk (where the two agree); otherwise the adapter passes the explicit
+  bottom-right boolean mask;
+* masks, windows and varlen block diagonals go to kernels without those features as the explicit
+  boolean ``allowed`` mask (True = take part);
+* LSE: SDPA's public API returns none; its adapters read it from the backend's aten op (natural
+  log, padded rows sliced off). FlexAttention and flash-attn return natural-log LSE.
+
+A target that cannot take a problem raises ``Unsupported`` (the campaign skips that example); a
+target that is not installed, or needs a device that is absent, reports why via ``unavailable``.
+Names: ``torch``, ``triton`` (ours), ``sdpa-math``, ``sdpa-efficient``, ``sdpa-flash``,
+``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.kernels.mutants``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+from typing import Callable, NamedTuple
+
+import torch
+
+__all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES"]
+
+#: Problem features a target may lack (the campaign does not draw them for it).
+FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal_rect", "lse", "grad", "fp64"})
+
+
+class Unsupported(Exception):
+    """This target cannot take this problem (not a deviation)."""
+
+
+class Case(NamedTuple):
+    """One call, on the target's device. q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) in
+    the kernel dtype (possibly non-contiguous views); allowed (B, Hq, Nq, Nk) bool. ``structured``
+    is True when causal/window/varlen alone give ``allowed`` (no extra mask is needed)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    allowed: torch.Tensor
+    scale: float
+    causal: bool
+    window: tuple | None
+    cu_seqlens_q: torch.Tensor | None
+    cu_seqlens_k: torch.Tensor | None
+    structured: bool
+
+
+class KernelOut(NamedTuple):
+    out: torch.Tensor
+    lse: torch.Tensor | None
+
+
+class Target(NamedTuple):
+    name: str
+    doc: str
+    run: Callable[[Case, bool], KernelOut]     # run(case, deterministic)
+    unavailable: Callable[[str], str | None]   # unavailable(device) -> reason, or None
+    lacks: Callable[[str], frozenset]          # lacks(device) -> FEATURES it does not support
+    deterministic: str                         # "fwd+bwd", "fwd" or "" (what is promised bitwise)
+    tile_sizes: tuple = ()                     # key-tile sizes worth aiming mask families at
+    version: Callable[[], str] = lambda: torch.__version__
+
+
+# ----------------------------------------------------------------------------------- ours
+
+def _ours(backend: str | None, fn=None) -> Callable:
+    """backend None: Triton for CUDA tensors, torch otherwise (the mutants' default device rule)."""
+    def run(c: Case, deterministic: bool) -> KernelOut:
+        from flashproof import kernels
+
+        call = fn or kernels.attention
+        r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=None if c.structured else c.allowed,
+                 scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
+                 deterministic=deterministic,
+                 backend=backend or ("triton" if c.q.is_cuda else "torch"))
+        return KernelOut(r.out, r.lse)
+    return run
+
+
+def _ours_unavailable(backend: str) -> Callable:
+    def why(device: str) -> str | None:
+        try:
+            from flashproof import kernels  # noqa: F401
+        except ImportError as e:
+            return f"flashproof.kernels does not import: {e}"
+        if backend == "triton":
+            if importlib.util.find_spec("triton") is None:
+                return "triton is not installed"
+            if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+                return "triton on CPU needs TRITON_INTERPRET=1"
+            if importlib.util.find_spec("flashproof.kernels.attention_triton") is None:
+                return "flashproof.kernels.attention_triton is not built yet"
+        return _device_missing(device)
+    return why
+
+
+def _ours_tiles() -> tuple:
+    try:
+        from flashproof.kernels import attention_torch
+        return (attention_torch.BLOCK_N,)
+    except (ImportError, AttributeError):
+        return (64,)
+
+
+def _device_missing(device: str) -> str | None:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return "no CUDA device"
+    return None
+
+
+# ----------------------------------------------------------------------------------- SDPA
+
+_SDPA = {"sdpa-math": "MATH", "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
+         "sdpa-cudnn": "CUDNN_ATTENTION"}
+
+
+def _sdpa_mask(c: Case) -> dict:
+    """SDPA keyword arguments for the case's mask, bottom-right causal made explicit."""
+    nq, nk = c.q.shape[2], c.k.shape[2]
+    if c.structured and c.window is None and c.cu_seqlens_q is None:
+        if not c.causal:
+            return {}
+        if nq == nk:
+            return {"is_causal": True}  # top-left and bottom-right agree on a square
+    return {"attn_mask": c.allowed}
+
+
+def _sdpa(name: str) -> Callable:
+    def run(c: Case, deterministic: bool) -> KernelOut:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        kw = _sdpa_mask(c)
+        gqa = c.q.shape[1] != c.k.shape[1]
+        try:
+            with sdpa_kernel([getattr(SDPBackend, _SDPA[name])]), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = torch.nn.functional.scaled_dot_product_attention(c.q, c.k, c.v, scale=c.scale,
+                                                                       enable_gqa=gqa, **kw)
+        except RuntimeError as e:
+            if "No available kernel" in str(e) or "No viable backend" in str(e):
+                raise Unsupported(f"{name}: SDPA has no kernel for this case") from None
+            raise
+        return KernelOut(out, _sdpa_lse(name, c, kw))
+    return run
+
+
+def _sdpa_lse(name: str, c: Case, kw: dict):
+    """LSE (B, Hq, Nq) from the backend's aten op (the public API does not return it), or None."""
+    group = c.q.shape[1] // c.k.shape[1]
+    q, k, v = c.q.detach(), c.k.detach().repeat_interleave(group, 1), c.v.detach().repeat_interleave(group, 1)
+    causal = kw.get("is_causal", False)
+    mask = kw.get("attn_mask")
+    bias = None if mask is None else torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    aten = torch.ops.aten
+    nq = q.shape[2]
+    try:
+        if name == "sdpa-flash" and q.device.type == "cpu":
+            lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias, scale=c.scale)[1]
+        elif name == "sdpa-flash":
+            if bias is not None:
+                return None
+            lse = aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=c.scale)[1]
+        elif name == "sdpa-efficient":
+            lse = aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, causal, scale=c.scale)[1]
+        elif name == "sdpa-cudnn":
+            lse = aten._scaled_dot_product_cudnn_attention(q, k, v, bias, True, 0.0, causal, False, scale=c.scale)[1]
+        else:
+            return None  # the math backend exposes no LSE
+    except (RuntimeError, TypeError):
+        return None
+    lse = lse.reshape(lse.shape[0], lse.shape[1], -1) if lse.dim() == 4 else lse
+    return lse[..., :nq]
+
+
+def _sdpa_lacks(name: str) -> Callable:
+    def lacks(device: str) -> frozenset:
+        gone = {"fp64"} if name != "sdpa-math" else set()
+        if name == "sdpa-math":
+            gone.add("lse")
+        if name == "sdpa-flash" and device != "cpu":
+            gone |= {"mask", "window", "varlen", "dv", "causal_rect"}
+        if name == "sdpa-flash" and device == "cpu":
+            gone |= {"dv"}
+        return frozenset(gone)
+    return lacks
+
+
+def _sdpa_unavailable(name: str) -> Callable:
+    def why(device: str) -> str | None:
+        if (m := _device_missing(device)):
+            return m
+        if device == "cpu" and name in ("sdpa-efficient", "sdpa-cudnn"):
+            return f"{name} has no CPU kernel in torch {torch.__version__}"
+        return None
+    return why
+
+
+# ----------------------------------------------------------------------------------- FlexAttention
+
+_COMPILED = {}
+
+
+def _flex(c: Case, deterministic: bool) -> KernelOut:
+    from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
+
+    B, Hq, nq, _ = c.q.shape
+    nk = c.k.shape[2]
+    dev = c.q.device
+    if dev.type == "cuda":
+        fn = _COMPILED.setdefault("flex", torch.compile(flex_attention, dynamic=False))
+    else:
+        fn = flex_attention  # eager: the dense math path (no fused kernel on CPU)
+    block_mask = None
+    if not (c.structured and not c.causal and c.window is None and c.cu_seqlens_q is None):
+        allowed = c.allowed
+        block_mask = create_block_mask(lambda b, h, i, j: allowed[b, h, i, j], B, Hq, nq, nk, device=dev)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out, aux = fn(c.q, c.k, c.v, block_mask=block_mask, scale=c.scale, enable_gqa=Hq != c.k.shape[1],
+                      return_aux=AuxRequest(lse=True))
+    return KernelOut(out, aux.lse)
+
+
+def _flex_unavailable(device: str) -> str | None:
+    if importlib.util.find_spec("torch.nn.attention.flex_attention") is None:
+        return f"FlexAttention is not in torch {torch.__version__}"
+    return _device_missing(device)
+
+
+# ----------------------------------------------------------------------------------- flash-attn
+
+def _flash_attn(c: Case, deterministic: bool) -> KernelOut:
+    from flash_attn import flash_attn_func
+
+    if not c.structured or c.cu_seqlens_q is not None:
+        raise Unsupported("flash-attn (dense API) takes no boolean mask")
+    left, right = c.window if c.window is not None else (None, None)
+    window = (-1 if left is None else left, -1 if right is None else right)
+    t = lambda x: x.transpose(1, 2)  # noqa: E731  (B, H, N, D) -> (B, N, H, D)
+    out, lse, _ = flash_attn_func(t(c.q), t(c.k), t(c.v), softmax_scale=c.scale, causal=c.causal,
+                                  window_size=window, deterministic=deterministic, return_attn_probs=True)
+    return KernelOut(t(out), lse)
+
+
+def _flash_attn_unavailable(device: str) -> str | None:
+    if importlib.util.find_spec("flash_attn") is None:
+        return "flash-attn is not installed"
+    if not device.startswith("cuda"):
+        return "flash-attn runs on CUDA only"
+    return _device_missing(device)
+
+
+def _flash_attn_version() -> str:
+    import flash_attn
+    return getattr(flash_attn, "__version__", "?")
+
+
+# ----------------------------------------------------------------------------------- registry
+
+def _none(device: str) -> frozenset:
+    return frozenset()
+
+
+def _ours_lacks(device: str) -> frozenset:
+    return frozenset()
+
+
+_TARGETS = {
+    "torch": Target("torch", "ours, torch path", _ours("torch"), _ours_unavailable("torch"), _ours_lacks,
+                    "fwd+bwd", _ours_tiles()),
+    "triton": Target("triton", "ours, Triton kernel", _ours("triton"), _ours_unavailable("triton"),
+                     lambda d: frozenset({"fp64"}), "fwd+bwd", _ours_tiles()),
+    "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,
+                   _flex_unavailable, lambda d: frozenset({"fp64", "grad"} if d == "cpu" else {"fp64"}), "", (128,)),
+    "flash-attn": Target("flash-attn", "Dao-AILab flash-attn (flash_attn_func)", _flash_attn,
+                         _flash_attn_unavailable, lambda d: frozenset({"mask", "varlen", "dv", "fp64"}),
+                         "fwd", (64, 128), _flash_attn_version),
+}
+for _n in _SDPA:
+    _TARGETS[_n] = Target(_n, f"torch SDPA, {_SDPA[_n]} backend", _sdpa(_n), _sdpa_unavailable(_n),
+                          _sdpa_lacks(_n), "fwd" if _n == "sdpa-math" else "", (64, 128))
+
+
+def _mutant(bug: str) -> Target:
+    from flashproof.kernels import mutants
+
+    fn = mutants.MUTANTS[bug]
+    return Target(f"mutant:{bug}", (fn.__doc__ or "").strip(), _ours(None, fn), _ours_unavailable("torch"),
+                  _ours_lacks, "", _ours_tiles())
+
+
+def mutant_names() -> list[str]:
+    """``mutant:<bug>`` for every variant in ``flashproof.kernels.mutants`` (empty before it lands)."""
+    try:
+        from flashproof.kernels import mutants
+    except ImportError:
+        return []
+    return [f"mutant:{b}" for b in sorted(mutants.MUTANTS)]
+
+
+def names() -> list[str]:
+    """Every target name, ours first."""
+    return list(_TARGETS) + mutant_names()
+
+
+def get(name: str) -> Target:
+    """The target called ``name``; ValueError naming the known ones otherwise."""
+    if name in _TARGETS:
+        return _TARGETS[name]
+    if name.startswith("mutant:") and name in mutant_names():
+        return _mutant(name.split(":", 1)[1])
+    raise ValueError(f"unknown kernel {name!r}: expected one of {names()}")
+
+
+def register(target: Target) -> None:
+    """Add a target (tests use it for their own broken wrappers)."""
+    _TARGETS[target.name] = target
