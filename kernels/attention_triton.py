@@ -1,0 +1,169 @@
+"""The Triton backend: host side (argument packing, autotuning, launches) for
+``attention_triton_fwd`` and ``attention_triton_bwd``.
+
+Every autotuned configuration computes the same function (lengths, head dims and masks are all
+handled by predicates, never by a divisibility assumption); the tile constraints that do exist
+are ``tl.static_assert``s in the kernels and ``_prune`` here drops configurations that break them.
+Under ``TRITON_INTERPRET=1`` (CI) one small configuration is used.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
+from .attention_triton_fwd import LOG2E, attn_fwd
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _numpy_2_4_shim():
+    """Triton 3.6's interpreter turns a scalar (a shape-(1,) array there) into a loop bound with
+    ``int(array)``, which numpy >= 2.4 rejects; index through ``.item()`` instead (interpreter only)."""
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_flashproof_shim", False):
+        return
+    patch = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    interpreter._patch_lang_tensor = patched
+    interpreter._flashproof_shim = True
+
+
+if INTERPRET:
+    _numpy_2_4_shim()
+
+
+def _configs(shapes):
+    """shapes: (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples."""
+    if INTERPRET:
+        shapes = [(16, 16, 4, 1)]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
+
+
+def _prune(configs, named_args, **_):
+    """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, or are too
+    large for the padded head dim (shared memory)."""
+    tq, tk = named_args.get("TILE_Q", 0), named_args.get("TILE_K", 0)
+    big = max(named_args["BLOCK_D"], named_args["BLOCK_DV"]) > 128
+    keep = [c for c in configs
+            if (not tq or (tq % c.kwargs["BLOCK_M"] == 0 and tk % c.kwargs["BLOCK_N"] == 0))
+            and (not big or c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 64)]
+    if not keep:
+        keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
+    return keep
+
+
+_KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
+        "TILE_K", "DOT_PREC"]
+_FWD = triton.autotune(
+    _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4)]),
+    key=_KEY + ["Q_BUCKET", "GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR"],
+    prune_configs_by={"early_config_prune": _prune})(attn_fwd)
+_DKDV = triton.autotune(
+    _configs([(32, 128, 8, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (16, 64, 4, 2)]),
+    key=_KEY + ["K_BUCKET", "GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
+_DQ = triton.autotune(
+    _configs([(128, 32, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2)]),
+    key=_KEY + ["Q_BUCKET", "GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
+
+
+def _pad(d):
+    return max(16, triton.next_power_of_2(d))
+
+
+def _bucket(n):
+    return triton.next_power_of_2(max(n, 1))
+
+
+def _common(q, k, v, prob):
+    """Launch arguments shared by the forward and the two gradient kernels."""
+    B, Hq, Nq, D = q.shape
+    Hkv, Nk, Dv = k.shape[1], k.shape[2], v.shape[3]
+    dev = q.device
+    dummy_i = torch.zeros(1, dtype=torch.int32, device=dev)
+    left, right = prob.window
+    c = dict(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
+             left=left or 0, right=right or 0, HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
+             BLOCK_D=_pad(D), BLOCK_DV=_pad(Dv), DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
+             GQA_MAP="gqa_map" in prob.bugs)
+    if prob.seqlens is not None:
+        cu_q, cu_k, max_q, max_k = prob.seqlens
+        c.update(CU_Q=cu_q, CU_K=cu_k, IS_VARLEN=True, n_seq=cu_q.numel() - 1, max_q=max_q, max_k=max_k)
+    else:
+        c.update(CU_Q=dummy_i, CU_K=dummy_i, IS_VARLEN=False, n_seq=B, max_q=Nq, max_k=Nk)
+    if prob.mask is not None:
+        u = prob.mask.contiguous().view(torch.uint8)  # (B|1, Hq|1, Nq, Nk): broadcast dims get stride 0
+        strides = tuple(0 if u.shape[i] == 1 else u.stride(i) for i in range(2)) + (u.stride(2), u.stride(3))
+        c.update(MASK=u, HAS_MASK=True, mask_strides=strides)
+    else:
+        c.update(MASK=torch.zeros(1, dtype=torch.uint8, device=dev), HAS_MASK=False, mask_strides=(0, 0, 0, 0))
+    if prob.tiles is not None:
+        t = prob.tiles.tiles.expand(B, Hq, *prob.tiles.tiles.shape[2:])  # (B, Hq, TQ, TK)
+        order = lambda x: torch.argsort((~x).to(torch.int8), dim=-1, stable=True).to(torch.int32).contiguous()  # noqa: E731
+        c.update(KV_NUM=t.sum(-1).to(torch.int32).contiguous(), KV_IDX=order(t),
+                 Q_NUM=t.sum(-2).to(torch.int32).contiguous(), Q_IDX=order(t.transpose(-1, -2)),
+                 TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True, TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
+    else:
+        c.update(KV_NUM=dummy_i, KV_IDX=dummy_i, Q_NUM=dummy_i, Q_IDX=dummy_i, TQ=1, TK=1, HAS_TILES=False,
+                 TILE_Q=0, TILE_K=0)
+    return c
+
+
+def forward(q, k, v, prob):
+    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32."""
+    B, Hq, Nq, _ = q.shape
+    out = torch.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
+    lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
+    if Nq == 0:
+        return out, lse
+    c = _common(q, k, v, prob)
+    grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
+    _FWD[grid](q, k, v, out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
+               *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
+               Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
+               c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),
+               BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
+               HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
+               TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
+               NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
+               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"])
+    return out, lse
+
+
+def backward(q, k, v, out, lse, dout, dlse, prob):
+    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype; no atomics (deterministic)."""
+    B, Hq, Nq, D = q.shape
+    Nk = k.shape[2]
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if Nq == 0 or Nk == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    c = _common(q, k, v, prob)
+    delta = torch.empty_like(lse)
+    has_dlse = dlse is not None
+    BM_D = 64 if not INTERPRET else 16
+    attn_bwd_delta[(triton.cdiv(Nq, BM_D), B * Hq)](
+        out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],
+        BLOCK_M=BM_D, BLOCK_DV=c["BLOCK_DV"], HAS_DLSE=has_dlse)
+    common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
+                  HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
+    scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
+               c["left"], c["right"])
+    grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
+    _DKDV[grid_kv](q, k, v, dout, lse, delta, dk, dv, c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"],
+                   *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
+                   *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common)
+    grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
+    _DQ[grid_q](q, k, v, dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
+                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
+                *scalars, _bucket(c["max_q"]), **common)
+    return dq, dk, dv
+
+
+__all__ = ["forward", "backward"]
