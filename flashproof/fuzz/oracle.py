@@ -48,9 +48,10 @@ def work(problem: Problem) -> int:
     return s.batch * s.heads_q * s.n_q * s.n_k * (s.d + s.dv)
 
 
-def oracle(problem: Problem, *, max_work: int = REFERENCE_MAX_WORK) -> Expected:
-    """The verified reference in float64 when the problem is small enough, else ``dense``."""
-    return reference(problem) if work(problem) <= max_work else dense(problem)
+def oracle(problem: Problem, *, max_work: int = REFERENCE_MAX_WORK, device: str = "cpu") -> Expected:
+    """The verified reference in float64 when the problem is small enough, else ``dense`` (run in
+    float64 on ``device``)."""
+    return reference(problem) if work(problem) <= max_work else dense(problem, device=device)
 
 
 def _mid_rad(x) -> tuple[float, float]:
@@ -99,15 +100,17 @@ def reference(problem: Problem, *, num: str = "float") -> Expected:
     return Expected(*(mid[n] for n in shapes), source=f"verified:{num}", radius=radius)
 
 
-def dense(problem: Problem) -> Expected:
+def dense(problem: Problem, *, device: str = "cpu") -> Expected:
     """The dense formula in float64 torch with autograd (any size; used beyond the reference).
 
     Entries that no allowed pair reads are replaced by 0 first: they cannot change the real
     result, and 0·NaN would otherwise poison the gradients."""
-    q, k, v = (t.requires_grad_() for t in read_inputs(problem))
-    out, lse = masked_attention(q, k, v, problem.allowed, problem.scale)
-    dq, dk, dv = torch.autograd.grad(out, (q, k, v), problem.dout)
-    return Expected(out.detach(), lse.detach(), dq, dk, dv, source="dense-float64-torch")
+    q, k, v = (t.to(device).requires_grad_() for t in read_inputs(problem))
+    with torch.enable_grad():
+        out, lse = masked_attention(q, k, v, problem.allowed.to(device), problem.scale)
+        grads = torch.autograd.grad(out, (q, k, v), problem.dout.to(device))
+    cpu = lambda t: t.detach().to("cpu")  # noqa: E731
+    return Expected(cpu(out), cpu(lse), *(cpu(g) for g in grads), source="dense-float64-torch")
 
 
 def read_inputs(problem: Problem) -> tuple:

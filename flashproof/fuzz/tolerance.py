@@ -12,8 +12,12 @@ For each compared tensor T (out, lse, dq, dk, dv) of a kernel run in dtype τ:
 * floor(T, τ) = eps(τ) · M_T, one unit of τ's precision at the natural magnitude M_T of the terms
   that make up T (``magnitudes``): out — max|V|; lse — max|lse|; dv — max|dO|; dq —
   |scale|·max|dO|·max|V|·max|K|; dk — |scale|·max|dO|·max|V|·max|Q| (maxima over finite entries;
-  at least τ's smallest normal). It keeps a lucky exact baseline (e.g. a one-hot softmax whose
-  gradient the naive run gets exactly 0) from demanding an exact kernel.
+  at least τ's smallest normal), plus, for every T but lse, M_T · eps_stat · S, where S is the
+  largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
+  inputs): a kernel that saves LSE and recomputes p = exp(s − lse) (FlashAttention's backward,
+  split-KV merging) perturbs every probability by that relative amount, which a naive softmax
+  never does. The floor keeps a lucky exact baseline (e.g. a one-hot softmax whose gradient the
+  naive run gets exactly 0) from demanding an exact kernel; bugs give O(1) relative errors.
 
 Exact parts of the convention are not tolerances: where the oracle is non-finite (LSE = −inf of a
 row with no allowed key) the kernel must return the same value, rows with no allowed key must be
@@ -39,16 +43,21 @@ def _absmax(t: torch.Tensor) -> float:
 
 
 def magnitudes(q, k, v, dout, lse, scale: float) -> dict:
-    """M_T for each compared tensor T (see the module docstring); arguments as the oracle sees them."""
+    """M_T for each compared tensor T, and "score" = S = max |score| ≈ max |scale·q·k| (bounded by
+    |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed)."""
     mq, mk, mv, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
-    return {"out": mv, "lse": _absmax(lse), "dv": mo, "dq": abs(scale) * mo * mv * mk,
-            "dk": abs(scale) * mo * mv * mq}
+    mlse = _absmax(lse)
+    return {"out": mv, "lse": mlse, "dv": mo, "dq": abs(scale) * mo * mv * mk,
+            "dk": abs(scale) * mo * mv * mq, "score": max(mlse, abs(scale) * mq * mk * q.shape[-1])}
 
 
-def floor(magnitude: float, dtype: torch.dtype) -> float:
-    """eps(dtype) · magnitude, at least dtype's smallest normal."""
+def floor(name: str, mags: dict, dtype: torch.dtype) -> float:
+    """The noise floor of tensor ``name`` (module docstring), at least dtype's smallest normal."""
     info = torch.finfo(dtype)
-    return max(info.eps * magnitude, info.tiny)
+    eps_stat = torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+    m = mags[name]
+    stat = 0.0 if name == "lse" else m * eps_stat * mags["score"]
+    return max(info.eps * m + stat, info.tiny)
 
 
 class Verdict(NamedTuple):
@@ -67,10 +76,10 @@ class Verdict(NamedTuple):
 
 
 def judge(name: str, got: torch.Tensor, ref: torch.Tensor, baseline: torch.Tensor, dtype: torch.dtype,
-          magnitude: float, exact_zero: torch.Tensor | None = None) -> Verdict:
-    """Apply the rule to one tensor. got/baseline are moved to float64 CPU; ``magnitude`` is M_T
-    (``magnitudes``); ``exact_zero`` marks entries (broadcastable to ref) that the convention fixes
-    to exactly 0."""
+          mags: dict, exact_zero: torch.Tensor | None = None) -> Verdict:
+    """Apply the rule to one tensor. got/baseline are moved to float64 CPU; ``mags`` is
+    ``magnitudes(...)`` of the problem; ``exact_zero`` marks entries (broadcastable to ref) that the
+    convention fixes to exactly 0."""
     if got.shape != ref.shape:
         raise ValueError(f"{name}: kernel returned shape {tuple(got.shape)}, oracle has {tuple(ref.shape)}")
     got = got.detach().to("cpu", torch.float64)
@@ -83,7 +92,7 @@ def judge(name: str, got: torch.Tensor, ref: torch.Tensor, baseline: torch.Tenso
     if base_err != base_err:  # NaN in the baseline
         base_err = float("inf")
     bounded = base_err != float("inf")
-    bound = FACTOR[name] * base_err + floor(magnitude, dtype) if bounded else float("inf")
+    bound = FACTOR[name] * base_err + floor(name, mags, dtype) if bounded else float("inf")
     error = diff.max().item() if diff.numel() else 0.0
 
     nan = torch.isnan(got)

@@ -1,0 +1,162 @@
+"""The campaign: hypothesis searches of one kernel against the oracle, summarised as a dict.
+
+``run_campaign(kernel, device=..., dtypes=..., budget=...)`` runs, for each dtype, up to
+``rounds`` hypothesis searches of ``budget`` examples each. A search stops at the first problem
+on which some check deviates, shrinks it (within ``shrink_seconds``) and records that problem's
+deviations; the next round leaves the checks that already failed out, so one kernel with several
+bugs reports several minimal reproducers. The summary (JSON-ready) holds, per dtype, the number
+of examples, the oracle used, the worst error/bound ratio per check and tensor, and each
+deviation with its reproducer; ``passed`` is True only when the target was available and no
+deviation was found.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hyp_seed, settings
+from hypothesis.errors import HypothesisException
+
+from . import targets
+from .checks import CHECKS, DTYPES, Deviation, examine
+from .strategies import FAMILIES, attention_problems
+
+__all__ = ["run_campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES"]
+
+#: Examples per search round. The mutant corpus is caught within this budget (tests/test_fuzz_mutants.py).
+DEFAULT_BUDGET = 40
+DEFAULT_DTYPES = ("fp32",)
+#: Size caps. "ci": every problem fits the pure-Python verified oracle (keys reach 130 so
+#: that 64-key tiles have ragged ends; few query rows keep it fast). "gpu": large shapes (up to
+#: 1025 keys and d = 128), where problems beyond the reference go to the dense float64 oracle.
+PROFILES = {
+    "ci": dict(max_nq=12, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2),
+    "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=4, max_group=8, max_batch=4),
+}
+#: Families that need a feature (targets.FEATURES) the target may lack.
+_NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
+          "gqa": "gqa", "dv": "dv"}
+
+
+class _Found(Exception):
+    """Raised inside the hypothesis property when an example deviates."""
+
+
+def _strategy(target, device: str, profile: dict):
+    lacks = target.lacks(device)
+    families = [f for f in FAMILIES if _NEEDS.get(f) not in lacks]
+    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
+    return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **profile)
+
+
+def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs):
+    """One hypothesis search; returns the deviations of the minimal failing example (or [])."""
+    known: dict = {}
+    first_failure = [None]
+
+    def examine_once(spec):
+        devs = known.get(spec) or _examine_new(spec)
+        if devs:
+            raise _Found(devs)  # one raise site: hypothesis tells failures apart by where they are raised
+
+    def _examine_new(spec):
+        if first_failure[0] is not None and time.monotonic() - first_failure[0] > shrink_seconds:
+            return []  # shrink budget spent: treat further candidates as passing, keep the best so far
+        try:
+            ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs)
+        except targets.Unsupported:
+            stats["unsupported"] += 1
+            return []
+        stats["examples"] += 1
+        stats["sources"][ex.source] += 1
+        for check, v in ex.verdicts:
+            if v.ok and v.bounded and v.bound > 0:
+                key = f"{check}/{v.name}"
+                stats["worst"][key] = max(stats["worst"].get(key, 0.0), v.error / v.bound)
+        if ex.deviations:
+            known[spec] = ex.deviations
+            first_failure[0] = first_failure[0] or time.monotonic()
+        return ex.deviations
+
+    prop = settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
+                    suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                    phases=(Phase.explicit, Phase.generate, Phase.shrink))(given(strategy)(examine_once))
+    try:
+        hyp_seed(seed)(prop)()
+    except _Found as e:
+        return e.args[0]
+    except HypothesisException as e:  # e.g. a flaky kernel: the failure did not replay
+        smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
+        return [d._replace(note=f"{type(e).__name__} during shrinking") for d in known.get(smallest, [])]
+    return []
+
+
+def run_campaign(kernel: str = "torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES,
+                 budget: int = DEFAULT_BUDGET, seed: int = 0, profile: str | dict = "ci", checks=CHECKS,
+                 rounds: int | None = None, shrink_seconds: float = 60.0, determinism_runs: int = 2) -> dict:
+    """Fuzz ``kernel`` (a ``targets.names()`` entry) on ``device`` (default: CUDA when present) in
+    each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"), ``budget`` examples per search round, and
+    return the JSON-ready summary described in the module docstring."""
+    t0 = time.monotonic()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    target = targets.get(kernel)
+    for dt in dtypes:
+        if dt not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dt!r}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be an int >= 1 (examples per search round), received {budget!r}")
+    prof = PROFILES[profile] if isinstance(profile, str) else dict(profile)
+    summary = {"kernel": kernel, "doc": target.doc, "device": device,
+               "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
+               "torch": torch.__version__, "budget": budget, "seed": seed, "profile": profile,
+               "dtypes": list(dtypes), "checks": list(checks), "results": [], "deviations": []}
+    reason = target.unavailable(device)
+    if reason is not None:
+        summary.update(available=False, reason=reason, passed=False, elapsed_s=round(time.monotonic() - t0, 2))
+        return summary
+    summary.update(available=True, reason="", version=target.version())
+    lacks = target.lacks(device)
+    strategy = _strategy(target, device, prof)
+    for dt in dtypes:
+        if dt == "fp64" and "fp64" in lacks:
+            summary["results"].append({"dtype": dt, "skipped": "the kernel does not take float64"})
+            continue
+        stats = {"examples": 0, "unsupported": 0, "sources": Counter(), "worst": {}}
+        remaining, found = list(checks), []
+        for r in range(rounds or len(checks)):
+            devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
+                           determinism_runs)
+            if not devs:
+                break
+            found.extend(devs)
+            remaining = [c for c in remaining if c not in {d.check for d in devs}]
+            if not remaining:
+                break
+        summary["results"].append({"dtype": dt, "examples": stats["examples"], "unsupported": stats["unsupported"],
+                                   "oracles": dict(stats["sources"]),
+                                   "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
+                                   "deviations": [d.as_dict() for d in found]})
+        summary["deviations"].extend(d.as_dict() for d in found)
+    summary["passed"] = not summary["deviations"]
+    summary["elapsed_s"] = round(time.monotonic() - t0, 2)
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    """A short human-readable report of ``run_campaign``'s summary."""
+    head = f"flashproof fuzz --kernel {summary['kernel']} on {summary['device']} ({summary.get('device_name', '')})"
+    if not summary["available"]:
+        return f"{head}: not available — {summary['reason']}"
+    lines = [f"{head}: {summary['doc']}, version {summary.get('version', '?')}, torch {summary['torch']}"]
+    for r in summary["results"]:
+        if "skipped" in r:
+            lines.append(f"  {r['dtype']}: skipped ({r['skipped']})")
+            continue
+        worst = ", ".join(f"{k} {v:.2f}" for k, v in r["worst_error_over_bound"].items())
+        lines.append(f"  {r['dtype']}: {r['examples']} examples ({r['unsupported']} unsupported), "
+                     f"oracles {r['oracles']}; worst error/bound among passes: {worst or '-'}")
+        for d in r["deviations"]:
+            lines.append("    DEVIATION " + d["reproducer"])
+    lines.append(f"  {'PASSED' if summary['passed'] else 'DEVIATIONS FOUND'} in {summary['elapsed_s']} s")
+    return "\n".join(lines)
