@@ -251,9 +251,11 @@ def _check_token(x, V: int, name: str):
 
 # ------------------------------------------------------------------------------ public entries
 
-def rejection_step(p_target, p_draft, token: int, u_accept, u_residual, num: Any = None) -> Step:
+def rejection_step(p_target, p_draft, token: int, u_accept, u_residual, num: Any = None, *,
+                   rules: "Rules" = None) -> Step:
     """One speculative step on a drafted ``token``. p_target, p_draft: (V,) rows (p_draft None:
     one-hot at ``token``); returns ``Step(token, accepted)``."""
+    rules = RULES if rules is None else rules
     num = resolve(num)
     V = _check_row(num, p_target, "p_target")
     if p_draft is not None:
@@ -263,9 +265,9 @@ def rejection_step(p_target, p_draft, token: int, u_accept, u_residual, num: Any
     _check_uniform(num, u_residual, "u_residual")
     pt = [num.const(x) for x in p_target]
     pd = _one_hot(num, token, V) if p_draft is None else [num.const(x) for x in p_draft]
-    if accept_test(num, pt[token], pd[token], u_accept):
+    if rules.accept(num, pt[token], pd[token], u_accept):  # a decision
         return Step(token, True)
-    return Step(inverse_cdf(num, residual(num, pt, pd), u_residual, fallback=pt), False)
+    return Step(inverse_cdf(num, rules.residual(num, pt, pd), u_residual, fallback=pt), False)
 
 
 def verify(draft_tokens: Sequence[int], p_target_rows, p_draft_rows, uniforms: CycleUniforms, *,
