@@ -176,8 +176,9 @@ def build(spec: ProblemSpec) -> Problem:
         v[:, :, -1] = randn(B, Hkv, dv)
     scale = 1.0 / math.sqrt(d)
     if spec.huge_logits:
-        raw = (q @ k.repeat_interleave(Hq // Hkv, dim=1).transpose(-1, -2)).abs().max().item()
-        scale = spec.huge_logits / raw if raw > 0 else 1.0
+        raw = (q @ k.repeat_interleave(Hq // Hkv, dim=1).transpose(-1, -2)).abs()  # (B, Hq, Nq, Nk)
+        top = raw[allowed].max().item() if allowed.any() else 0.0  # the largest allowed |q·k|
+        scale = spec.huge_logits / top if top > 0 else 1.0
     if spec.poison is not None:
         q, k = _poison(spec, q, k, allowed)
     cu_q = cu_k = None
