@@ -139,10 +139,11 @@ def _ledger(rows: list[dict]) -> str:
                 how += f"<br><i>Illustration (computed): {escape(r['illustration'])}</i>"
             if r["note"]:
                 how += f"<br><b>Note:</b> {escape(r['note'])}"
-            v = chip(r["verdict"], attr="verdict")
+            erratum = r["expect"] == "fails" and r["verdict"] == "off"
+            v = chip(r["verdict"], attr="verdict", text="off · erratum" if erratum else None)
             vt = escape(r["verdict_text"]) if r["verdict"] in ("confirmed", "off", "error") else ""
-            if r["expect"] == "fails" and r["verdict"] == "off":
-                vt = "erratum: " + vt
+            if erratum:
+                vt = "the seed is wrong here, as the ledger expects: " + vt
             ob = r["obligation"]
             pr = chip(ob["state"], attr="state") + f"<br><code>{escape(ob['id'])}</code>" if ob else \
                 '<span class="muted">not part of the exit status</span>'
