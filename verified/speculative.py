@@ -215,7 +215,7 @@ RULES = Rules(accept_test, residual, lambda uniforms, i: uniforms.accept[i])
 
 # -------------------------------------------------------------------------------- validation
 
-def _check_row(num, row, name: str, V: int | None = None) -> int:
+def _check_row(num, row, name: str, V: int | None = None, tol: float = ROW_SUM_TOL) -> int:
     if not isinstance(row, Sequence) or isinstance(row, (str, bytes)) or len(row) == 0:
         raise ValueError(f"{name} must be a non-empty list of probabilities, received {type(row).__name__}")
     if V is not None and len(row) != V:
@@ -229,9 +229,9 @@ def _check_row(num, row, name: str, V: int | None = None) -> int:
             raise ValueError(f"{name}[{y}] = {x!r} is negative")
     s = sum(row)
     exact = isinstance(num, BranchingNum) or all(isinstance(x, (int, Fraction)) for x in row)
-    if (s != 1) if exact else not abs(s - 1) <= ROW_SUM_TOL:
+    if (s != 1) if exact else not abs(s - 1) <= tol:
         raise ValueError(f"{name} sums to {s!r}; a distribution must sum to 1 "
-                         f"({'exactly' if exact else f'within {ROW_SUM_TOL}'})")
+                         f"({'exactly' if exact else f'within {tol}'})")
     return len(row)
 
 
@@ -271,25 +271,26 @@ def rejection_step(p_target, p_draft, token: int, u_accept, u_residual, num: Any
 
 
 def verify(draft_tokens: Sequence[int], p_target_rows, p_draft_rows, uniforms: CycleUniforms, *,
-           greedy: bool = False, num: Any = None, rules: Rules = RULES) -> SpecStep:
+           greedy: bool = False, num: Any = None, rules: Rules = RULES, sum_tol: float = ROW_SUM_TOL) -> SpecStep:
     """Verify k drafted tokens (what ``flashproof.kernels.rejection_sample`` computes per request).
 
     draft_tokens: (k,) ids, k ≥ 0; p_target_rows: (k+1, V), row i the target's distribution after
     the first i drafts, row k the bonus row; p_draft_rows: (k, V) or None (one-hot drafts);
-    uniforms: ``CycleUniforms`` (ignored when greedy). Returns ``SpecStep(tokens, n_accepted)``."""
+    uniforms: ``CycleUniforms`` (ignored when greedy); sum_tol: |Σ row − 1| allowed for float rows
+    (1e-2 suits fp16/bf16 rows). Returns ``SpecStep(tokens, n_accepted)``."""
     num = resolve(num)
     k = len(draft_tokens)
     if len(p_target_rows) != k + 1:
         raise ValueError(f"p_target_rows must have k+1 = {k + 1} rows (k drafts + the bonus row), "
                          f"received {len(p_target_rows)}")
-    V = _check_row(num, p_target_rows[0], "p_target_rows[0]")
+    V = _check_row(num, p_target_rows[0], "p_target_rows[0]", tol=sum_tol)
     for i, row in enumerate(p_target_rows[1:], 1):
-        _check_row(num, row, f"p_target_rows[{i}]", V)
+        _check_row(num, row, f"p_target_rows[{i}]", V, sum_tol)
     if p_draft_rows is not None:
         if len(p_draft_rows) != k:
             raise ValueError(f"p_draft_rows must have k = {k} rows, received {len(p_draft_rows)}")
         for i, row in enumerate(p_draft_rows):
-            _check_row(num, row, f"p_draft_rows[{i}]", V)
+            _check_row(num, row, f"p_draft_rows[{i}]", V, sum_tol)
     for i, x in enumerate(draft_tokens):
         _check_token(x, V, f"draft_tokens[{i}]")
     if not greedy:
