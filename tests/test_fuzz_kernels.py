@@ -1,0 +1,122 @@
+"""The fuzzer against kernels: ours passes, every mutant of the corpus is caught within the default
+budget, broken wrappers of a correct kernel are caught, third-party conventions are normalised."""
+import json
+
+import pytest
+import torch
+
+from flashproof.fuzz import targets
+from flashproof.fuzz.campaign import DEFAULT_BUDGET, run_campaign
+from flashproof.fuzz.checks import examine
+from flashproof.fuzz.cli import add_arguments, run as cli_run
+from flashproof.fuzz.problem import ProblemSpec
+
+MUTANTS = targets.mutant_names()
+
+
+def test_our_torch_kernel_passes_the_default_campaign():
+    s = run_campaign("torch", device="cpu", dtypes=("fp32", "bf16"), shrink_seconds=5)
+    assert s["available"] and s["passed"], [d["reproducer"] for d in s["deviations"]]
+    assert all(r["examples"] >= DEFAULT_BUDGET for r in s["results"])
+
+
+@pytest.mark.skipif(not MUTANTS, reason="flashproof.kernels.mutants has not landed")
+@pytest.mark.parametrize("name", MUTANTS)
+def test_every_kernel_mutant_is_caught_within_the_default_budget(name):
+    s = run_campaign(name, device="cpu", rounds=1, shrink_seconds=5)
+    assert s["available"] and not s["passed"], f"{name} escaped {DEFAULT_BUDGET} examples"
+    assert any(d["reason"] in ("nan", "non-finite", "tolerance", "convention") for d in s["deviations"])
+
+
+def _wrap(name, fn, doc):
+    base = targets.get("torch")
+    targets.register(base._replace(name=name, doc=doc, run=fn, deterministic=""))
+    return name
+
+
+def _lse_base2(c, det):
+    r = targets.get("torch").run(c, det)
+    return targets.KernelOut(r.out, r.lse / torch.log(torch.tensor(2.0)))
+
+
+def _top_left_causal(c, det):
+    if not c.causal:
+        return targets.get("torch").run(c, det)
+    nq, nk = c.q.shape[2], c.k.shape[2]
+    tl = torch.ones(nq, nk, dtype=torch.bool, device=c.q.device).tril()  # SDPA-style top-left
+    allowed = (c.allowed | tl) if c.structured else c.allowed
+    return targets.get("torch").run(c._replace(causal=False, structured=False, allowed=allowed & tl), det)
+
+
+def _plus_inf_empty_lse(c, det):
+    r = targets.get("torch").run(c, det)
+    return targets.KernelOut(r.out, torch.where(torch.isneginf(r.lse), torch.inf, r.lse))
+
+
+def _nondeterministic(c, det):
+    r = targets.get("torch").run(c, det)
+    return targets.KernelOut(r.out + torch.rand(()) * 1e-7 * r.out, r.lse)
+
+
+BROKEN = {
+    "broken:lse-base2": (_lse_base2, "returns LSE in log base 2"),
+    "broken:top-left-causal": (_top_left_causal, "aligns causal top-left instead of bottom-right"),
+    "broken:plus-inf-lse": (_plus_inf_empty_lse, "FA2's +inf LSE for rows with no allowed key"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_wrappers_of_a_correct_kernel_are_caught(name):
+    fn, doc = BROKEN[name]
+    s = run_campaign(_wrap(name, fn, doc), device="cpu", rounds=1, shrink_seconds=5)
+    assert not s["passed"]
+    d = s["deviations"][0]
+    assert d["spec"]["n_q"] >= 1 and "rebuild: flashproof.fuzz.problem.build(ProblemSpec(" in d["reproducer"]
+
+
+def test_nondeterminism_is_caught_where_determinism_is_promised():
+    name = _wrap("broken:jitter", _nondeterministic, "adds run-to-run noise")
+    targets.register(targets.get(name)._replace(deterministic="fwd"))
+    ex = examine(targets.get(name), ProblemSpec(n_q=3, n_k=5, d=2, dv=2, seed=1), "fp32", "cpu",
+                 checks=("determinism",))
+    assert [(d.check, d.reason) for d in ex.deviations][:1] == [("determinism", "bitwise")]
+
+
+def test_sdpa_causal_alignment_is_normalised():
+    """SDPA's is_causal is top-left; the adapter must hand it the bottom-right mask when Nq != Nk."""
+    t = targets.get("sdpa-math")
+    for nq, nk in ((3, 7), (7, 3), (5, 5)):
+        ex = examine(t, ProblemSpec(n_q=nq, n_k=nk, d=2, dv=2, causal=True, seed=4), "fp64", "cpu",
+                     checks=("forward",))
+        assert not ex.deviations, [d.reproducer() for d in ex.deviations]
+
+
+def test_unavailable_kernels_say_why():
+    s = run_campaign("sdpa-cudnn", device="cpu")
+    assert (s["available"], s["passed"]) == (False, False) and "CPU" in s["reason"]
+    with pytest.raises(ValueError, match="unknown kernel"):
+        targets.get("no-such-kernel")
+
+
+def test_cli_reports_and_writes_json(tmp_path, capsys):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    out = tmp_path / "fuzz.json"
+    args = p.parse_args(["--kernel", "torch", "--kernel", "sdpa-cudnn", "--budget", "5", "--json", str(out)])
+    rc = cli_run(args)
+    text = capsys.readouterr().out
+    assert "not available" in text and "PASSED" in text
+    assert rc == 2  # one kernel not available, no deviation
+    assert [s["kernel"] for s in json.loads(out.read_text())] == ["torch", "sdpa-cudnn"]
+
+
+def test_triton_under_the_interpreter_at_tiny_sizes():
+    t = targets.get("triton")
+    why = t.unavailable("cpu")
+    if why is not None:
+        pytest.skip(why)
+    s = run_campaign("triton", device="cpu", budget=6, rounds=1, shrink_seconds=5,
+                     profile=dict(max_nq=4, max_nk=20, max_d=4, max_heads_kv=1, max_group=2, max_batch=1))
+    assert s["passed"], [d["reproducer"] for d in s["deviations"]]
