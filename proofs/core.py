@@ -168,6 +168,8 @@ def collect() -> tuple[dict[str, Obligation], dict[str, str]]:
 def _model_dict(model) -> dict:
     out = {}
     for d in model.decls():
+        if d.arity() > 0:  # interpretations of x/0 and the like: not part of the counterexample input
+            continue
         val = model[d]
         try:
             if hasattr(val, "as_fraction"):

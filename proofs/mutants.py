@@ -107,3 +107,32 @@ def finish_no_guard(state, num):
     out = [num.div(za, state.l) for za in state.z]
     lse = num.score_add(state.m, num.log(state.l))
     return out, state.m, state.l, lse
+
+
+def summarize_max_ignores_mask(scores, values, num=None, *, allowed=None):
+    """summarize takes the block maximum over all keys, masked ones included."""
+    num = resolve(num)
+    flags = [num.true()] * len(scores) if allowed is None else list(allowed)
+    v = len(values[0])
+    neg_inf = num.score_neg_inf()
+    m = neg_inf
+    for s in scores:
+        m = num.score_max(m, s)
+    nonempty = num.any_(flags)
+    m_ref = num.where(nonempty, m, num.score_zero())
+    l = num.zero()
+    z = [num.zero() for _ in range(v)]
+    for s, vj, f in zip(scores, values, flags):
+        p = num.exp(num.where(f, num.score_sub(s, m_ref), neg_inf))
+        l = num.add(l, p)
+        z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
+    return Summary(m, l, z, nonempty)
+
+
+def finish_lse_without_max(state, num):
+    """_finish forgets the maximum in the log-sum-exp (lse = log ℓ instead of m + log ℓ)."""
+    ne = state.nonempty
+    l_safe = num.where(ne, state.l, num.one())
+    out = [num.where(ne, num.div(za, l_safe), num.zero()) for za in state.z]
+    lse = num.where(ne, num.log(l_safe), num.score_neg_inf())
+    return out, state.m, state.l, lse

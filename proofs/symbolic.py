@@ -50,13 +50,14 @@ class Represents:
     """The summary invariant over block sums, independent of n and b.
 
     A state (A, ℓ, z, flag) *represents* a key set with weight total P = Σ w, weighted value totals
-    R = Σ w·v and maximum weight Mx when: flag ⇒ (A = Mx > 0, A·ℓ = P, A·z = R) and ¬flag ⇒ (P = 0,
-    R = 0, Mx = 0). (A·ℓ = P is m + log ℓ = log Σ e^s, read in the exp domain.)"""
+    R = Σ w·v and maximum weight Mx when: flag ⇒ (A = Mx > 0, P ≥ Mx, A·ℓ = P, A·z = R) and ¬flag ⇒
+    (P = 0, R = 0, Mx = 0). A·ℓ = P is m + log ℓ = log Σ e^s read in the exp domain; P ≥ Mx says the
+    maximum is one of the summed weights (so ℓ ≥ 1)."""
 
     @staticmethod
     def holds(s: Summary, P, R: list, Mx):
         flag = s.nonempty
-        ne = z3.And(s.m == Mx, Mx > 0, s.m * s.l == P, *[s.m * za == r for za, r in zip(s.z, R)])
+        ne = z3.And(s.m == Mx, Mx > 0, P >= Mx, s.m * s.l == P, *[s.m * za == r for za, r in zip(s.z, R)])
         em = z3.And(P == 0, Mx == 0, *[r == 0 for r in R])
         if isinstance(flag, bool):
             return ne if flag else em

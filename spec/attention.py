@@ -36,7 +36,7 @@ the dense masked softmax attention rows, and the reverse procedure returns exact
 Φ = Σ G∘Y with respect to Q, K and V, also when the row maximum is tied (the maxima are frozen shifts).
 """,
      checked_by=("ATT-MERGE-UNION", "ATT-TILED-STEP", "ATT-TILED-BASE-FINAL", "ATT-PARTITION",
-                 "ATT-TILED-BOUNDED", "ATT-GRAD"),
+                 "ATT-TILED-BOUNDED", "ATT-TILED-MASKS", "ATT-GRAD"),
      assumptions=("A-NONEMPTY-ROW",))
 
 item("THM-MEMORY", "theorem", "Linear retained memory, O(b+v) workspace and quadratic arithmetic", source=PAGE,
