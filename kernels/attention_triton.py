@@ -40,17 +40,22 @@ if INTERPRET:
 
 
 def _configs(shapes):
-    """shapes: (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples."""
+    """shapes: (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples, the first one the default.
+    ``FLASHPROOF_TRITON_CONFIG=first`` (read at import) keeps only the default: no autotuning,
+    for correctness runs that would otherwise compile every configuration for every flag set."""
     if INTERPRET:
         shapes = [(16, 16, 4, 1)]
+    elif os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first":
+        shapes = shapes[:1]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
 
 
-def _prune(configs, named_args, **_):
+def _prune(configs, named_args, **kwargs):
     """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, or are too
     large for the padded head dim (shared memory)."""
-    tq, tk = named_args.get("TILE_Q", 0), named_args.get("TILE_K", 0)
-    big = max(named_args["BLOCK_D"], named_args["BLOCK_DV"]) > 128
+    args = {**named_args, **kwargs}
+    tq, tk = args.get("TILE_Q", 0), args.get("TILE_K", 0)
+    big = max(args["BLOCK_D"], args["BLOCK_DV"]) > 128
     keep = [c for c in configs
             if (not tq or (tq % c.kwargs["BLOCK_M"] == 0 and tk % c.kwargs["BLOCK_N"] == 0))
             and (not big or c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 64)]
@@ -63,14 +68,14 @@ _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK",
         "TILE_K", "DOT_PREC"]
 _FWD = triton.autotune(
     _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4)]),
-    key=_KEY + ["Q_BUCKET", "GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR"],
+    key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR"],
     prune_configs_by={"early_config_prune": _prune})(attn_fwd)
 _DKDV = triton.autotune(
     _configs([(32, 128, 8, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (16, 64, 4, 2)]),
-    key=_KEY + ["K_BUCKET", "GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
+    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
 _DQ = triton.autotune(
     _configs([(128, 32, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2)]),
-    key=_KEY + ["Q_BUCKET", "GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
+    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
 
 
 def _pad(d):
