@@ -223,6 +223,7 @@ def main(argv=None) -> int:
     p.add_argument("--all-configs", action="store_true",
                    help="autotune every launch (default: the first configuration only; compiling all of them "
                         "for every feature combination takes many minutes)")
+    p.add_argument("--dtypes", default="bf16,fp16,fp32", help="comma-separated subset of bf16,fp16,fp32")
     p.add_argument("--smoke", action="store_true",
                    help="CPU smoke run of this script (TRITON_INTERPRET=1, shapes / 16, fp32 only, no fuzzing)")
     args = p.parse_args(argv)
@@ -252,7 +253,7 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
 
-    for dname in (("fp32",) if args.smoke else ("bf16", "fp16", "fp32")):
+    for dname in (("fp32",) if args.smoke else args.dtypes.split(",")):
         for i, (cid, shape, opt) in enumerate(CASES):
             try:
                 record(check_case(cid, shape, opt, dname, seed=i))
