@@ -413,8 +413,10 @@ def _time_16k(control=False):
 def _fp32(control=False):
     mp = _mp()
     big = (2 - Fr(1, 2 ** 23)) * 2 ** 127
+    if _f32_max() != big:  # cross-check against the bit pattern 0x7F7FFFFF
+        raise ValueError(f"float32 max from its bit pattern is {_f32_max()}, not (2 − 2⁻²³)·2¹²⁷")
     return Recomputed((big, mp.log(mp.mpf(big.numerator))), solver="mpmath",
-                      detail="(2 − 2⁻²³)·2¹²⁷; struct-packed float32 max agrees" if _f32_max() == big else "MISMATCH with struct")
+                      detail="(2 − 2⁻²³)·2¹²⁷, equal to the float32 bit pattern 0x7F7FFFFF")
 
 
 def _f32_max():

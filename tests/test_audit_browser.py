@@ -1,6 +1,6 @@
 """The report in a real headless browser (Debian's chromium, installed by ``scripts/ensure_chromium.sh``).
 
-The page loads from a file:// URL with the network disabled, its script runs without an error and
+The page loads from a file:// URL with the network disabled, logs no console error, its script runs and
 finds a status chip on every item and a verdict on every claim; a screenshot is kept as an artefact
 under ``out/audit-browser/``. A copy of the page whose script throws must be caught (the check can fail).
 """
@@ -21,13 +21,18 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed
 ARTEFACTS = Path(__file__).resolve().parents[1] / "out" / "audit-browser"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--hide-scrollbars", "--window-size=1280,2000"]
+         "--disable-extensions", "--hide-scrollbars", "--window-size=1280,2000", "--enable-logging=stderr", "--v=0"]
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / "profile"
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=120)
+
+
+def _console_errors(stderr: str) -> list[str]:
+    """The page's uncaught errors and console errors, as chromium logs them with --enable-logging."""
+    return [ln for ln in stderr.splitlines() if ":CONSOLE" in ln and ("Uncaught" in ln or "Error" in ln)]
 
 
 def _body(dom: str) -> dict:
@@ -53,6 +58,7 @@ def test_report_loads_and_every_item_has_a_status(page, tmp_path):
     report, html = page
     res = _chromium(tmp_path, "--dump-dom", html.as_uri())
     assert res.returncode == 0, res.stderr[-2000:]
+    assert _console_errors(res.stderr) == []
     body = _body(res.stdout)
     assert body.get("data-audit-ready") == "ok", body
     n_items = sum(len(s["items"]) for s in report["sections"])
@@ -84,6 +90,7 @@ def test_a_script_error_is_detected(page, tmp_path):
     res = _chromium(tmp_path, "--dump-dom", broken.as_uri())
     assert res.returncode == 0
     assert _body(res.stdout).get("data-audit-ready") != "ok"
+    assert any("undefinedFunctionCall" in ln for ln in _console_errors(res.stderr))
 
 
 def test_a_missing_chip_is_detected(page, tmp_path):
