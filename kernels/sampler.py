@@ -160,7 +160,7 @@ def _inverse_cdf(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     U = torch.floor(u * float(2 ** UNIFORM_BITS)).to(torch.int64)
     mask = (1 << UNIFORM_BITS) - 1
     thr = U * (T >> UNIFORM_BITS) + ((U * (T & mask)) >> UNIFORM_BITS)  # = ⌊U·T/2^31⌋, no overflow
-    return (C <= thr[:, None]).sum(-1)
+    return torch.searchsorted(C, thr[:, None], right=True)[:, 0]  # #{y : C_y ≤ thr} (C is non-decreasing)
 
 
 def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target: torch.Tensor,
