@@ -314,6 +314,17 @@ CLAIMS: tuple[Claim, ...] = (
                     F("backward / forward with recompute", "2.5", "×")), "holds",
           "Count N×N×d matrix products: forward QKᵀ, PV (2); backward dV = PᵀdO, dP = dO·Vᵀ, "
           "dQ = dS·K, dK = dSᵀQ (4), plus recomputing S = QKᵀ (5). Exact ratios."),
+    Claim("CL-002-LSE-MEMORY", S2, "Saving O and the LSE makes activation memory linear",
+          "Keeping only the output and one log-sum-exp per row for the backward pass cuts the stored "
+          "activations from Θ(N²) to Θ(N).",
+          "not-checkable",
+          method="Asymptotic, not a number: the theorem page's memory theorem (linear retained memory, "
+                 "O(b + v) workspace) states it for the recomputing reverse pass; see that item's status."),
+    Claim("CL-002-SOFTMAX-MINOR", S2, "Softmax FLOPs are of lower order",
+          "The softmax's exp/sum/divide work is O(N²) in total, so the O(N²d) matrix products dominate.",
+          "not-checkable",
+          method="Only asymptotic in d: the products cost 4N²d against c·N² for the softmax with an unstated "
+                 "per-element constant c, so the claim holds once d exceeds about c/4, not for every d ≥ 1."),
     Claim("CL-002-FA2-UTIL", S2, "FlashAttention-2 utilisation",
           "FA2 is ~2× faster than FA1 and reaches up to ~73% of the A100's FP16 peak.",
           "citation",
