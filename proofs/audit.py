@@ -31,6 +31,9 @@ def add_arguments(p) -> None:
     g.add_argument("--prove", action="store_true", help="run `flashproof prove` first (default when --trail is missing)")
     g.add_argument("--no-prove", action="store_true", help="never run the proofs; render what exists")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel jobs for `flashproof prove`")
+    p.add_argument("--cache-dir", type=Path, default=Path(".prove-cache"),
+                   help="the prover's result cache: results under the current content hash count as fresh evidence")
+    p.add_argument("--no-cache", action="store_true", help="use the trail's records only")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 unless every item is checked/fully checked/assumed, no problem is listed "
                         "and every recomputed claim matches the ledger")
@@ -84,8 +87,8 @@ def _load_trail(path: Path) -> dict | None:
     return doc
 
 
-def build_report(doc: dict | None) -> dict:
-    """Registry + obligations + trail + ledger → the report dict."""
+def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache")) -> dict:
+    """Registry + obligations + trail (+ the prover's result cache) + ledger → the report dict."""
     from flashproof.spec.registry import collect as collect_items
 
     from . import audit_model
@@ -94,7 +97,7 @@ def build_report(doc: dict | None) -> dict:
 
     items = collect_items()
     obligations, _ = collect_obligations()
-    return audit_model.build(items, obligations, doc, ledger(), provenance())
+    return audit_model.build(items, obligations, doc, ledger(), provenance(), cache_dir=cache_dir)
 
 
 def write_report(report: dict, out: Path) -> Path:
@@ -133,7 +136,7 @@ def run(args) -> int:
     except ValueError as e:
         print(f"flashproof audit: {e}", file=sys.stderr)
         return 2
-    report = build_report(doc)
+    report = build_report(doc, None if args.no_cache else args.cache_dir)
     html = write_report(report, args.out)
     s = report["summary"]
     print("flashproof audit: items " + ", ".join(f"{k} {v}" for k, v in s["items"].items() if v)

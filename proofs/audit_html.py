@@ -75,7 +75,8 @@ def _bounds(b: dict) -> str:
 
 
 def _obligation(o: dict) -> str:
-    res = o["result"] + (" (cached)" if o["cached"] else "")
+    res = o["result"] + (" (cached)" if o["cached"] else "") + \
+        (" — from the prover's result cache (same content hash as the current sources)" if o.get("evidence_from") == "cache" else "")
     ver = f" {o['solver_version']}" if o.get("solver_version") else ""
     secs = "—" if o["seconds"] is None else f"{o['seconds']} s"
     parts = [f'<div class="ob" id="ob-{escape(o["id"])}"><b>{escape(o["id"])}</b> '

@@ -27,7 +27,8 @@ def _obligations(obs: list[dict]) -> list[str]:
         ctl = "; ".join(f"{c['bug']} → {c['result']}{' (NOT ok)' if not c['ok'] else ''}" for c in o["controls"]) \
             or "**none**"
         ver = f" {o['solver_version']}" if o.get("solver_version") else ""
-        res = o["result"] + (" (stale)" if o["stale"] else "") + (" (cached)" if o["cached"] else "")
+        res = o["result"] + (" (stale)" if o["stale"] else "") + (" (cached)" if o["cached"] else "") + \
+            (" (from the result cache)" if o.get("evidence_from") == "cache" else "")
         lines.append(f"| {_cell(o['id'])} | {o['state']} | {_cell(res)} | {_cell(o['solver'] + ver)} | "
                      f"{_cell(_bounds(o['bounds']))} | {_cell(o['seconds'])} | {_cell(ctl)} | `{o['command']}` |")
     for o in obs:

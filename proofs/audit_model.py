@@ -6,7 +6,8 @@
 Status chips are derived here, never typed:
 
 * a result record is **stale** when ``cache.content_hash`` of its obligation, computed from the
-  *current* sources and versions, differs from the hash stored with the result;
+  *current* sources and versions, differs from the hash stored with the result (unless the
+  prover's result cache holds a result under the current hash, which is then used instead);
 * an obligation's evidence is ``ok`` (its record ok by ``status.record_ok`` and every negative
   control's record ok), ``failed`` (some of these records not ok), ``stale`` (some record stale),
   or ``missing`` (no record for it or for one of its controls);
@@ -41,24 +42,37 @@ def _current_hash(ob, rec: dict, obligations: dict) -> str | None:
         return None
 
 
-def record_states(obligations: dict, records: Iterable[dict]) -> dict[str, dict]:
-    """obligation/control id -> {"record": dict|None, "stale": bool, "ok": bool} for every
-    registered obligation and control (latest record per id), plus orphan records (results of
-    ids that are no longer registered) under their id with ``"orphan": True``."""
+def record_states(obligations: dict, records: Iterable[dict], cache_dir=cache.DEFAULT_DIR) -> dict[str, dict]:
+    """obligation/control id -> {"record": dict|None, "stale": bool, "ok": bool, "source": str} for
+    every registered obligation and control, plus orphan records (results of ids that are no longer
+    registered) under their id with ``"orphan": True``.
+
+    The evidence is the trail's latest record when its hash matches the current sources
+    (``source="trail"``). Otherwise, when the prover's result cache holds a definitive result under
+    the *current* hash, that result is fresh evidence (``source="cache"``): a partial
+    ``prove --only`` run overwrites the trail, but not the cache. Otherwise a trail record is stale
+    and no record is missing. ``cache_dir=None`` ignores the cache."""
     by_id = {}
     for r in records:
         by_id[r["obligation"]] = r
     out = {}
     for oid, ob in obligations.items():
         rec = by_id.get(oid)
-        if rec is None:
-            out[oid] = {"record": None, "stale": False, "ok": False}
+        cur = _current_hash(ob, rec if rec is not None else {"bounds": ob.bounds}, obligations)
+        if rec is not None and cur is not None and cur == rec.get("content_hash"):
+            out[oid] = {"record": rec, "stale": False, "ok": record_ok(rec), "source": "trail"}
             continue
-        cur = _current_hash(ob, rec, obligations)
-        out[oid] = {"record": rec, "stale": cur is None or cur != rec.get("content_hash"), "ok": record_ok(rec)}
+        hit = cache.load(cache_dir, cur) if (cache_dir is not None and cur is not None) else None
+        if hit is not None and hit.get("obligation") == oid and hit.get("content_hash") == cur:
+            hit = dict(hit, cached=True)
+            out[oid] = {"record": hit, "stale": False, "ok": record_ok(hit), "source": "cache"}
+        elif rec is not None:
+            out[oid] = {"record": rec, "stale": True, "ok": record_ok(rec), "source": "trail"}
+        else:
+            out[oid] = {"record": None, "stale": False, "ok": False, "source": None}
     for oid, rec in by_id.items():
         if oid not in obligations:
-            out[oid] = {"record": rec, "stale": True, "ok": False, "orphan": True}
+            out[oid] = {"record": rec, "stale": True, "ok": False, "orphan": True, "source": "trail"}
     return out
 
 
@@ -146,6 +160,7 @@ def _ob_row(oid: str, obligations: dict, states: dict) -> dict:
         "ok": bool(st["ok"]) if st["record"] is not None else False,
         "stale": bool(st["stale"]),
         "cached": bool(rec.get("cached")),
+        "evidence_from": st.get("source"),
         "detail": rec.get("detail", ""),
         "counterexample": rec.get("counterexample"),
         "witness": rec.get("witness"),
@@ -188,10 +203,12 @@ def _ledger_row(row, obligations: dict, states: dict) -> dict:
     }
 
 
-def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, provenance: dict) -> dict:
-    """The report (see the module docstring). ``doc`` is the parsed ``out/audit.json`` or None."""
+def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, provenance: dict,
+          cache_dir=cache.DEFAULT_DIR) -> dict:
+    """The report (see the module docstring). ``doc`` is the parsed ``out/audit.json`` or None;
+    ``cache_dir`` is the prover's result cache (None: use the trail only)."""
     records = list((doc or {}).get("obligations", []))
-    states = record_states(obligations, records)
+    states = record_states(obligations, records, cache_dir)
     status = item_statuses(items, obligations, states)
     secs = []
     for title, ids in sections(items):
@@ -234,6 +251,7 @@ def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, p
         "prove_run": None if doc is None else {k: doc.get(k) for k in (
             "schema", "generated", "command", "partial", "ok", "jobs", "cpus", "total_seconds", "versions")},
         "summary": {"items": counts, "ledger": verdicts, "claims": len(ledger),
+                    "evidence_from_cache": sorted(i for i, s in states.items() if s.get("source") == "cache"),
                     "stale_records": sorted(i for i, s in states.items() if s["record"] is not None and s["stale"])},
         "problems": problems,
         "sections": secs,

@@ -52,7 +52,7 @@ def toy():
 
 
 def _statuses(items, obs, records):
-    return audit_model.item_statuses(items, obs, audit_model.record_states(obs, records))
+    return audit_model.item_statuses(items, obs, audit_model.record_states(obs, records, cache_dir=None))
 
 
 def test_fresh_complete_results_agree_with_status_derive(toy):
@@ -76,6 +76,20 @@ def test_stale_control_makes_the_item_stale(toy):
     assert _statuses(items, obs, recs)["B"] == "stale"
 
 
+def test_result_cache_under_the_current_hash_is_fresh_evidence(toy, tmp_path):
+    """A partial run overwrites the trail; a cached result under the current hash still counts."""
+    items, obs, good = toy
+    for r in good:
+        cache.store(tmp_path, r["content_hash"], r)
+    stale_trail = [dict(r, content_hash="0" * 64) for r in good if r["obligation"].startswith("OA")]
+    states = audit_model.record_states(obs, stale_trail, cache_dir=tmp_path)
+    assert states["OA"]["source"] == "cache" and not states["OA"]["stale"]
+    assert states["OB"]["source"] == "cache"
+    assert audit_model.item_statuses(items, obs, states)["C"] == "fully-checked"
+    # a cache entry under another hash is not evidence
+    assert _statuses(items, obs, stale_trail)["A"] == "stale"
+
+
 def test_failed_obligation_or_control(toy):
     items, obs, good = toy
     bad_ob = [_rec(obs["OA"], "unknown", obs) if r["obligation"] == "OA" else r for r in good]
@@ -94,7 +108,7 @@ def test_missing_results_are_unchecked(toy):
 
 def test_orphan_results_are_listed(toy):
     items, obs, good = toy
-    states = audit_model.record_states(obs, good + [dict(good[0], obligation="GONE")])
+    states = audit_model.record_states(obs, good + [dict(good[0], obligation="GONE")], cache_dir=None)
     assert states["GONE"]["orphan"] and states["GONE"]["stale"]
 
 
@@ -177,11 +191,11 @@ def _args(tmp_path, *extra):
 
 
 def test_verb_without_results_renders_unchecked(tmp_path, capsys):
-    assert audit.run(_args(tmp_path, "--no-prove")) == 0
+    assert audit.run(_args(tmp_path, "--no-prove", "--cache-dir", str(tmp_path / "nocache"))) == 0
     rep = json.loads((tmp_path / "r" / "index.json").read_text())
     assert rep["prove_run"] is None and any("no out/audit.json" in p for p in rep["problems"])
     assert {it["status"] for s in rep["sections"] for it in s["items"]} <= {"unchecked", "assumed"}
-    assert audit.run(_args(tmp_path, "--no-prove", "--strict")) == 1
+    assert audit.run(_args(tmp_path, "--no-prove", "--no-cache", "--strict")) == 1
 
 
 def test_verb_rejects_a_foreign_json(tmp_path, capsys):
