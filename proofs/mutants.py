@@ -136,3 +136,20 @@ def finish_lse_without_max(state, num):
     out = [num.where(ne, num.div(za, l_safe), num.zero()) for za in state.z]
     lse = num.where(ne, num.log(l_safe), num.score_neg_inf())
     return out, state.m, state.l, lse
+
+
+def _rotated(xs):
+    return xs[1:] + xs[:1]
+
+
+def backward_delta_wrong_row(Q, K, V, G, forward, **kw):
+    """δ_i = ⟨G_i, Y_{i+1}⟩: the reverse pass reads the next row's output."""
+    return A.__dict__["_real_tiled_backward"](Q, K, V, G, forward._replace(out=_rotated(forward.out)), **kw)
+
+
+def backward_l_wrong_row(Q, K, V, G, forward, **kw):
+    """p_ij = e^{s_ij − m_i}/ℓ_{i+1}: the reverse pass divides by the next row's normalizer."""
+    return A.__dict__["_real_tiled_backward"](Q, K, V, G, forward._replace(l=_rotated(forward.l)), **kw)
+
+
+A._real_tiled_backward = A.tiled_backward  # the unpatched reverse pass, for the two wrappers above
