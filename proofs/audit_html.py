@@ -169,8 +169,12 @@ def render(report: dict) -> str:
         prov_rows.append(("proof run", "none found (out/audit.json missing)"))
     legend = " ".join(chip(k) + f" {n}" for k, n in s["items"].items())
     verd = " ".join(chip(k, attr="verdict") + f" {n}" for k, n in s["ledger"].items())
-    probs = ("<div class='problems'><b>Problems</b><ul>" + "".join(f"<li>{escape(x)}</li>" for x in report["problems"])
-             + "</ul></div>") if report["problems"] else ""
+    probs = ""
+    if report["problems"]:
+        li = [f"<li>{escape(x)}</li>" for x in report["problems"]]
+        more = (f"<details><summary>{len(li) - 5} more</summary><ul>{''.join(li[5:])}</ul></details>"
+                if len(li) > 5 else "")
+        probs = (f"<div class='problems'><b>Problems ({len(li)})</b><ul>{''.join(li[:5])}</ul>{more}</div>")
     secs = []
     nav = []
     for k, sec in enumerate(report["sections"]):

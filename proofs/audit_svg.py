@@ -19,7 +19,7 @@ COLOURS = {
     "failed": ("#ff8182", "#a40e26"),
     "assumed": ("#ddf4ff", "#0969da"),
 }
-W, H, GAP_X, GAP_Y, PAD = 210, 46, 60, 18, 16
+W, H, GAP_X, GAP_Y, PAD = 184, 46, 40, 18, 12
 
 
 def layers(nodes: list[dict], edges: list[list[str]]) -> dict[str, int]:
@@ -83,8 +83,8 @@ def graph_svg(nodes: list[dict], edges: list[list[str]]) -> str:
                    f'<rect x="{x}" y="{y}" width="{W}" height="{H}" rx="8" fill="{fill}" stroke="{stroke}" '
                    f'stroke-width="{2 if n["kind"] == "theorem" else 1.2}"/>'
                    f'<text x="{x + 8}" y="{y + 18}" font-size="12" font-weight="600" fill="{fg}" '
-                   f'font-family="sans-serif">{escape(_label(n["id"], 30))}</text>'
+                   f'font-family="sans-serif">{escape(_label(n["id"], 26))}</text>'
                    f'<text x="{x + 8}" y="{y + 35}" font-size="10.5" fill="{fg}" font-family="sans-serif">'
-                   f'{escape(_label(n["title"], 36))}</text></a>')
+                   f'{escape(_label(n["title"], 31))}</text></a>')
     out.append("</svg>")
     return "".join(out)
