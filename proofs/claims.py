@@ -201,7 +201,7 @@ def _register() -> None:
         def ctl(ctx, _id=c.id):
             return check_claim(_id, as_control=True)
 
-        ob.__doc__ = f"Recompute seed claim {c.id}: {c.topic}"
+        ob.__doc__ = f"Recompute seed claim {c.id}: {c.topic}\n\n{c.method}"
         ob.__qualname__ = f"claim_{c.id}"
         ctl.__qualname__ = f"claim_{c.id}_control"
         obligation(oid, checks=[c.id], bounds={}, solver="exact")(ob)
