@@ -215,7 +215,15 @@ def _flex(c: Case, deterministic: bool) -> KernelOut:
     nk = c.k.shape[2]
     dev = c.q.device
     if dev.type == "cuda":
-        fn = _COMPILED.setdefault("flex", torch.compile(flex_attention, dynamic=False))
+        if "flex" not in _COMPILED:
+            # Every new shape recompiles; past dynamo's recompile limit it would silently run eager,
+            # which is not the kernel under test. Raise the limit (names differ across versions).
+            import torch._dynamo.config as dyn
+            for knob in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+                if hasattr(dyn, knob):
+                    setattr(dyn, knob, max(getattr(dyn, knob), 100_000))
+            _COMPILED["flex"] = torch.compile(flex_attention, dynamic=False)
+        fn = _COMPILED["flex"]
     else:
         fn = flex_attention  # eager: the dense math path (no fused kernel on CPU)
     block_mask = None
