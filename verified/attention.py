@@ -309,7 +309,7 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     dv = [[num.zero() for _ in range(v)] for _ in range(p.n_k)]
     neg_inf = num.score_neg_inf()
     for i in range(p.n_q):
-        ne = num.any_([p.flag(i, j) for j in range(p.n_k)])
+        ne = num.any_(p.flag(i, j) for j in range(p.n_k))  # a generator: no n-long flag list is held
         m_ref = num.where(ne, forward.m[i], num.score_zero())
         l_safe = num.where(ne, forward.l[i], num.one())
         delta = num.zero()
