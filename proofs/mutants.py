@@ -153,3 +153,19 @@ def backward_l_wrong_row(Q, K, V, G, forward, **kw):
 
 
 A._real_tiled_backward = A.tiled_backward  # the unpatched reverse pass, for the two wrappers above
+
+
+def qk_problem_score_cache(*args, **kw):
+    """scores are cached across rows in a dict: an n×n score array is kept alive."""
+    p, Qc, Kc = A.__dict__["_real_qk_problem"](*args, **kw)
+    cache = {}
+
+    def score(i, j):
+        if (i, j) not in cache:
+            cache[(i, j)] = p.score(i, j)
+        return cache[(i, j)]
+
+    return p._replace(score=score), Qc, Kc
+
+
+A._real_qk_problem = A._qk_problem  # the unpatched problem builder, for the wrapper above
