@@ -61,7 +61,26 @@ def _fail(msg: str):
     raise ValueError(msg)
 
 
-def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens):
+class _Deferred:
+    """Data checks on the device, read back with ONE host sync (``raise_first``) instead of one each.
+    ``add(bad, report)``: ``bad`` a bool tensor, ``report()`` raises the detailed error (error path only)."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, bad: torch.Tensor, report) -> None:
+        self.items.append((bad.any(), report))
+
+    def raise_first(self) -> None:
+        if not self.items:
+            return
+        flags = torch.stack([b for b, _ in self.items]).tolist()  # the one sync
+        for flag, (_, report) in zip(flags, self.items):
+            if flag:
+                report()
+
+
+def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, defer: _Deferred):
     for name, t in (("draft_token_ids", draft_token_ids), ("p_target", p_target), ("p_bonus", p_bonus)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, received {type(t).__name__}")
@@ -97,13 +116,16 @@ def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens)
     if k.dtype.is_floating_point or k.dtype == torch.bool or tuple(k.shape) != (B,):
         _fail(f"num_draft_tokens must be (B,) = ({B},) integers, received {tuple(k.shape)} {k.dtype}")
     k = k.long()
-    if bool(((k < 0) | (k > K)).any()):
-        b = int(((k < 0) | (k > K)).nonzero()[0, 0])
+    bad = (k < 0) | (k > K)
+
+    def report():
+        b = int(bad.nonzero()[0, 0])
         _fail(f"num_draft_tokens[{b}] = {int(k[b])} is outside [0, K = {K}]")
-    return B, K, V, k
+    defer.add(bad, report)
+    return B, K, V, k.clamp(0, K)
 
 
-def _check_uniforms(u: SamplerUniforms, B: int, K: int, device) -> SamplerUniforms:
+def _check_uniforms(u: SamplerUniforms, B: int, K: int, device, defer: _Deferred) -> SamplerUniforms:
     if not isinstance(u, SamplerUniforms):
         raise TypeError(f"uniforms must be a SamplerUniforms, received {type(u).__name__}")
     out = []
@@ -115,20 +137,24 @@ def _check_uniforms(u: SamplerUniforms, B: int, K: int, device) -> SamplerUnifor
             raise TypeError(f"uniforms.{name} must be float32/float64, received {t.dtype}")
         t = t.to(device=device, dtype=torch.float64)
         bad = ~((t >= 0) & (t < 1))  # NaN fails both
-        if bool(bad.any()):
+
+        def report(name=name, t=t, bad=bad):
             idx = tuple(int(i) for i in bad.nonzero()[0])
             _fail(f"uniforms.{name}{list(idx)} = {float(t[idx])!r} is not in [0, 1)")
-        out.append(t)
+        defer.add(bad, report)
+        out.append(torch.where(bad, 0.0, t))
     return SamplerUniforms(*out)
 
 
-def _row_report(name: str, rows: torch.Tensor, which: torch.Tensor, tol: float, labels) -> None:
-    """Raise for the first row (among ``which``) that holds NaN/negatives or does not sum to 1."""
+def _row_report(name: str, rows: torch.Tensor, which: torch.Tensor, tol: float, labels, defer: _Deferred) -> None:
+    """Defer: raise for the first row (among ``which``) that holds NaN/negatives or does not sum to 1."""
     s = rows.sum(-1, dtype=torch.float64)
     mn = rows.amin(-1).double()  # NaN propagates through amin and sum
     bad = which & ~((mn >= 0) & ((s - 1).abs() <= tol))
-    if not bool(bad.any()):
-        return
+    defer.add(bad, lambda: _row_fail(name, rows, bad, s, tol, labels))
+
+
+def _row_fail(name, rows, bad, s, tol, labels):
     idx = tuple(int(i) for i in bad.nonzero()[0])
     row = rows[idx]
     where = labels(idx)
@@ -139,13 +165,13 @@ def _row_report(name: str, rows: torch.Tensor, which: torch.Tensor, tol: float, 
     _fail(f"{name}{where} sums to {float(s[idx])!r}, not 1 within {tol}")
 
 
-def _check_rows(p_draft, p_target, p_bonus, valid, B) -> None:
+def _check_rows(p_draft, p_target, p_bonus, valid, B, defer) -> None:
     tol = row_sum_tol(p_target.dtype)
     lab = lambda idx: f"[{', '.join(map(str, idx))}]"  # noqa: E731
-    _row_report("p_target", p_target, valid, tol, lab)
+    _row_report("p_target", p_target, valid, tol, lab, defer)
     if p_draft is not None:
-        _row_report("p_draft", p_draft, valid, tol, lab)
-    _row_report("p_bonus", p_bonus, torch.ones(B, dtype=torch.bool, device=p_bonus.device), tol, lab)
+        _row_report("p_draft", p_draft, valid, tol, lab, defer)
+    _row_report("p_bonus", p_bonus, torch.ones(B, dtype=torch.bool, device=p_bonus.device), tol, lab, defer)
 
 
 def _fixed(w: torch.Tensor) -> torch.Tensor:
@@ -179,9 +205,12 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     Returns ``SpecSample(tokens (B, K+1) padded with −1, num_accepted (B,))``."""
     if check not in ("full", "read"):
         _fail(f"check must be 'full' or 'read', received {check!r}")
-    B, K, V, k_b = _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens)
+    defer = _Deferred()  # every data check below is read back with one host sync, before returning
+    B, K, V, k_b = _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, defer)
     dev = p_target.device
-    u = draw_uniforms(B, K, device=dev, generator=generator) if uniforms is None else _check_uniforms(uniforms, B, K, dev)
+    u = (draw_uniforms(B, K, device=dev, generator=generator) if uniforms is None
+         else _check_uniforms(uniforms, B, K, dev, defer))
+    any_greedy = greedy if isinstance(greedy, bool) else True  # a tensor: decided per row, no sync
     g = torch.as_tensor(greedy, device=dev)
     if g.dtype != torch.bool or g.shape not in ((), (B,)):
         _fail(f"greedy must be a bool or a (B,) = ({B},) bool tensor, received {g.dtype} {tuple(g.shape)}")
@@ -190,18 +219,20 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     valid = pos[None, :] < k_b[:, None]  # (B, K)
     ids = draft_token_ids.to(torch.int64)
     bad_id = valid & ((ids < 0) | (ids >= V))
-    if bool(bad_id.any()):
+
+    def report_id():
         b, i = (int(x) for x in bad_id.nonzero()[0])
         _fail(f"draft_token_ids[{b}, {i}] = {int(ids[b, i])} is not a token id in [0, {V})")
+    defer.add(bad_id, report_id)
     if check == "full":
-        _check_rows(p_draft, p_target, p_bonus, valid, B)
-    ids0 = torch.where(valid, ids, 0)  # (B, K): safe to gather
+        _check_rows(p_draft, p_target, p_bonus, valid, B, defer)
+    ids0 = torch.where(valid & ~bad_id, ids, 0)  # (B, K): safe to gather
 
     # --- accept tests: u·p_draft(x) < p_target(x) in float64 (exact product, no division)
     pt_x = p_target.gather(2, ids0[..., None]).squeeze(-1).double()  # (B, K)
     pd_x = torch.ones_like(pt_x) if p_draft is None else p_draft.gather(2, ids0[..., None]).squeeze(-1).double()
     acc = pt_x > u.accept * pd_x
-    if bool(g.any()):
+    if any_greedy:
         acc = torch.where(g[:, None], p_target.argmax(-1) == ids, acc)  # first argmax on ties
     acc = acc & valid
     n_acc = torch.cumprod(acc.to(torch.int64), dim=1).sum(1) if K > 0 else torch.zeros(B, dtype=torch.int64, device=dev)
@@ -225,13 +256,15 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
         tol = row_sum_tol(p_target.dtype)
         lab = lambda idx: f" (the row drawn from by request {idx[0]})"  # noqa: E731
         every = torch.ones(B, dtype=torch.bool, device=dev)
-        _row_report("p_target/p_bonus", sel_p, every, tol, lab)
+        _row_report("p_target/p_bonus", sel_p, every, tol, lab, defer)
         if p_draft is not None:
-            _row_report("p_draft", sel_q, rejected, tol, lab)
-        gathered = torch.stack([pt_x, pd_x], -1)
-        if bool((valid[..., None] & ~(gathered >= 0)).any()):
-            b, i, _ = (int(x) for x in (valid[..., None] & ~(gathered >= 0)).nonzero()[0])
+            _row_report("p_draft", sel_q, rejected, tol, lab, defer)
+        bad_x = valid[..., None] & ~(torch.stack([pt_x, pd_x], -1) >= 0)
+
+        def report_x():
+            b, i, _ = (int(x) for x in bad_x.nonzero()[0])
             _fail(f"p_target/p_draft at [{b}, {i}, draft token {int(ids[b, i])}] is NaN or negative")
+        defer.add(bad_x, report_x)
     W = _fixed((sel_p - sel_q).clamp_min(0.0))
     empty = W.sum(-1) == 0  # empty residual: draw from p_target itself (stated policy)
     W = torch.where(empty[:, None], _fixed(sel_p), W)
@@ -241,4 +274,5 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     tokens = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
     tokens[:, :K] = torch.where(pos[None, :] < n_acc[:, None], ids, -1)
     tokens[ar, n_acc] = tok
+    defer.raise_first()  # NaN/garbage above only ever reaches a raised error, never the caller
     return SpecSample(tokens, n_acc)
