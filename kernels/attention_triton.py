@@ -17,6 +17,10 @@ from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+#: ``FLASHPROOF_TRITON_CONFIG=first`` (read at import): run the first configuration that fits,
+#: no autotuning: for correctness runs that would otherwise compile every configuration for
+#: every feature combination.
+FIRST_ONLY = os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first"
 
 
 def _numpy_2_4_shim():
@@ -41,12 +45,9 @@ if INTERPRET:
 
 def _configs(shapes):
     """shapes: (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples, the first one the default.
-    ``FLASHPROOF_TRITON_CONFIG=first`` (read at import) keeps only the default: no autotuning,
-    for correctness runs that would otherwise compile every configuration for every flag set."""
+    Head dims above 128 keep only the small fallbacks at the end (see ``_prune``)."""
     if INTERPRET:
         shapes = [(16, 16, 4, 1)]
-    elif os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first":
-        shapes = shapes[:1]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
 
 
@@ -58,23 +59,24 @@ def _prune(configs, named_args, **kwargs):
     big = max(args["BLOCK_D"], args["BLOCK_DV"]) > 128
     keep = [c for c in configs
             if (not tq or (tq % c.kwargs["BLOCK_M"] == 0 and tk % c.kwargs["BLOCK_N"] == 0))
-            and (not big or c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 64)]
+            and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    return keep
+    return keep[:1] if FIRST_ONLY else keep
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
         "TILE_K", "DOT_PREC"]
 _FWD = triton.autotune(
-    _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4)]),
+    _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4),
+              (64, 32, 4, 2), (32, 32, 4, 2)]),
     key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR"],
     prune_configs_by={"early_config_prune": _prune})(attn_fwd)
 _DKDV = triton.autotune(
-    _configs([(32, 128, 8, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (16, 64, 4, 2)]),
+    _configs([(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2), (16, 32, 4, 2)]),
     key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
 _DQ = triton.autotune(
-    _configs([(128, 32, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2)]),
+    _configs([(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)]),
     key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
 
 
@@ -151,6 +153,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     c = _common(q, k, v, prob)
     delta = torch.empty_like(lse)
     has_dlse = dlse is not None
+    if has_dlse:
+        dlse = dlse.to(torch.float32).contiguous()  # autograd may hand an expanded (stride-0) tensor
     BM_D = 64 if not INTERPRET else 16
     attn_bwd_delta[(triton.cdiv(Nq, BM_D), B * Hq)](
         out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],

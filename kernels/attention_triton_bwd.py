@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .attention_triton_fwd import allowed_tile, key_range
+from .attention_triton_fwd import allowed_pairs, allowed_tile, key_range
 
 
 @triton.jit
@@ -78,30 +78,32 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
                offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr):
+    """Key-major (transposed) form, as in Triton's fused-attention tutorial: every dot's first
+    operand is computed here, never a transposed register tile."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rows = offs_m < q_len
-    q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
-                mask=rows[:, None] & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
+    qT = tl.load(q_base + offs_m[None, :].to(tl.int64) * sqn + offs_d[:, None] * sqd,
+                 mask=rows[None, :] & (offs_d[:, None] < D), other=0.0)  # (BD, BM)
     do = tl.load(do_base + offs_m[:, None].to(tl.int64) * sdn + offs_dv[None, :] * sdd,
                  mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BM, BDV)
     lse = tl.load(lse_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(delta_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)  # natural -> exp2 domain
-    s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # (BM, BN)
-    p = tl.math.exp2(s - lse2[:, None])
+    sT = tl.dot(k, qT, input_precision=DOT_PREC) * qk_scale  # (BN, BM)
+    pT = tl.math.exp2(sT - lse2[None, :])
     if MASKED:
-        ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, 0,
-                          HAS_LEFT, HAS_RIGHT, HAS_MASK)
-        p = tl.where(ok, p, 0.0)
-        live = tl.max(ok.to(tl.int32), axis=1) > 0  # rows some key of this block reads
-        q = tl.where(live[:, None], q, 0.0)
+        okT = allowed_pairs(offs_m[None, :], offs_n[:, None], q_len, k_len, diag, left, right, mask_base, smi, smj,
+                            q_start, HAS_LEFT, HAS_RIGHT, HAS_MASK)  # (BN, BM)
+        pT = tl.where(okT, pT, 0.0)
+        live = tl.max(okT.to(tl.int32), axis=0) > 0  # query rows some key of this block reads
+        qT = tl.where(live[None, :], qT, 0.0)
         do = tl.where(live[:, None], do, 0.0)
-    dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, input_precision=DOT_PREC)
-    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)  # (BM, BN)
-    ds = p * (dp - delta[:, None])
+    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)  # (BN, BM)
+    dsT = pT * (dpT - delta[None, :])
     if MASKED:
-        ds = tl.where(ok, ds, 0.0)
-    dk = tl.dot(tl.trans(ds.to(q.dtype)), q, dk, input_precision=DOT_PREC)
+        dsT = tl.where(okT, dsT, 0.0)
+    dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
     return dk, dv
 
 
@@ -209,7 +211,7 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
     p = tl.math.exp2(s - lse2[:, None])
     if MASKED:
-        ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, 0,
+        ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                           HAS_LEFT, HAS_RIGHT, HAS_MASK)
         p = tl.where(ok, p, 0.0)
         live = tl.max(ok.to(tl.int32), axis=0) > 0

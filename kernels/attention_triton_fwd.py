@@ -21,21 +21,28 @@ LN2 = 0.6931471805599453
 
 
 @triton.jit
-def allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, k_start,
-                 HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr):
-    """bool (BM, BN): row offs_m (sequence-local) may read key offs_n. Query i sits at key
+def allowed_pairs(qi, kj, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
+                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr):
+    """bool, broadcast of qi and kj: (sequence-local) query qi may read key kj. Query i sits at key
     position i + diag (bottom-right alignment, diag = k_len − q_len)."""
-    ok = (offs_m[:, None] < q_len) & (offs_n[None, :] < k_len)
-    pos = offs_m[:, None] + diag
+    ok = (qi < q_len) & (kj < k_len)
+    pos = qi + diag
     if HAS_LEFT:
-        ok = ok & (offs_n[None, :] >= pos - left)
+        ok = ok & (kj >= pos - left)
     if HAS_RIGHT:
-        ok = ok & (offs_n[None, :] <= pos + right)
+        ok = ok & (kj <= pos + right)
     if HAS_MASK:
-        mv = tl.load(mask_base + (q_start + offs_m)[:, None].to(tl.int64) * smi
-                     + (k_start + offs_n)[None, :].to(tl.int64) * smj, mask=ok, other=0)
+        mv = tl.load(mask_base + (q_start + qi).to(tl.int64) * smi + kj.to(tl.int64) * smj, mask=ok, other=0)
         ok = ok & (mv != 0)
     return ok
+
+
+@triton.jit
+def allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
+                 HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr):
+    """bool (BM, BN) for query rows offs_m and keys offs_n."""
+    return allowed_pairs(offs_m[:, None], offs_n[None, :], q_len, k_len, diag, left, right, mask_base, smi, smj,
+                         q_start, HAS_LEFT, HAS_RIGHT, HAS_MASK)
 
 
 @triton.jit
@@ -84,7 +91,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
                 mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # (BM, BN), exp2 domain
     if MASKED:
-        ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, 0,
+        ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                           HAS_LEFT, HAS_RIGHT, HAS_MASK)
         s = tl.where(ok, s, float("-inf"))
         live = tl.max(ok.to(tl.int32), axis=0) > 0  # keys some row reads; others are zeroed

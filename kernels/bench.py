@@ -74,9 +74,9 @@ def _provider(name, causal, n):
             from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         except ImportError as e:
             return f"FlexAttention unavailable: {e}"
-        import torch._dynamo
-        torch._dynamo.config.recompile_limit = max(64, getattr(torch._dynamo.config, "recompile_limit", 8))
-        torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+        from torch import _dynamo
+        _dynamo.config.recompile_limit = max(64, getattr(_dynamo.config, "recompile_limit", 8))
+        _dynamo.config.cache_size_limit = max(64, _dynamo.config.cache_size_limit)
         compiled = torch.compile(flex_attention)
         bm = None
         if causal:

@@ -15,6 +15,7 @@ Layout: B requests, K = the padded draft length, V the vocabulary. Request b has
 """
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import torch
@@ -191,7 +192,8 @@ def _inverse_cdf(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target: torch.Tensor,
                      p_bonus: torch.Tensor, *, num_draft_tokens=None, uniforms: SamplerUniforms | None = None,
-                     generator: torch.Generator | None = None, greedy=False, check: str = "full") -> SpecSample:
+                     generator: torch.Generator | None = None, greedy=False, check: str = "full",
+                     backend: str = "torch") -> SpecSample:
     """Speculative verification of a batch.
 
     draft_token_ids: (B, K) ints; p_draft: (B, K, V) or None (one-hot drafts); p_target: (B, K, V),
@@ -200,11 +202,22 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     inject randomness (else drawn from ``generator``); greedy: bool or (B,) bools, temperature 0
     (accept iff the draft is the first argmax; emit the first argmax), consuming no uniform;
     check: "full" validates every row that could be read (NaN, negatives, Σ ≠ 1, ids), "read"
-    only the entries and rows this call actually reads (cheaper; same errors for those).
+    only the entries and rows this call actually reads (cheaper; same errors for those);
+    backend: "torch" or "triton" (the draw fused in ``kernels/sampler_triton.py``: CUDA, or the CPU
+    under TRITON_INTERPRET=1; asking for it where it cannot run raises, it never falls back).
 
     Returns ``SpecSample(tokens (B, K+1) padded with −1, num_accepted (B,))``."""
     if check not in ("full", "read"):
         _fail(f"check must be 'full' or 'read', received {check!r}")
+    if backend not in ("torch", "triton"):
+        _fail(f"backend must be 'torch' or 'triton', received {backend!r}")
+    if backend == "triton":
+        from . import sampler_triton
+        if not sampler_triton.available():
+            raise RuntimeError("backend='triton' needs the triton package")
+        if p_target.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError(f"backend='triton' runs on CUDA tensors (or the CPU with TRITON_INTERPRET=1); "
+                               f"p_target is on {p_target.device}")
     defer = _Deferred()  # every data check below is read back with one host sync, before returning
     B, K, V, k_b = _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, defer)
     dev = p_target.device
@@ -240,36 +253,46 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
 
     # --- the one row each request draws from: residual at the first rejection, else the bonus row
     ar = torch.arange(B, device=dev)
+    n_c = n_acc.clamp(max=max(K - 1, 0))
+    x_rej = ids0[ar, n_c] if K > 0 else torch.zeros(B, dtype=torch.int64, device=dev)  # (B,) the rejected draft
     if K > 0:
-        n_c = n_acc.clamp(max=K - 1)
-        rej_p = p_target[ar, n_c]  # (B, V)
-        sel_p = torch.where(rejected[:, None], rej_p, p_bonus).double()
-        if p_draft is None:
-            sel_q = torch.zeros_like(sel_p)
-            sel_q[ar, ids0[ar, n_c]] = 1.0
-        else:
-            sel_q = p_draft[ar, n_c].double()
-        sel_q = torch.where(rejected[:, None], sel_q, 0.0)
+        sel_p = torch.where(rejected[:, None], p_target[ar, n_c], p_bonus)  # (B, V), input dtype
+        sel_q_rows = None if p_draft is None else p_draft[ar, n_c]  # (B, V), used where rejected
     else:
-        sel_p, sel_q = p_bonus.double(), torch.zeros((B, V), dtype=torch.float64, device=dev)
+        sel_p, sel_q_rows = p_bonus, None
+    if backend == "torch":
+        if sel_q_rows is None:
+            sel_q = torch.zeros((B, V), dtype=torch.float64, device=dev)
+            sel_q[ar, x_rej] = 1.0
+        else:
+            sel_q = sel_q_rows.double()
+        sel_q = torch.where(rejected[:, None], sel_q, 0.0)
     if check == "read":
         tol = row_sum_tol(p_target.dtype)
         lab = lambda idx: f" (the row drawn from by request {idx[0]})"  # noqa: E731
         every = torch.ones(B, dtype=torch.bool, device=dev)
         _row_report("p_target/p_bonus", sel_p, every, tol, lab, defer)
-        if p_draft is not None:
-            _row_report("p_draft", sel_q, rejected, tol, lab, defer)
+        if p_draft is not None and K > 0:
+            _row_report("p_draft", sel_q_rows, rejected, tol, lab, defer)
         bad_x = valid[..., None] & ~(torch.stack([pt_x, pd_x], -1) >= 0)
 
         def report_x():
             b, i, _ = (int(x) for x in bad_x.nonzero()[0])
             _fail(f"p_target/p_draft at [{b}, {i}, draft token {int(ids[b, i])}] is NaN or negative")
         defer.add(bad_x, report_x)
-    W = _fixed((sel_p - sel_q).clamp_min(0.0))
-    empty = W.sum(-1) == 0  # empty residual: draw from p_target itself (stated policy)
-    W = torch.where(empty[:, None], _fixed(sel_p), W)
-    tok = _inverse_cdf(W, torch.where(rejected, u.residual, u.bonus))
-    tok = torch.where(g, sel_p.argmax(-1), tok)
+    u_draw = torch.where(rejected, u.residual, u.bonus)
+    if backend == "triton":
+        from .sampler_triton import draw_rows
+        tok = draw_rows(sel_p.contiguous(), None if sel_q_rows is None else sel_q_rows.contiguous(), x_rej,
+                        rejected, u_draw)
+    else:
+        sel_p64 = sel_p.double()
+        w = (sel_p64 - sel_q).clamp_min(0.0)
+        # empty residual (every W_y = ⌊w_y·2^40⌋ is 0, i.e. max w < 2^-40): draw from p_target (stated policy)
+        empty = w.amax(-1) < 2.0 ** -WEIGHT_BITS
+        tok = _inverse_cdf(_fixed(torch.where(empty[:, None], sel_p64, w)), u_draw)
+    if any_greedy:
+        tok = torch.where(g, sel_p.argmax(-1), tok)
 
     tokens = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
     tokens[:, :K] = torch.where(pos[None, :] < n_acc[:, None], ids, -1)
