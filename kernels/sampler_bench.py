@@ -96,6 +96,9 @@ def main(argv=None) -> int:
     ids, pd, pt, pb = make_problem(B, K, V, dev)
     u = draw_uniforms(B, K, device=dev, generator=torch.Generator(device=dev).manual_seed(1))
 
+    from . import sampler_triton
+    triton_ok = sampler_triton.available() and dev.type == "cuda"
+    backends = ["torch"] + (["triton"] if triton_ok else [])
     ours = rejection_sample(ids, pd, pt, pb, uniforms=u)
     base_tokens, base_n = multipass_sample(ids, pd, pt, pb, u)
     identical = bool(torch.equal(ours.tokens, base_tokens) and torch.equal(ours.num_accepted, base_n))
@@ -106,16 +109,21 @@ def main(argv=None) -> int:
         if s == 2:
             e = 1 - 2.0 ** -24
             uu = SamplerUniforms(torch.full_like(uu.accept, e), torch.full_like(uu.residual, e), torch.full_like(uu.bonus, e))
-        o = rejection_sample(ids, pd, pt, pb, uniforms=uu)
         t2, n2 = multipass_sample(ids, pd, pt, pb, uu)
-        identical &= bool(torch.equal(o.tokens, t2) and torch.equal(o.num_accepted, n2))
+        for be in backends:
+            o = rejection_sample(ids, pd, pt, pb, uniforms=uu, backend=be)
+            identical &= bool(torch.equal(o.tokens, t2) and torch.equal(o.num_accepted, n2))
 
     nominal = B * (2 * K + 1) * V * pt.element_size()
     floor_ms = nominal / a.bandwidth * 1e3
     rows = []
-    for name, fn in (("ours check=full", lambda: rejection_sample(ids, pd, pt, pb, uniforms=u)),
-                     ("ours check=read", lambda: rejection_sample(ids, pd, pt, pb, uniforms=u, check="read")),
-                     ("multi-pass torch", lambda: multipass_sample(ids, pd, pt, pb, u))):
+    impls = []
+    for be in backends:
+        for chk in ("full", "read"):
+            impls.append((f"ours {be} check={chk}",
+                          lambda be=be, chk=chk: rejection_sample(ids, pd, pt, pb, uniforms=u, check=chk, backend=be)))
+    impls.append(("multi-pass torch", lambda: multipass_sample(ids, pd, pt, pb, u)))
+    for name, fn in impls:
         ms = _time(fn, dev, a.warmup, a.reps)
         rows.append({"impl": name, "ms": ms, "nominal_GB": nominal / 1e9, "GB_per_s": nominal / (ms * 1e-3) / 1e9,
                      "x_floor": ms / floor_ms})
@@ -127,9 +135,9 @@ def main(argv=None) -> int:
            "mean_accepted": float(ours.num_accepted.float().mean()), "rows": rows}
     print(f"{res['device']}  B={B} K={K} V={V} fp32  nominal {nominal / 1e9:.3f} GB  floor {floor_ms:.3f} ms  "
           f"tokens identical: {identical}  mean accepted {res['mean_accepted']:.2f}")
-    print(f"{'impl':20s} {'ms':>9s} {'GB/s':>9s} {'x floor':>8s} {'vs multi':>9s}")
+    print(f"{'impl':26s} {'ms':>9s} {'GB/s':>9s} {'x floor':>8s} {'vs multi':>9s}")
     for r in rows:
-        print(f"{r['impl']:20s} {r['ms']:9.3f} {r['GB_per_s']:9.1f} {r['x_floor']:8.2f} {r['speedup_vs_multipass']:8.2f}x")
+        print(f"{r['impl']:26s} {r['ms']:9.3f} {r['GB_per_s']:9.1f} {r['x_floor']:8.2f} {r['speedup_vs_multipass']:8.2f}x")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(res, indent=2))
