@@ -32,13 +32,14 @@ test-all: $(STAMP)             ## everything, including slow tests
 	$(BIN)/python -m pytest -n $(JOBS) tests
 
 audit: $(STAMP)                ## the browsable report under out/audit/
-	$(BIN)/flashproof audit
+	$(BIN)/flashproof audit --jobs $(JOBS)
 
 fuzz: $(STAMP)                 ## fuzz our kernel against the verified oracle
 	$(BIN)/flashproof fuzz --kernel torch
 
 bench: $(STAMP)                ## GPU: ours vs SDPA flash / cuDNN / efficient and FlexAttention
 	$(BIN)/flashproof bench
+	$(BIN)/python -m flashproof.kernels.sampler_bench --out out/sampler_bench.json
 
 gpu-check: $(STAMP)            ## GPU: the full fuzz campaign (bf16/fp16, large shapes, determinism)
 	$(BIN)/python -m flashproof.kernels.gpu_check
