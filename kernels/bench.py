@@ -75,6 +75,10 @@ def _provider(name, causal, n):
         except ImportError as e:
             return f"FlexAttention unavailable: {e}"
         from torch import _dynamo
+        from torch._functorch import config as functorch_config
+        # The timed backward replays one graph (retain_graph=True), which donated buffers forbid
+        # (seen on torch 2.11: the second compiled shape raised).
+        functorch_config.donated_buffer = False
         _dynamo.config.recompile_limit = max(64, getattr(_dynamo.config, "recompile_limit", 8))
         _dynamo.config.cache_size_limit = max(64, _dynamo.config.cache_size_limit)
         compiled = torch.compile(flex_attention)

@@ -248,6 +248,7 @@ def main(argv=None) -> int:
             "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu (interpreter smoke run)",
             "torch": torch.__version__, "triton": triton.__version__}
     results = []
+    run_determinism = not args.smoke
 
     def record(r):
         results.append(r)
@@ -256,6 +257,8 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
 
+    if run_determinism:  # first: it is the cheapest check that needs the GPU most
+        record(check_determinism())
     for dname in (("fp32",) if args.smoke else args.dtypes.split(",")):
         for i, (cid, shape, opt) in enumerate(CASES):
             if args.cases and cid not in args.cases.split(","):
@@ -265,8 +268,6 @@ def main(argv=None) -> int:
             except Exception as e:
                 record({"case": cid, "dtype": dname, "passed": False, "problems": [f"{type(e).__name__}: {e}"[:300]]})
         record(check_poison(dname))
-    if not args.smoke:
-        record(check_determinism())
     if args.fuzz_budget > 0:
         from .mutants import MUTANTS
         names = [] if args.no_mutants else [f"mutant:{b}" for b in sorted(MUTANTS)]
