@@ -42,6 +42,9 @@ def add_arguments(p):
     p.add_argument("--tokens", type=int, default=16384, help="batch x seqlen")
     p.add_argument("--width", type=int, default=2048, help="heads x head dim")
     p.add_argument("--no-bwd", action="store_true", help="time the forward only")
+    p.add_argument("--sparse", type=float, default=0.0,
+                   help="also time ours with a BlockSparseMask keeping this fraction of 128x128 tiles "
+                        "(e.g. 0.1) against the dense call, per shape (issue 7: <= 15%% of dense time at 0.1)")
 
 
 def _shapes(spec):
@@ -134,6 +137,26 @@ def bench_one(d, n, causal, providers, tokens, width, do_bwd):
     return rows
 
 
+def bench_sparse(d, n, causal, frac, tokens, width):
+    """(dense ms, block-sparse ms, fraction of tiles present) for ours, forward + backward."""
+    from triton.testing import do_bench
+
+    from .attention import BlockSparseMask, attention
+    B, H = max(tokens // n, 1), width // d
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+               for _ in range(3))
+    t = torch.rand(1, H, -(-n // 128), -(-n // 128), device="cuda", generator=g) < frac
+    bm = BlockSparseMask(t, 128, 128)
+
+    def step(mask):
+        out = attention(q, k, v, causal=causal, mask=mask, backend="triton")
+        out.backward(torch.ones_like(out))
+    times = [do_bench(lambda: step(m), warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
+             for m in (None, bm)]
+    return times[0], times[1], t.float().mean().item()
+
+
 def table(rows):
     lines = ["| d | N | causal | provider | fwd TFLOP/s | bwd TFLOP/s | max err vs fp32 | note |",
              "|---|---|---|---|---|---|---|---|"]
@@ -185,6 +208,13 @@ def run(args) -> int:
         with open(os.path.join(args.out, "bench.json"), "w") as f:  # written as we go: partial runs survive
             json.dump({"meta": meta, "rows": [r._asdict() for r in rows]}, f, indent=1)
     text = table(rows)
+    if args.sparse > 0:
+        lines = ["", "| d | N | causal | tiles present | dense ms | block-sparse ms | ratio |", "|---|---|---|---|---|---|---|"]
+        for d, n, causal in _shapes(args.shapes):
+            dense_ms, sparse_ms, present = bench_sparse(d, n, causal, args.sparse, args.tokens, args.width)
+            lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {present:.3f} | {dense_ms:.3f} | "
+                         f"{sparse_ms:.3f} | {sparse_ms / dense_ms:.3f} |")
+        text += "\n" + "\n".join(lines)
     print(json.dumps(meta))
     print(text)
     with open(os.path.join(args.out, "bench.md"), "w") as f:
