@@ -19,7 +19,7 @@ import sys
 import types
 from pathlib import Path
 
-__all__ = ["versions", "content_hash", "load", "store", "DEFAULT_DIR"]
+__all__ = ["versions", "content_hash", "load", "store", "load_timings", "store_timings", "DEFAULT_DIR"]
 
 DEFAULT_DIR = Path(".prove-cache")
 
@@ -103,3 +103,21 @@ def store(cache_dir: Path, key: str, record: dict) -> None:
     tmp = d / f".{key}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(record, sort_keys=True, default=str))
     tmp.replace(d / f"{key}.json")
+
+
+def load_timings(cache_dir: Path) -> dict:
+    """id -> seconds of its last run (used only to schedule the longest obligations first)."""
+    try:
+        return json.loads((Path(cache_dir) / "timings.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def store_timings(cache_dir: Path, seconds: dict) -> None:
+    d = Path(cache_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    t = load_timings(d)
+    t.update(seconds)
+    tmp = d / f".timings.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(t, sort_keys=True))
+    tmp.replace(d / "timings.json")

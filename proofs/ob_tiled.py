@@ -30,8 +30,8 @@ def _max_of(ws, flags):
     return m
 
 
-@obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 6, "v": 2},
-            deep_bounds={"b": 8, "v": 4}, assumptions=["A-EXP-ISO"])
+@obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 4, "v": 2},
+            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO"])
 def summarize_block(ctx):
     """summarize over b keys with a symbolic mask returns Σ(I): m = max allowed, m·ℓ = Σw, m·z = Σwv."""
     b, v = ctx.bounds["b"], ctx.bounds["v"]

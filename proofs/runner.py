@@ -98,7 +98,9 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
             done(hit)
         else:
             queue.append((ob, bounds, key))
-    # Longest-running first would be ideal; without history, run in the given order.
+    # Longest first (by the last recorded time of each id) keeps both workers busy to the end.
+    history = cache.load_timings(cache_dir) if cache_dir is not None else {}
+    queue.sort(key=lambda q: -history.get(q[0].id, 1.0))
     running: dict = {}  # sentinel -> (proc, conn, ob, bounds, key, t0)
     while queue or running:
         while queue and len(running) < max(1, jobs):
@@ -132,4 +134,6 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
                 running.pop(conn)
                 done(make_record(ob, Outcome("timeout", detail=f"killed after {timeout:g} s"), seconds=now - t0,
                                  bounds=bounds, deep=deep, key=key))
+    if cache_dir is not None:
+        cache.store_timings(cache_dir, {r["obligation"]: r["seconds"] for r in records if not r.get("cached")})
     return records
