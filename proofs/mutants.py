@@ -142,22 +142,25 @@ def _rotated(xs):
     return xs[1:] + xs[:1]
 
 
+_REAL_TILED_BACKWARD = A.tiled_backward  # captured at import, before any control patches it
+
+
 def backward_delta_wrong_row(Q, K, V, G, forward, **kw):
     """δ_i = ⟨G_i, Y_{i+1}⟩: the reverse pass reads the next row's output."""
-    return A.__dict__["_real_tiled_backward"](Q, K, V, G, forward._replace(out=_rotated(forward.out)), **kw)
+    return _REAL_TILED_BACKWARD(Q, K, V, G, forward._replace(out=_rotated(forward.out)), **kw)
 
 
 def backward_l_wrong_row(Q, K, V, G, forward, **kw):
     """p_ij = e^{s_ij − m_i}/ℓ_{i+1}: the reverse pass divides by the next row's normalizer."""
-    return A.__dict__["_real_tiled_backward"](Q, K, V, G, forward._replace(l=_rotated(forward.l)), **kw)
+    return _REAL_TILED_BACKWARD(Q, K, V, G, forward._replace(l=_rotated(forward.l)), **kw)
 
 
-A._real_tiled_backward = A.tiled_backward  # the unpatched reverse pass, for the two wrappers above
+_REAL_QK_PROBLEM = A._qk_problem  # captured at import, before any control patches it
 
 
 def qk_problem_score_cache(*args, **kw):
     """scores are cached across rows in a dict: an n×n score array is kept alive."""
-    p, Qc, Kc = A.__dict__["_real_qk_problem"](*args, **kw)
+    p, Qc, Kc = _REAL_QK_PROBLEM(*args, **kw)
     cache = {}
 
     def score(i, j):
@@ -167,5 +170,3 @@ def qk_problem_score_cache(*args, **kw):
 
     return p._replace(score=score), Qc, Kc
 
-
-A._real_qk_problem = A._qk_problem  # the unpatched problem builder, for the wrapper above
