@@ -40,6 +40,8 @@ def _phi(Q, K, V, G, c, allowed):
     phi = 0
     for i in range(n):
         A = range(n) if allowed is None else sorted(allowed[i])
+        if not A:
+            continue  # the empty-row extension: Y_i = 0 contributes nothing
         e = {j: sp.exp(c * sum(Q[i][r] * K[j][r] for r in range(d))) for j in A}
         den = sum(e.values())
         phi += sum(G[i][a] * sum(e[j] * V[j][a] for j in A) for a in range(v)) / den
@@ -73,11 +75,15 @@ def _witness(expr, syms, seed=0):
     return None
 
 
-def _check_case(n, d, v, b, allowed, c=sp.Rational(1, 2)):
+def _check_case(n, d, v, b, allowed, c=sp.Rational(1, 2), empty_rows="error"):
     Q, K, V, G = _mat("q", n, d), _mat("k", n, d), _mat("v", n, v), _mat("g", n, v)
     N = SympyNum()
-    fw = att.tiled_forward(Q, K, V, scale=c, block=b, allowed=allowed, num=N)
-    gr = att.tiled_backward(Q, K, V, G, fw, scale=c, block=b, allowed=allowed, num=N)
+    fw = att.tiled_forward(Q, K, V, scale=c, block=b, allowed=allowed, num=N, empty_rows=empty_rows)
+    gr = att.tiled_backward(Q, K, V, G, fw, scale=c, block=b, allowed=allowed, num=N, empty_rows=empty_rows)
+    for i, A in enumerate(allowed or []):
+        if not A and (any(y != 0 for y in fw.out[i]) or fw.lse[i] != -sp.oo or any(x != 0 for x in gr.dq[i])):
+            return {"case": f"n={n} d={d} v={v} b={b} mask={allowed}", "row": i, "out": str(fw.out[i]),
+                    "lse": str(fw.lse[i]), "dq": str(gr.dq[i]), "difference": "empty row not 0 / -inf"}
     phi = _phi(Q, K, V, G, c, allowed)
     syms = [x for M in (Q, K, V, G) for row in M for x in row]
     for name, M, X in (("dq", gr.dq, Q), ("dk", gr.dk, K), ("dv", gr.dv, V)):

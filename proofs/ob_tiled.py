@@ -19,6 +19,7 @@ from flashproof.verified import attention as att
 
 from . import mutants
 from .core import Outcome, control, obligation, z3_prove
+from .ob_grad import _check_case as _grad_case
 from .symbolic import Represents, num, reals, summary
 
 
@@ -226,14 +227,21 @@ def tiled_bounded_short(ctx):
 @obligation("ATT-EMPTY-ROW", checks=["EXT-EMPTY-ROW"], bounds={"n": 4, "b": 2}, deep_bounds={"n": 6, "b": 2},
             assumptions=["A-EXP-ISO"])
 def empty_row(ctx):
-    """With empty_rows='zero', a row whose symbolic mask is all False gives Y = 0, ℓ = 0, lse = −∞ (weight 0)."""
+    """empty_rows='zero': an all-False (symbolic) mask row gives Y = 0, ℓ = 0, lse = −∞, and zero gradients."""
     n, b = ctx.bounds["n"], ctx.bounds["b"]
     N = num()
     w, vals, flags = reals("w", n), reals("val", n), [z3.Bool(f"f{j}") for j in range(n)]
     fw = att.tiled_forward_from_scores([w], [[x] for x in vals], block=b, allowed=lambda i, j: flags[j], num=N,
                                        empty_rows="zero")
     claim = z3.Implies(z3.Not(z3.Or(*flags)), z3.And(fw.out[0][0] == 0, fw.l[0] == 0, fw.lse[0] == 0))
-    return z3_prove(claim, ctx, hypotheses=[x > 0 for x in w])
+    out = z3_prove(claim, ctx, hypotheses=[x > 0 for x in w])
+    if out.status != "proved":
+        return out
+    # gradients (sympy): the empty row gets dQ = 0 and adds nothing to dK, dV (= ∂Φ over the other rows)
+    bad = _grad_case(3, 1, 2, 2, [set(), {0, 1}, {0, 1, 2}], empty_rows="zero")
+    if bad is not None:
+        return Outcome("refuted", counterexample=bad, solver="sympy", detail="empty-row gradients")
+    return out._replace(solver="z3+sympy", detail="forward: z3 (symbolic mask); gradients: sympy (n=3, row 0 empty)")
 
 
 @control("ATT-EMPTY-ROW/finish-unguarded", of="ATT-EMPTY-ROW", bug="the final division z/ℓ is not guarded for ℓ = 0")
