@@ -325,7 +325,10 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
                 gamma = num.mul(pij, num.sub(dp, delta))
                 cg = num.mul(c, gamma)
                 # only allowed pairs contribute (a masked pair's K_j, V_j are never read)
-                dq[i] = [num.where(f, num.add(x, num.mul(cg, kr)), x) for x, kr in zip(dq[i], Kc[j])]
-                dk[j] = [num.where(f, num.add(x, num.mul(cg, qr)), x) for x, qr in zip(dk[j], Qc[i])]
-                dv[j] = [num.where(f, num.add(x, num.mul(pij, ga)), x) for x, ga in zip(dv[j], Gc[i])]
+                # entry by entry, in place: O(1) extra live scalars (rebuilding a row would hold d or v)
+                for r in range(d):
+                    dq[i][r] = num.where(f, num.add(dq[i][r], num.mul(cg, Kc[j][r])), dq[i][r])
+                    dk[j][r] = num.where(f, num.add(dk[j][r], num.mul(cg, Qc[i][r])), dk[j][r])
+                for a in range(v):
+                    dv[j][a] = num.where(f, num.add(dv[j][a], num.mul(pij, Gc[i][a])), dv[j][a])
     return Gradients(dq, dk, dv)
