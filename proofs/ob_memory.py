@@ -110,8 +110,8 @@ def _check(which: str, bounds: dict) -> Outcome:
 
 #: live workspace bound α·b + β·v + γ claimed for every shape (the O(b+v) of the page, with constants)
 WORKSPACE = (2, 3, 8)
-BOUNDS = {"n": [2, 4, 6, 8], "dv": [1, 2], "workspace": WORKSPACE}
-DEEP = {"n": [2, 4, 6, 8, 12, 16], "dv": [1, 2, 4], "workspace": WORKSPACE}
+BOUNDS = {"n": [2, 4, 6, 8], "dv": [1, 2, 4], "workspace": WORKSPACE}
+DEEP = {"n": [2, 4, 6, 8, 12, 16], "dv": [1, 2, 4, 8], "workspace": WORKSPACE}
 
 
 @obligation("ATT-MEMORY-FWD", checks=["THM-MEMORY"], bounds=BOUNDS, deep_bounds=DEEP,
