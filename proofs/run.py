@@ -88,7 +88,8 @@ def run(args) -> int:
     records = runner.execute(chosen, all_obs=obligations, jobs=args.jobs, timeout=args.timeout, deep=args.deep,
                              force=args.force, cache_dir=None if args.no_cache else args.cache_dir, progress=progress)
     total = time.perf_counter() - t0
-    argv = sys.argv[2:] if len(sys.argv) > 2 else []
+    argv = [f"--only {i}" for i in args.only] + [f"--jobs {args.jobs}", f"--timeout {args.timeout:g}"] + \
+        [flag for flag, on in (("--deep", args.deep), ("--force", args.force), ("--no-cache", args.no_cache)) if on]
     doc = trail.build(items, obligations, records, name_errs=names, import_errs=import_errs, total_seconds=total,
                       jobs=args.jobs, argv=argv, partial=bool(args.only))
     j, m = trail.write(doc, args.out)
