@@ -8,6 +8,11 @@ assumption("A-EXP-ISO", "exp is an order isomorphism onto the non-negative reals
 s − m becomes w / W, max stays max, m + log ℓ becomes W·ℓ, and no exponential reaches the solver.
 """)
 
+assumption("A-EXP-HOM", "exp turns sums into products", statement="""
+E(x)·E(y) = E(x + y), E(0) = 1 and E(x) > 0 for real x — used as ground instances over the arguments
+the reference applies exp to, by the log-domain cross-check that avoids the exp-domain substitution.
+""")
+
 assumption("A-NONEMPTY-ROW", "every query row has an allowed key (theorem mode)", statement="""
 The exactness and memory theorems quantify over nonempty allowed-key sets A_i. Obligations about
 them assume a row has at least one allowed key; rows without one are governed by the separate

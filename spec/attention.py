@@ -74,7 +74,8 @@ item("EXT-ANY-ORDER", "extension", "Any partition of the keys, merged in any ord
 summary of their union; so splitting the keys into any parts (split-KV, multi-GPU) and merging the partial
 summaries in any order or tree shape gives exactly Σ of all keys.
 """,
-     checked_by=("ATT-MERGE-ASSOC", "ATT-MERGE-COMM", "ATT-MERGE-IDENTITY", "ATT-MERGE-UNION"),
+     checked_by=("ATT-MERGE-ASSOC", "ATT-MERGE-ASSOC-LOGDOM", "ATT-MERGE-COMM", "ATT-MERGE-IDENTITY",
+                 "ATT-MERGE-UNION"),
      assumptions=("A-EXP-ISO",))
 
 item("EXT-EXP2", "extension", "Base-2 exponentials with a folded log2(e) are the natural-exp algorithm",
