@@ -17,10 +17,11 @@ from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-#: ``FLASHPROOF_TRITON_CONFIG=first`` (read at import): run the first configuration that fits,
-#: no autotuning: for correctness runs that would otherwise compile every configuration for
-#: every feature combination.
-FIRST_ONLY = os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first"
+#: ``FLASHPROOF_TRITON_CONFIG=first`` (read at each new autotuning key, so it may be set after
+#: import): run the first configuration that fits, no autotuning: for correctness runs that would
+#: otherwise compile every configuration for every feature combination.
+def first_only() -> bool:
+    return os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first"
 
 
 def _numpy_2_4_shim():
@@ -62,7 +63,7 @@ def _prune(configs, named_args, **kwargs):
             and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    return keep[:1] if FIRST_ONLY else keep
+    return keep[:1] if first_only() else keep
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",

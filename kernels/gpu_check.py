@@ -81,6 +81,9 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("strided_mqa", (2, 6, 1, 333, 333, 64, 64), {"noncontig": True, "causal": True}),
     ("huge_logits", (1, 2, 2, 257, 257, 64, 64), {"scale": 4.0}),
 ]
+#: run right after determinism (earlier GPU runs ran out of time before reaching them)
+PRIORITY = ("determinism", "huge_logits", "poison")
+CASE_SEEDS = {cid: i for i, (cid, _, _) in enumerate(CASES)}  # a case's inputs do not depend on the order
 
 
 def _build(cid, shape, opt, dtype, seed):
@@ -204,18 +207,32 @@ def fuzz(budget, mutants, deadline):
     out = []
     if time.time() > deadline:
         return [{"case": f"fuzz:{n}", "skipped": "time budget spent"} for n in ["triton", *mutants]]
-    s = campaign.run_campaign("triton", device=DEVICE, dtypes=("bf16", "fp16"), budget=budget, profile="gpu")
-    out.append({"case": "fuzz:triton", "passed": bool(s.get("passed")), "summary": s})
+    left = lambda: max(deadline - time.time(), 1.0)  # noqa: E731
+    s = campaign.run_campaign("triton", device=DEVICE, dtypes=("bf16", "fp16"), budget=budget, profile="gpu",
+                              seconds=left() / (1 + len(mutants)))
+    out.append({"case": "fuzz:triton", "passed": bool(s.get("passed")), "summary": s,
+                **({} if s.get("complete", True) else {"skipped": "incomplete: " + s.get("incomplete", "")})})
     for name in mutants:
         if time.time() > deadline:
             out.append({"case": f"fuzz:{name}", "skipped": "time budget spent"})
             continue
         s = campaign.run_campaign(name, device=DEVICE, dtypes=("fp16",), budget=budget, profile="gpu",
-                                  shrink_seconds=10.0)
+                                  shrink_seconds=10.0, seconds=left() / (len(mutants) - mutants.index(name)))
         caught = bool(s.get("available")) and not s.get("passed")
         out.append({"case": f"fuzz:{name}", "passed": caught, "caught": caught,
                     "deviations": [d.get("check") for d in s.get("deviations", [])][:5]})
     return out
+
+
+def tail_summary(results) -> str:
+    """One line per check family, for the last lines of a log (determinism, huge_logits and poison first)."""
+    def word(r):
+        return "PASS" if r.get("passed") else ("SKIPPED" if "skipped" in r else "FAIL")
+    by = {}
+    for r in results:
+        by.setdefault(r["case"], []).append(f"{r.get('dtype', '')} {word(r)}".strip())
+    keys = [k for k in ("determinism", "huge_logits", "poison") if k in by] + [k for k in by if k not in PRIORITY]
+    return "summary: " + "; ".join(f"{k} " + ", ".join(by[k]) for k in keys)
 
 
 def main(argv=None) -> int:
@@ -261,23 +278,30 @@ def main(argv=None) -> int:
             json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
 
     deadline = t0 + 60 * args.minutes
-    if run_determinism:  # first: it is the cheapest check that needs the GPU most
+    dnames = ("fp32",) if args.smoke else tuple(args.dtypes.split(","))
+    wanted = lambda cid: not args.cases or cid in args.cases.split(",")  # noqa: E731
+    if run_determinism:  # first: the cheapest check that needs the GPU most
         record(check_determinism())
-    for dname in (("fp32",) if args.smoke else args.dtypes.split(",")):
-        for i, (cid, shape, opt) in enumerate(CASES):
-            if args.cases and cid not in args.cases.split(","):
-                continue
-            if time.time() > deadline:
-                record({"case": cid, "dtype": dname, "skipped": "time budget spent"})
-                continue
-            try:
-                record(check_case(cid, shape, opt, dname, seed=i))
-            except Exception as e:
-                record({"case": cid, "dtype": dname, "passed": False, "problems": [f"{type(e).__name__}: {e}"[:300]]})
-        if time.time() > deadline:
-            record({"case": "poison", "dtype": dname, "skipped": "time budget spent"})
-        else:
-            record(check_poison(dname))
+    # Then the checks that earlier runs never reached (huge logits, poison), then the other cases.
+    first = [(cid, shape, opt) for cid, shape, opt in CASES if cid in PRIORITY]
+    rest = [(cid, shape, opt) for cid, shape, opt in CASES if cid not in PRIORITY]
+    for group in (first, rest):
+        for dname in dnames:
+            for cid, shape, opt in group:
+                if not wanted(cid):
+                    continue
+                if time.time() > deadline:
+                    record({"case": cid, "dtype": dname, "skipped": "time budget spent"})
+                    continue
+                try:
+                    record(check_case(cid, shape, opt, dname, seed=CASE_SEEDS[cid]))
+                except Exception as e:
+                    record({"case": cid, "dtype": dname, "passed": False, "problems": [f"{type(e).__name__}: {e}"[:300]]})
+            if group is first and wanted("poison"):
+                if time.time() > deadline:
+                    record({"case": "poison", "dtype": dname, "skipped": "time budget spent"})
+                else:
+                    record(check_poison(dname))
     if args.fuzz_budget > 0:
         from .mutants import MUTANTS
         names = [] if args.no_mutants else [f"mutant:{b}" for b in sorted(MUTANTS)]
@@ -293,6 +317,7 @@ def main(argv=None) -> int:
         f.write("\n".join(lines) + "\n")
     verdict = "PASSED" if ok else ("INCOMPLETE (skipped: " + ", ".join(skipped) + ")"
                                     if skipped and all(r.get("passed", True) for r in results) else "FAILED")
+    print(tail_summary(results))
     print(f"gpu_check: {verdict} in {time.time() - t0:.0f}s")
     return 0 if ok else 1
 

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# One call on a CUDA machine: correctness, fuzzing and timing, each step time-boxed, logs under $OUT.
-#   bash scripts/gpu_session.sh check   # gpu_check (bf16/fp16 cases, poison, determinism), triton fuzz,
-#                                       # third-party fuzz, sampler GPU tests + sampler bench
+# One call on a CUDA machine: correctness, fuzzing and timing, each step time-boxed.
+#   bash scripts/gpu_session.sh check   # gpu_check (determinism, huge_logits, poison first; bf16/fp16 cases),
+#                                       # triton fuzz, third-party fuzz, sampler GPU tests + sampler bench
 #   bash scripts/gpu_session.sh bench   # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention)
+# Only a few files come back from the device, so $OUT holds at most four: env.txt, session.log (every
+# step's full output, appended as it runs), summary.txt (each step's rc, time and last lines) and
+# results.tar.gz (every JSON/markdown the steps wrote, re-packed after each step, so a run cut short keeps
+# what finished). Worst case of `check`: 150 + 125 + 135 + 45 + 45 s of time boxes ≈ 8.3 min.
 # Works without installing: the GPU machine has no network, so the package is put on PYTHONPATH by a
 # symlinked namespace (the repository's folders are flashproof's sub-packages).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/out/gpu}
-mkdir -p "$OUT" /tmp/fp/flashproof
+RES=/tmp/fp_results
+mkdir -p "$OUT" "$RES" /tmp/fp/flashproof
 cp -r "$ROOT"/flashproof/. /tmp/fp/flashproof/
 for d in kernels verified spec proofs; do ln -sfn "$ROOT/$d" "/tmp/fp/flashproof/$d"; done
 export PYTHONPATH=/tmp/fp
+export FLASHPROOF_TRITON_CONFIG=${FLASHPROOF_TRITON_CONFIG:-first}
 cd /tmp
 PY=${PY:-python3}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -21,21 +27,22 @@ cat "$OUT/env.txt"
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
   local t0=$(date +%s)
-  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+  echo "=================== $name (time box ${secs}s) $(date -u +%H:%M:%S)" >> "$OUT/session.log"
+  timeout "$secs" "$@" > "$RES/$name.log" 2>&1
   local rc=$?
-  echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 6 "$OUT/$name.log"
+  cat "$RES/$name.log" >> "$OUT/session.log"
+  { echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 8 "$RES/$name.log"; } | tee -a "$OUT/summary.txt"
+  tar -czf "$OUT/results.tar.gz" -C "$RES" . 2>/dev/null
 }
 case "${1:-check}" in
 check)
-  step gpu_check 200 $PY -m flashproof.kernels.gpu_check --out "$OUT/gpu_check" --minutes 2.5 --dtypes bf16,fp16 --fuzz-budget 0
-  step fuzz_triton 130 $PY -m flashproof fuzz --kernel triton --dtype bf16 --dtype fp16 --budget 20 --profile gpu --json "$OUT/fuzz_triton.json"
-  for k in sdpa-cudnn sdpa-efficient sdpa-flash flex; do
-    step "fuzz_$k" 45 $PY -m flashproof fuzz --kernel "$k" --dtype bf16 --budget 15 --profile gpu --json "$OUT/fuzz_$k.json"
-  done
-  step sampler_tests 60 $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/test_sampler_coupled.py" "$ROOT/tests/test_sampler_triton.py"
-  step sampler_bench 60 $PY -m flashproof.kernels.sampler_bench --out "$OUT/sampler_bench.json"
+  step gpu_check 150 $PY -m flashproof.kernels.gpu_check --out "$RES/gpu_check" --minutes 2.0 --dtypes bf16,fp16 --fuzz-budget 0
+  step fuzz_triton 125 $PY -m flashproof fuzz --kernel triton --dtype bf16 --dtype fp16 --budget 200 --profile gpu --seconds 100 --json "$RES/fuzz_triton.json"
+  step fuzz_third_party 135 $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient --kernel sdpa-flash --kernel flex --dtype bf16 --budget 200 --profile gpu --seconds 110 --json "$RES/fuzz_third_party.json"
+  step sampler_tests 45 $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/test_sampler_coupled.py" "$ROOT/tests/test_sampler_triton.py"
+  step sampler_bench 45 $PY -m flashproof.kernels.sampler_bench --out "$RES/sampler_bench.json"
   ;;
 bench)
-  step bench 420 $PY -m flashproof bench --out "$OUT/bench" --sparse 0.1
+  step bench 420 $PY -m flashproof bench --out "$RES/bench" --sparse 0.1
   ;;
 esac

@@ -8,6 +8,11 @@ bugs reports several minimal reproducers. The summary (JSON-ready) holds, per dt
 of examples, the oracle used, the worst error/bound ratio per check and tensor, and each
 deviation with its reproducer; ``passed`` is True only when the target was available and no
 deviation was found.
+
+Wall clock: with ``seconds`` the campaign stops drawing new examples when that budget is spent
+(split evenly over the dtypes still to run); a search cut short this way marks its dtype and the
+summary ``complete: False`` with the reason in ``incomplete``, and such a summary is never
+``passed``. ``progress`` (a callable) receives one dict per examined example, as it happens.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from hypothesis.errors import HypothesisException
 
 from . import targets
 from .checks import CHECKS, DTYPES, Deviation, examine
-from .strategies import FAMILIES, attention_problems
+from .strategies import FAMILIES, SPECIAL_LENGTHS, attention_problems
 
 __all__ = ["run_campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES"]
 
@@ -30,10 +35,16 @@ DEFAULT_DTYPES = ("fp32",)
 #: Size caps. "ci": every problem fits the pure-Python verified oracle (keys reach 130 so
 #: that 64-key tiles have ragged ends; few query rows keep it fast). "gpu": large shapes (up to
 #: 1025 keys and d = 128), where problems beyond the reference go to the dense float64 oracle.
+#: "gpu" draws lengths and head dims from small sets (every compiled kernel variant is then reused
+#: across examples: a new shape/feature combination costs Triton/torch.compile/cuDNN a compile) and
+#: sends problems above ``oracle_work`` multiply-adds to the dense float64 oracle on the device.
 PROFILES = {
     "ci": dict(max_nq=12, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2),
-    "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=4, max_group=8, max_batch=4),
+    "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
+                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000),
 }
+#: profile keys that are not strategy caps
+_RUN_KEYS = ("oracle_work",)
 #: Families that need a feature (targets.FEATURES) the target may lack.
 _NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
           "gqa": "gqa", "dv": "dv"}
@@ -43,15 +54,25 @@ class _Found(Exception):
     """Raised inside the hypothesis property when an example deviates."""
 
 
+class _OutOfTime(BaseException):
+    """Raised inside the property when the wall-clock budget is spent. Not an ``Exception``, so
+    hypothesis does not take it for a failure to shrink: it ends the search at once."""
+
+
 def _strategy(target, device: str, profile: dict):
     lacks = target.lacks(device)
     families = [f for f in FAMILIES if _NEEDS.get(f) not in lacks]
     blocks = tuple(sorted(set(target.tile_sizes) | {16}))
-    return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **profile)
+    caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
+    return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
 
 
-def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs):
-    """One hypothesis search; returns the deviations of the minimal failing example (or [])."""
+def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs,
+            deadline=float("inf"), progress=None, max_work=None):
+    """One hypothesis search; returns the deviations of the minimal failing example (or []).
+    Past ``deadline`` (time.monotonic()) the search ends before the next example and
+    ``stats["cut"]`` is set, so the caller reports it as incomplete (a failure found before that
+    is kept, shrunk as far as time allowed)."""
     known: dict = {}
     first_failure = [None]
 
@@ -61,14 +82,23 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
             raise _Found(devs)  # one raise site: hypothesis tells failures apart by where they are raised
 
     def _examine_new(spec):
-        if first_failure[0] is not None and time.monotonic() - first_failure[0] > shrink_seconds:
+        now = time.monotonic()
+        if now > deadline:
+            stats["cut"] = True
+            raise _OutOfTime()  # wall-clock budget spent: nothing more is examined (the summary says incomplete)
+        if first_failure[0] is not None and now - first_failure[0] > shrink_seconds:
             return []  # shrink budget spent: treat further candidates as passing, keep the best so far
+        kw = {} if max_work is None else {"max_work": max_work}
         try:
-            ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs)
-        except targets.Unsupported:
+            ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs, **kw)
+        except targets.Unsupported as e:
             stats["unsupported"] += 1
+            _report(progress, stats, dtype, spec, now, f"unsupported ({e})")
             return []
         stats["examples"] += 1
+        _report(progress, stats, dtype, spec, now,
+                "DEVIATION " + ", ".join(sorted({f"{d.check}/{d.tensor}" for d in ex.deviations}))
+                if ex.deviations else "ok")
         stats["sources"][ex.source] += 1
         for check, v in ex.verdicts:
             if v.ok and v.bounded and v.bound > 0:
@@ -86,19 +116,31 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
         hyp_seed(seed)(prop)()
     except _Found as e:
         return e.args[0]
-    except HypothesisException as e:  # e.g. a flaky kernel: the failure did not replay
+    except (HypothesisException, _OutOfTime) as e:  # a flaky kernel (the failure did not replay), or time
         smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
-        return [d._replace(note=f"{type(e).__name__} during shrinking") for d in known.get(smallest, [])]
+        why = "time budget spent" if isinstance(e, _OutOfTime) else type(e).__name__
+        return [d._replace(note=f"{why} during shrinking") for d in known.get(smallest, [])]
     return []
+
+
+def _report(progress, stats, dtype, spec, started, status):
+    if progress is not None:
+        progress({"dtype": dtype, "example": stats["examples"] + stats["unsupported"],
+                  "seconds": round(time.monotonic() - started, 2), "status": status, "spec": spec.describe()})
 
 
 def run_campaign(kernel: str = "torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES,
                  budget: int = DEFAULT_BUDGET, seed: int = 0, profile: str | dict = "ci", checks=CHECKS,
-                 rounds: int | None = None, shrink_seconds: float = 60.0, determinism_runs: int = 2) -> dict:
+                 rounds: int | None = None, shrink_seconds: float = 60.0, determinism_runs: int = 2,
+                 seconds: float | None = None, progress=None) -> dict:
     """Fuzz ``kernel`` (a ``targets.names()`` entry) on ``device`` (default: CUDA when present) in
     each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"), ``budget`` examples per search round, and
-    return the JSON-ready summary described in the module docstring."""
+    return the JSON-ready summary described in the module docstring. ``seconds``: wall-clock
+    budget of the whole campaign (None: none); ``progress``: called with a dict per example."""
     t0 = time.monotonic()
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
+        raise ValueError(f"seconds must be None or a number > 0 (wall-clock budget), received {seconds!r}")
+    deadline = float("inf") if seconds is None else t0 + seconds
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     target = targets.get(kernel)
     for dt in dtypes:
@@ -110,7 +152,8 @@ def run_campaign(kernel: str = "torch", *, device: str | None = None, dtypes=DEF
     summary = {"kernel": kernel, "doc": target.doc, "device": device,
                "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
                "torch": torch.__version__, "budget": budget, "seed": seed, "profile": profile,
-               "dtypes": list(dtypes), "checks": list(checks), "results": [], "deviations": []}
+               "dtypes": list(dtypes), "checks": list(checks), "seconds": seconds, "results": [], "deviations": [],
+               "complete": True, "incomplete": ""}
     reason = target.unavailable(device)
     if reason is not None:
         summary.update(available=False, reason=reason, passed=False, elapsed_s=round(time.monotonic() - t0, 2))
@@ -118,27 +161,35 @@ def run_campaign(kernel: str = "torch", *, device: str | None = None, dtypes=DEF
     summary.update(available=True, reason="", version=target.version())
     lacks = target.lacks(device)
     strategy = _strategy(target, device, prof)
-    for dt in dtypes:
+    for i, dt in enumerate(dtypes):
         if dt == "fp64" and "fp64" in lacks:
             summary["results"].append({"dtype": dt, "skipped": "the kernel does not take float64"})
             continue
-        stats = {"examples": 0, "unsupported": 0, "sources": Counter(), "worst": {}}
+        now = time.monotonic()
+        dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
+        stats = {"examples": 0, "unsupported": 0, "sources": Counter(), "worst": {}, "cut": False}
         remaining, found = list(checks), []
         for r in range(rounds or len(checks)):
             devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
-                           determinism_runs)
-            if not devs:
+                           determinism_runs, dt_deadline, progress, prof.get("oracle_work"))
+            if not devs or stats["cut"]:
+                found.extend(devs)
                 break
             found.extend(devs)
             remaining = [c for c in remaining if c not in {d.check for d in devs}]
             if not remaining:
                 break
-        summary["results"].append({"dtype": dt, "examples": stats["examples"], "unsupported": stats["unsupported"],
+        if stats["cut"]:
+            summary["complete"] = False
+            summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                f"{dt}: the {seconds} s budget ran out after {stats['examples']} examples")
+        summary["results"].append({"dtype": dt, "complete": not stats["cut"], "examples": stats["examples"],
+                                   "unsupported": stats["unsupported"],
                                    "oracles": dict(stats["sources"]),
                                    "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
                                    "deviations": [d.as_dict() for d in found]})
         summary["deviations"].extend(d.as_dict() for d in found)
-    summary["passed"] = not summary["deviations"]
+    summary["passed"] = not summary["deviations"] and summary["complete"]
     summary["elapsed_s"] = round(time.monotonic() - t0, 2)
     return summary
 
@@ -154,9 +205,16 @@ def format_summary(summary: dict) -> str:
             lines.append(f"  {r['dtype']}: skipped ({r['skipped']})")
             continue
         worst = ", ".join(f"{k} {v:.2f}" for k, v in r["worst_error_over_bound"].items())
-        lines.append(f"  {r['dtype']}: {r['examples']} examples ({r['unsupported']} unsupported), "
+        cut = "" if r.get("complete", True) else " [INCOMPLETE: time budget spent]"
+        lines.append(f"  {r['dtype']}: {r['examples']} examples ({r['unsupported']} unsupported){cut}, "
                      f"oracles {r['oracles']}; worst error/bound among passes: {worst or '-'}")
         for d in r["deviations"]:
             lines.append("    DEVIATION " + d["reproducer"])
-    lines.append(f"  {'PASSED' if summary['passed'] else 'DEVIATIONS FOUND'} in {summary['elapsed_s']} s")
+    if summary["deviations"]:
+        verdict = "DEVIATIONS FOUND" + ("" if summary.get("complete", True) else " (run incomplete)")
+    elif not summary.get("complete", True):
+        verdict = f"INCOMPLETE, NOT PASSED ({summary['incomplete']})"
+    else:
+        verdict = "PASSED"
+    lines.append(f"  {verdict} in {summary['elapsed_s']} s")
     return "\n".join(lines)

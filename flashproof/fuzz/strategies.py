@@ -41,13 +41,19 @@ HUGE_LOGITS = (1e2, 1e3, 3e4, 6e4)
 
 def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, max_heads_kv: int = 2,
                        max_group: int = 8, max_batch: int = 2, families=FAMILIES, blocks=(16,),
-                       square_causal: bool = False) -> st.SearchStrategy[ProblemSpec]:
+                       square_causal: bool = False, lengths: tuple | None = None,
+                       dims: tuple | None = None) -> st.SearchStrategy[ProblemSpec]:
     """Problems with Nq ≤ max_nq, Nk ≤ max_nk, D, Dv ≤ max_d, Hkv ≤ max_heads_kv, Hq/Hkv ≤
     max_group, B ≤ max_batch. ``families`` lists the switches that may turn on (others stay off);
     ``blocks`` are the tile sizes the mask families aim at; ``square_causal`` forces Nk = Nq when
     causal (for kernels whose causal flag is top-left and who take no mask).
 
-    Shrinks toward ProblemSpec(n_q=1, n_k=1, d=1, seed=0) with every family off."""
+    ``lengths`` / ``dims``: when given, sequence lengths (also each varlen sequence's, or 0) and
+    head dims are drawn from these small sets (those under the caps) instead of every integer, so
+    that compiled kernels (Triton, torch.compile, cuDNN graphs) are reused across examples.
+
+    Shrinks toward ProblemSpec(n_q=1, n_k=1, d=1, seed=0) with every family off (toward the
+    smallest entries of ``lengths`` / ``dims`` when given)."""
     for name, val in (("max_nq", max_nq), ("max_nk", max_nk), ("max_d", max_d), ("max_heads_kv", max_heads_kv),
                       ("max_group", max_group), ("max_batch", max_batch)):
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
@@ -57,12 +63,22 @@ def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, ma
         raise ValueError(f"unknown families {sorted(unknown)}: expected a subset of {FAMILIES}")
     if not blocks or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in blocks):
         raise ValueError(f"blocks must be a non-empty tuple of tile sizes >= 1, received {blocks!r}")
+    for name, vals in (("lengths", lengths), ("dims", dims)):
+        if vals is not None and (not vals or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in vals)):
+            raise ValueError(f"{name} must be None or a non-empty tuple of ints >= 1, received {vals!r}")
     return _problems(max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, frozenset(families),
-                     tuple(blocks), square_causal)
+                     tuple(blocks), square_causal, None if lengths is None else tuple(sorted(set(lengths))),
+                     None if dims is None else tuple(sorted(set(dims))))
+
+
+def _under(vals: tuple, cap: int) -> list:
+    """The entries of ``vals`` that are at most ``cap`` (``[cap]`` if none is)."""
+    return [x for x in vals if x <= cap] or [cap]
 
 
 @st.composite
-def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, families, blocks, square_causal):
+def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, families, blocks, square_causal,
+              lengths, dims):
     def on(family: str) -> bool:
         return family in families and draw(st.booleans())
 
@@ -72,14 +88,24 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
         picks = [n for n in SPECIAL_LENGTHS if n <= cap]
         if special and picks:
             return draw(st.sampled_from(picks))
+        if lengths is not None:
+            return draw(st.sampled_from(_under(lengths, cap)))
         return draw(st.integers(1, cap))
+
+    def seq_length(cap: int) -> int:  # one varlen sequence: zero allowed
+        if lengths is not None:
+            return draw(st.sampled_from([0] + [n for n in lengths if n <= cap]))
+        return draw(st.integers(0, cap))
+
+    def dim() -> int:
+        return draw(st.sampled_from(_under(dims, max_d))) if dims is not None else draw(st.integers(1, max_d))
 
     causal = on("causal")
     seqlens = None
     if on("varlen"):
         n_seq = draw(st.integers(1, 4))
         cap_q, cap_k = max(1, max_nq // n_seq), max(1, max_nk // n_seq)
-        pairs = [[draw(st.integers(0, cap_q)), draw(st.integers(0, cap_k))] for _ in range(n_seq)]
+        pairs = [[seq_length(cap_q), seq_length(cap_k)] for _ in range(n_seq)]
         if square_causal and causal:
             for pr in pairs:
                 pr[1] = pr[0]
@@ -102,8 +128,8 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
     noncontig = on("noncontig")
     group = draw(st.integers(2, max_group)) if max_group >= 2 and on("gqa") else 1
     heads_kv = draw(st.integers(1, max_heads_kv))
-    d = draw(st.integers(1, max_d))
-    dv = draw(st.integers(1, max_d)) if on("dv") else d
+    d = dim()
+    dv = dim() if on("dv") else d
     batch = draw(st.integers(2, max_batch)) if max_batch >= 2 and seqlens is None and on("batch") else 1
     seed = draw(st.integers(0, 2**32 - 1))
     return ProblemSpec(batch=batch, heads_q=heads_kv * group, heads_kv=heads_kv, n_q=n_q, n_k=n_k, d=d, dv=dv,

@@ -1,0 +1,72 @@
+"""The campaign under a wall-clock budget: per-example progress, a partial summary marked
+incomplete (never passed), and the GPU profile's small size sets (compiled kernels are reused)
+that still reach every adversarial family."""
+import argparse
+import json
+
+from hypothesis import find, given, settings
+
+from flashproof.fuzz.campaign import PROFILES, _strategy, format_summary, run_campaign
+from flashproof.fuzz import targets
+from flashproof.fuzz.cli import add_arguments, run as cli_run
+from flashproof.fuzz.strategies import FAMILIES
+
+
+def test_wall_clock_budget_gives_a_partial_summary_marked_incomplete():
+    seen = []
+    s = run_campaign("torch", device="cpu", dtypes=("fp32", "bf16"), budget=10_000, seconds=3.0, progress=seen.append)
+    assert s["available"] and not s["complete"] and not s["passed"] and not s["deviations"]
+    assert "budget ran out" in s["incomplete"]
+    assert s["elapsed_s"] < 3.0 + 15.0  # the budget is checked before every example
+    assert [r["dtype"] for r in s["results"]] == ["fp32", "bf16"]  # the time is shared by the dtypes
+    assert all(r["examples"] >= 1 and not r["complete"] for r in s["results"])
+    assert len(seen) == sum(r["examples"] + r["unsupported"] for r in s["results"])
+    assert {p["status"] for p in seen} <= {"ok"} and all("ProblemSpec(" in p["spec"] for p in seen)
+    text = format_summary(s)
+    assert "INCOMPLETE, NOT PASSED" in text and "PASSED in" not in text.replace("NOT PASSED", "")
+
+
+def test_a_campaign_within_its_budget_is_complete():
+    s = run_campaign("torch", device="cpu", budget=3, rounds=1, seconds=600.0)
+    assert s["complete"] and s["passed"] and s["incomplete"] == ""
+
+
+def test_cli_seconds_prints_progress_and_exits_incomplete(tmp_path, capsys):
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    out = tmp_path / "fuzz.json"
+    rc = cli_run(p.parse_args(["--kernel", "torch", "--budget", "10000", "--seconds", "2", "--json", str(out)]))
+    text = capsys.readouterr().out
+    assert rc == 3 and "[torch fp32] #1 " in text and "INCOMPLETE" in text
+    (summary,) = json.loads(out.read_text())
+    assert summary["complete"] is False and summary["passed"] is False
+
+
+def _gpu_strategy(name="triton"):
+    return _strategy(targets.get(name), "cuda", dict(PROFILES["gpu"]))
+
+
+@settings(max_examples=150, database=None, deadline=None)
+@given(_gpu_strategy())
+def test_gpu_profile_draws_lengths_and_head_dims_from_small_sets(spec):
+    prof = PROFILES["gpu"]
+    assert spec.d in prof["dims"] and spec.dv in prof["dims"]
+    if spec.seqlens is None:
+        assert spec.n_q in prof["lengths"] and spec.n_k in prof["lengths"]
+    else:
+        assert all(a in (0, *prof["lengths"]) and b in (0, *prof["lengths"]) for a, b in spec.seqlens)
+
+
+def test_gpu_profile_reaches_every_family():
+    strat = _gpu_strategy()
+    probes = {
+        "causal": lambda s: s.causal, "window": lambda s: s.window is not None, "varlen": lambda s: s.seqlens is not None,
+        "mask": lambda s: s.mask_kind != "none", "empty_rows": lambda s: s.empty_rows,
+        "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q,
+        "poison": lambda s: s.poison is not None, "noncontig": lambda s: s.noncontig,
+        "gqa": lambda s: s.heads_q == 8 * s.heads_kv, "special_lengths": lambda s: s.n_k == 1025 and s.n_q == 1,
+        "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1,
+    }
+    assert set(probes) == set(FAMILIES)
+    for fam, pred in probes.items():
+        assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None))), fam
