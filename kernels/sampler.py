@@ -81,7 +81,8 @@ class _Deferred:
                 report()
 
 
-def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, defer: _Deferred):
+def _check_structure(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens):
+    """Shapes, dtypes, devices (no device work, no sync) -> B, K, V, num_draft_tokens on the device or None."""
     for name, t in (("draft_token_ids", draft_token_ids), ("p_target", p_target), ("p_bonus", p_bonus)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, received {type(t).__name__}")
@@ -112,10 +113,17 @@ def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens,
         if t.device != p_target.device:
             _fail(f"{name} is on {t.device} but p_target is on {p_target.device}")
     if num_draft_tokens is None:
-        return B, K, V, torch.full((B,), K, dtype=torch.int64, device=p_target.device)
+        return B, K, V, None
     k = torch.as_tensor(num_draft_tokens, device=p_target.device)
     if k.dtype.is_floating_point or k.dtype == torch.bool or tuple(k.shape) != (B,):
         _fail(f"num_draft_tokens must be (B,) = ({B},) integers, received {tuple(k.shape)} {k.dtype}")
+    return B, K, V, k
+
+
+def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, defer: _Deferred):
+    B, K, V, k = _check_structure(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens)
+    if k is None:
+        return B, K, V, torch.full((B,), K, dtype=torch.int64, device=p_target.device)
     k = k.long()
     bad = (k < 0) | (k > K)
 
@@ -126,7 +134,8 @@ def _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens,
     return B, K, V, k.clamp(0, K)
 
 
-def _check_uniforms(u: SamplerUniforms, B: int, K: int, device, defer: _Deferred) -> SamplerUniforms:
+def _uniform_structure(u: SamplerUniforms, B: int, K: int, device) -> SamplerUniforms:
+    """Shapes and dtypes of injected uniforms (no device work beyond a move) -> tensors on ``device``."""
     if not isinstance(u, SamplerUniforms):
         raise TypeError(f"uniforms must be a SamplerUniforms, received {type(u).__name__}")
     out = []
@@ -136,7 +145,14 @@ def _check_uniforms(u: SamplerUniforms, B: int, K: int, device, defer: _Deferred
             _fail(f"uniforms.{name} must have shape {shape}, received {tuple(t.shape)}")
         if t.dtype not in (torch.float32, torch.float64):
             raise TypeError(f"uniforms.{name} must be float32/float64, received {t.dtype}")
-        t = t.to(device=device, dtype=torch.float64)
+        out.append(t.to(device=device))
+    return SamplerUniforms(*out)
+
+
+def _check_uniforms(u: SamplerUniforms, B: int, K: int, device, defer: _Deferred) -> SamplerUniforms:
+    out = []
+    for name, t in zip(SamplerUniforms._fields, _uniform_structure(u, B, K, device)):
+        t = t.to(dtype=torch.float64)
         bad = ~((t >= 0) & (t < 1))  # NaN fails both
 
         def report(name=name, t=t, bad=bad):
@@ -190,10 +206,27 @@ def _inverse_cdf(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(C, thr[:, None], right=True)[:, 0]  # #{y : C_y ≤ thr} (C is non-decreasing)
 
 
+def _resolve_backend(backend: str, p_target) -> str:
+    if backend not in ("auto", "torch", "triton"):
+        _fail(f"backend must be 'auto', 'torch' or 'triton', received {backend!r}")
+    from . import sampler_triton
+    on_cuda = isinstance(p_target, torch.Tensor) and p_target.device.type == "cuda"
+    if backend == "auto":
+        return "triton" if on_cuda and sampler_triton.available() else "torch"
+    if backend == "triton":
+        if not sampler_triton.available():
+            raise RuntimeError("backend='triton' needs the triton package")
+        if not on_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+            dev = p_target.device if isinstance(p_target, torch.Tensor) else type(p_target).__name__
+            raise RuntimeError(f"backend='triton' runs on CUDA tensors (or the CPU with TRITON_INTERPRET=1); "
+                               f"p_target is on {dev}")
+    return backend
+
+
 def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target: torch.Tensor,
                      p_bonus: torch.Tensor, *, num_draft_tokens=None, uniforms: SamplerUniforms | None = None,
                      generator: torch.Generator | None = None, greedy=False, check: str = "full",
-                     backend: str = "torch") -> SpecSample:
+                     backend: str = "auto", triton_config=None) -> SpecSample:
     """Speculative verification of a batch.
 
     draft_token_ids: (B, K) ints; p_draft: (B, K, V) or None (one-hot drafts); p_target: (B, K, V),
@@ -203,21 +236,18 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     (accept iff the draft is the first argmax; emit the first argmax), consuming no uniform;
     check: "full" validates every row that could be read (NaN, negatives, Σ ≠ 1, ids), "read"
     only the entries and rows this call actually reads (cheaper; same errors for those);
-    backend: "torch" or "triton" (the draw fused in ``kernels/sampler_triton.py``: CUDA, or the CPU
-    under TRITON_INTERPRET=1; asking for it where it cannot run raises, it never falls back).
+    backend: "auto" (the default: "triton" for CUDA tensors when triton is installed, else "torch"),
+    "torch", or "triton" (``kernels/sampler_triton.py``, two launches: CUDA, or the CPU under
+    TRITON_INTERPRET=1; asking for it where it cannot run raises, it never falls back);
+    triton_config: a ``sampler_triton.TritonConfig`` (tuning only; None = its DEFAULT_CONFIG).
 
     Returns ``SpecSample(tokens (B, K+1) padded with −1, num_accepted (B,))``."""
     if check not in ("full", "read"):
         _fail(f"check must be 'full' or 'read', received {check!r}")
-    if backend not in ("torch", "triton"):
-        _fail(f"backend must be 'torch' or 'triton', received {backend!r}")
+    backend = _resolve_backend(backend, p_target)
     if backend == "triton":
-        from . import sampler_triton
-        if not sampler_triton.available():
-            raise RuntimeError("backend='triton' needs the triton package")
-        if p_target.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise RuntimeError(f"backend='triton' runs on CUDA tensors (or the CPU with TRITON_INTERPRET=1); "
-                               f"p_target is on {p_target.device}")
+        return _rejection_sample_triton(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, uniforms,
+                                        generator, greedy, check, triton_config)
     defer = _Deferred()  # every data check below is read back with one host sync, before returning
     B, K, V, k_b = _check_inputs(draft_token_ids, p_draft, p_target, p_bonus, num_draft_tokens, defer)
     dev = p_target.device
@@ -260,13 +290,12 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
         sel_q_rows = None if p_draft is None else p_draft[ar, n_c]  # (B, V), used where rejected
     else:
         sel_p, sel_q_rows = p_bonus, None
-    if backend == "torch":
-        if sel_q_rows is None:
-            sel_q = torch.zeros((B, V), dtype=torch.float64, device=dev)
-            sel_q[ar, x_rej] = 1.0
-        else:
-            sel_q = sel_q_rows.double()
-        sel_q = torch.where(rejected[:, None], sel_q, 0.0)
+    if sel_q_rows is None:
+        sel_q = torch.zeros((B, V), dtype=torch.float64, device=dev)
+        sel_q[ar, x_rej] = 1.0
+    else:
+        sel_q = sel_q_rows.double()
+    sel_q = torch.where(rejected[:, None], sel_q, 0.0)
     if check == "read":
         tol = row_sum_tol(p_target.dtype)
         lab = lambda idx: f" (the row drawn from by request {idx[0]})"  # noqa: E731
@@ -281,16 +310,11 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
             _fail(f"p_target/p_draft at [{b}, {i}, draft token {int(ids[b, i])}] is NaN or negative")
         defer.add(bad_x, report_x)
     u_draw = torch.where(rejected, u.residual, u.bonus)
-    if backend == "triton":
-        from .sampler_triton import draw_rows
-        tok = draw_rows(sel_p.contiguous(), None if sel_q_rows is None else sel_q_rows.contiguous(), x_rej,
-                        rejected, u_draw)
-    else:
-        sel_p64 = sel_p.double()
-        w = (sel_p64 - sel_q).clamp_min(0.0)
-        # empty residual (every W_y = ⌊w_y·2^40⌋ is 0, i.e. max w < 2^-40): draw from p_target (stated policy)
-        empty = w.amax(-1) < 2.0 ** -WEIGHT_BITS
-        tok = _inverse_cdf(_fixed(torch.where(empty[:, None], sel_p64, w)), u_draw)
+    sel_p64 = sel_p.double()
+    w = (sel_p64 - sel_q).clamp_min(0.0)
+    # empty residual (every W_y = ⌊w_y·2^40⌋ is 0, i.e. max w < 2^-40): draw from p_target (stated policy)
+    empty = w.amax(-1) < 2.0 ** -WEIGHT_BITS
+    tok = _inverse_cdf(_fixed(torch.where(empty[:, None], sel_p64, w)), u_draw)
     if any_greedy:
         tok = torch.where(g, sel_p.argmax(-1), tok)
 
@@ -299,3 +323,30 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     tokens[ar, n_acc] = tok
     defer.raise_first()  # NaN/garbage above only ever reaches a raised error, never the caller
     return SpecSample(tokens, n_acc)
+
+
+def _rejection_sample_triton(ids, p_draft, p_target, p_bonus, num_draft_tokens, uniforms, generator, greedy, check,
+                             config) -> SpecSample:
+    """backend='triton': shapes checked here, everything else in two launches; the kernels' check flags are
+    read back with one host sync. A flag re-runs the torch path on the same inputs for its exact error."""
+    from . import sampler_triton
+    B, K, V, k = _check_structure(ids, p_draft, p_target, p_bonus, num_draft_tokens)
+    dev = p_target.device
+    u = (draw_uniforms(B, K, device=dev, generator=generator) if uniforms is None
+         else _uniform_structure(uniforms, B, K, dev))
+    if not isinstance(greedy, bool):
+        g = torch.as_tensor(greedy, device=dev)
+        if g.dtype != torch.bool or g.shape not in ((), (B,)):
+            _fail(f"greedy must be a bool or a (B,) = ({B},) bool tensor, received {g.dtype} {tuple(g.shape)}")
+        greedy = g.expand(B)
+    res = sampler_triton.sample(ids, p_draft, p_target, p_bonus, k, u.accept, u.residual, u.bonus, greedy,
+                                full=check == "full", tol=row_sum_tol(p_target.dtype), config=config)
+    flags = res.flags.cpu()  # the one sync
+    if bool(flags.any()):
+        rejection_sample(ids, p_draft, p_target, p_bonus, num_draft_tokens=k, uniforms=u, greedy=greedy, check=check,
+                         backend="torch")  # raises the detailed error for the same inputs
+        b = int(flags.nonzero()[0, 0])  # the torch re-check passed: a row sum within rounding of the tolerance
+        what = [n for bit, n in sampler_triton.FLAG_NAMES.items() if int(flags[b]) & bit]
+        _fail(f"request {b} fails the sampler's input checks ({', '.join(what)}; rows: NaN, negative entries or "
+              f"a sum off 1 by more than {row_sum_tol(p_target.dtype)})")
+    return SpecSample(res.tokens, res.num_accepted)

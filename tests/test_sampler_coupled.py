@@ -104,11 +104,12 @@ def reference(pr: Problem, b: int):
                   sum_tol=row_sum_tol(pr.p_target.dtype))
 
 
-def check_coupled(pr: Problem, device="cpu", backend="torch") -> None:
+def check_coupled(pr: Problem, device="cpu", backend="torch", **kw) -> None:
+    """``kw``: further rejection_sample arguments (check, triton_config)."""
     mv = lambda t: None if t is None else t.to(device)  # noqa: E731
     out = rejection_sample(mv(pr.draft_token_ids), mv(pr.p_draft), mv(pr.p_target), mv(pr.p_bonus),
                            num_draft_tokens=mv(pr.num_draft_tokens), greedy=mv(pr.greedy),
-                           uniforms=SamplerUniforms(*(mv(t) for t in pr.uniforms)), backend=backend)
+                           uniforms=SamplerUniforms(*(mv(t) for t in pr.uniforms)), backend=backend, **kw)
     tokens, n_acc = out.tokens.cpu(), out.num_accepted.cpu()
     B, K = pr.draft_token_ids.shape
     assert tokens.shape == (B, K + 1) and n_acc.shape == (B,)
