@@ -206,14 +206,46 @@ def _sdpa_unavailable(name: str) -> Callable:
 # ----------------------------------------------------------------------------------- FlexAttention
 
 _COMPILED = {}
+#: Messages of documented limits of compiled FlexAttention (torch/_inductor/kernel/flex): an example
+#: that hits one is unsupported by the kernel, not a deviation.
+FLEX_LIMITS = ("NYI: embedding dimension of the query, key, and value must be at least 16",
+               "Number of shared query heads sharing the same KV head must be power of 2")
+
+
+def flex_unsupported(d: int, dv: int, device_type: str) -> str | None:
+    """Why compiled FlexAttention cannot take head dims (d, dv) on ``device_type``, or None. Its
+    CUDA (Triton) path needs both head dims >= 16 (``tl.dot`` tiles); the eager CPU path has no limit."""
+    if device_type == "cuda" and min(d, dv) < 16:
+        return f"compiled FlexAttention needs head dims >= 16 (NYI in inductor), got d={d}, dv={dv}"
+    return None
+
+
+def flex_limit(exc: BaseException) -> str | None:
+    """The documented limit an exception of compiled FlexAttention reports (through dynamo's
+    wrapping), or None for any other error (which stays a finding)."""
+    text = str(exc)
+    return next((m for m in FLEX_LIMITS if m in text), None)
 
 
 def _flex(c: Case, deterministic: bool) -> KernelOut:
-    from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
-
     B, Hq, nq, _ = c.q.shape
     nk = c.k.shape[2]
     dev = c.q.device
+    why = flex_unsupported(c.q.shape[3], c.v.shape[3], dev.type)
+    if why is not None:
+        raise Unsupported(why)
+    try:
+        return _flex_call(c, B, Hq, nq, nk, dev)
+    except Exception as e:
+        limit = flex_limit(e)
+        if limit is None:
+            raise
+        raise Unsupported(f"compiled FlexAttention: {limit}") from None
+
+
+def _flex_call(c: Case, B: int, Hq: int, nq: int, nk: int, dev) -> KernelOut:
+    from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
+
     if dev.type == "cuda":
         if "flex" not in _COMPILED:
             # Every new shape recompiles; past dynamo's recompile limit it would silently run eager,
