@@ -7,8 +7,9 @@ kept for the campaign's error/bound margins) and the ``Deviation`` list, each wi
 Checks (``CHECKS``):
 
 * ``forward``    — out and LSE against the oracle under the tolerance rule (``tolerance.py``);
-* ``gradients``  — dQ, dK, dV for a random dO (distinct per head), 3× rule; skipped for poisoned
-  problems (a matmul backward multiplies a zero probability by the planted entry);
+* ``gradients``  — dQ, dK, dV for a random dO (distinct per head), 3× rule; also on poisoned
+  problems: a planted NaN/inf that reaches a gradient (a backward that multiplies a zero
+  probability by the planted entry: 0 · NaN = NaN) is a deviation like any other leak;
 * ``split``      — split the keys into three partitions, run the kernel on each with its part of
   the mask, merge the partial (out, lse) pairs in float64 and compare with the oracle;
 * ``determinism``— two runs with ``deterministic=True`` are bitwise equal (forward, and backward
@@ -87,12 +88,25 @@ class _Ctx(NamedTuple):
     grad: bool                   # whether the leaves require grad
 
 
+#: head-dim padding of poisoned problems' inputs (keeps 16-byte row alignment for fp16/bf16)
+PAD = 8
+
+
 def _leaf(x: torch.Tensor, ctx: _Ctx, noncontig: bool) -> torch.Tensor:
     """x (B, H, N, D) float64 → a leaf in the kernel dtype on the device; with ``noncontig`` it is a
-    (B, N, H, D)-strided transposed view, as a packed QKV projection hands it over."""
+    (B, N, H, D)-strided transposed view, as a packed QKV projection hands it over. A poisoned
+    problem's leaf is a view of a buffer (…, D + PAD) whose last PAD columns hold the poison: a
+    kernel that reads past D (head-dim padding) picks it up."""
     y = x.to(ctx.device, ctx.dtype)
     if noncontig:
         y = y.transpose(1, 2).contiguous().transpose(1, 2)
+    poison = ctx.problem.spec.poison
+    if poison is not None:
+        buf = torch.full((*y.shape[:-1], y.shape[-1] + PAD), float(poison), dtype=y.dtype, device=y.device)
+        if noncontig:
+            buf = buf.transpose(1, 2).contiguous().transpose(1, 2)
+        buf[..., :y.shape[-1]] = y
+        y = buf[..., :y.shape[-1]]
     return y.requires_grad_(ctx.grad)
 
 
@@ -225,11 +239,11 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     problem = build(spec).rounded(tdtype)
     expected = oracle(problem, device=device) if max_work is None else oracle(problem, max_work=max_work, device=device)
     lacks = target.lacks(device)
-    want_grads = "gradients" in checks and "grad" not in lacks and spec.poison is None
+    want_grads = "gradients" in checks and "grad" not in lacks
     dev_t = lambda t: t.to(device, tdtype)  # noqa: E731
-    baseline = naive(dev_t(problem.q), dev_t(problem.k), dev_t(problem.v), problem.allowed.to(device), problem.scale,
+    clean = oracle_inputs(problem)  # the baseline measures rounding error: it gets the poison-free inputs
+    baseline = naive(dev_t(clean[0]), dev_t(clean[1]), dev_t(clean[2]), problem.allowed.to(device), problem.scale,
                      dev_t(problem.dout) if want_grads else None)
-    clean = oracle_inputs(problem)
     mags = magnitudes(*clean, problem.dout, expected.lse, problem.scale)
     ctx = _Ctx(target, problem, expected, tdtype, dtype, device, baseline, mags, want_grads)
     verdicts, devs = [], []

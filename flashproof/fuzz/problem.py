@@ -180,7 +180,7 @@ def build(spec: ProblemSpec) -> Problem:
         top = raw[allowed].max().item() if allowed.any() else 0.0  # the largest allowed |q·k|
         scale = spec.huge_logits / top if top > 0 else 1.0
     if spec.poison is not None:
-        q, k = _poison(spec, q, k, allowed)
+        q, k, v = _poison(spec, q, k, v, allowed)
     cu_q = cu_k = None
     if spec.seqlens is not None:
         cu_q = torch.tensor([0] + [a for a, _ in spec.seqlens], dtype=torch.int32).cumsum(0).to(torch.int32)
@@ -188,15 +188,17 @@ def build(spec: ProblemSpec) -> Problem:
     return Problem(spec, q, k, v, dout, allowed, float(scale), cu_q, cu_k)
 
 
-def _poison(spec: ProblemSpec, q, k, allowed):
-    """Plant the poison in K rows no query of their kv-head group may read and in Q rows that may
-    read no key. Those entries feed only masked scores (see docs/fuzz.md, "poison")."""
+def _poison(spec: ProblemSpec, q, k, v, allowed):
+    """Plant the poison in K and V rows no query of their kv-head group may read and in Q rows that
+    may read no key. Those entries feed only masked pairs (see docs/fuzz.md, "poison"); the checks
+    also hand poisoned problems to the kernel as views whose head-dim padding holds the poison."""
     val = float(spec.poison)
     group = spec.heads_q // spec.heads_kv
     B, Hkv = k.shape[:2]
     key_read = allowed.reshape(B, Hkv, group, spec.n_q, spec.n_k).any(dim=2).any(dim=2)  # (B, Hkv, Nk)
-    k = k.clone()
+    k, v = k.clone(), v.clone()
     k[~key_read] = val
+    v[~key_read] = val
     q = q.clone()
     q[~allowed.any(dim=-1)] = val
-    return q, k
+    return q, k, v
