@@ -1,5 +1,7 @@
-"""The Triton draw (``kernels/sampler_triton.py``) gives the same tokens as the reference: coupled test
-under TRITON_INTERPRET=1 on the CPU (small vocabularies: the interpreter is slow), on CUDA when present."""
+"""The Triton backend (``kernels/sampler_triton.py``) gives the reference's tokens bit for bit and raises the
+same errors: coupled tests under TRITON_INTERPRET=1 on the CPU (small vocabularies and a small chunk so
+that the two-level scan crosses many chunks; the interpreter is slow), on CUDA when present. The
+compile for sm_90 without a GPU is in test_sampler_aot.py."""
 from __future__ import annotations
 
 import os
@@ -9,24 +11,108 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from test_sampler_coupled import build, check_coupled, sampler_problems
+from test_sampler_validation import CASES, good
 
 from flashproof.kernels import sampler_triton
+from flashproof.kernels.sampler import SamplerUniforms, rejection_sample
 
 pytestmark = pytest.mark.skipif(not sampler_triton.available(), reason="needs triton")
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
+needs_interp = pytest.mark.skipif(not INTERP, reason="CPU run needs TRITON_INTERPRET=1")
+SMALL = sampler_triton.TritonConfig(chunk=256, block=64, num_warps=4)  # V = 2049 spans 9 chunks
+TINY = sampler_triton.TritonConfig(chunk=4, block=2, num_warps=1)  # V = 17 spans 5 chunks
+FAMILIES = ["u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"]
 
 
-@pytest.mark.skipif(not INTERP, reason="CPU run needs TRITON_INTERPRET=1")
-@settings(max_examples=25)
-@given(sampler_problems(vocab=st.sampled_from([1, 2, 3, 17, 1025, 2049])))
-def test_triton_coupled_interpreter(pr):
-    check_coupled(pr, backend="triton")
+@needs_interp
+@settings(max_examples=20)
+@given(sampler_problems(vocab=st.sampled_from([1, 2, 3, 17, 256, 257, 2049])), st.sampled_from(["full", "read"]))
+def test_triton_coupled_interpreter(pr, check):
+    check_coupled(pr, backend="triton", check=check, triton_config=SMALL)
 
 
-@pytest.mark.skipif(not INTERP, reason="CPU run needs TRITON_INTERPRET=1")
-@pytest.mark.parametrize("family", ["u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"])
-def test_triton_families_interpreter(family):
-    check_coupled(build(len(family), 4, 3, 2050, zeros=0.3, **{family: True}), backend="triton")
+@needs_interp
+@pytest.mark.parametrize("check", ["full", "read"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_triton_families_interpreter(family, check):
+    check_coupled(build(len(family), 4, 3, 2050, zeros=0.3, **{family: True}), backend="triton", check=check,
+                  triton_config=SMALL)
+
+
+@needs_interp
+@pytest.mark.parametrize("family", FAMILIES)
+def test_triton_many_chunks_interpreter(family):
+    """Chunks of 4 entries: the crossing chunk, empty chunks (zeros = 0.8) and the ragged last chunk."""
+    for seed in range(3):
+        pr = build(seed * 31 + len(family), 3, 3, 17, zeros=0.8, **{family: True})
+        check_coupled(pr, backend="triton", check="read" if seed % 2 else "full", triton_config=TINY)
+
+
+@needs_interp
+def test_triton_default_config_interpreter():
+    check_coupled(build(7, 2, 2, 5000, zeros=0.3), backend="triton")
+
+
+ERROR_CASES = [c for c in CASES if c[0] != "check-mode"]
+
+
+@needs_interp
+@pytest.mark.parametrize("check", ["full", "read"])
+@pytest.mark.parametrize("name,mutate,kw,exc,fragment", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_triton_bad_input_is_an_error(name, mutate, kw, exc, fragment, check):
+    """The validation table through the Triton backend. In read mode a bad entry in a row that is not
+    read is not an error: then the tokens must still equal the torch backend's."""
+    args = mutate(good())
+    call = lambda be: rejection_sample(args["draft_token_ids"], args["p_draft"], args["p_target"],  # noqa: E731
+                                       args["p_bonus"], check=check, backend=be,
+                                       **{"generator": torch.Generator().manual_seed(3), **kw})
+    try:
+        torch_out = call("torch")
+    except (ValueError, TypeError) as e:
+        with pytest.raises(type(e)) as got:
+            call("triton")
+        assert fragment in str(got.value) or check == "read", str(got.value)
+        assert str(got.value) == str(e)
+        return
+    assert check == "read", "full mode must reject every table case"
+    out = call("triton")
+    assert torch.equal(out.tokens, torch_out.tokens) and torch.equal(out.num_accepted, torch_out.num_accepted)
+
+
+@needs_interp
+@pytest.mark.parametrize("check", ["full", "read"])
+def test_triton_unread_positions_may_hold_anything(check):
+    a = good()
+    a["p_target"][0, 1] = float("nan")
+    a["p_draft"][0, 1] = -1.0
+    a["draft_token_ids"][0, 1] = 10 ** 6
+    kw = dict(num_draft_tokens=torch.tensor([1, 2, 2]), uniforms=SamplerUniforms(
+        torch.rand(3, 2, dtype=torch.float64), torch.rand(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64)))
+    out = rejection_sample(a["draft_token_ids"], a["p_draft"], a["p_target"], a["p_bonus"], check=check,
+                           backend="triton", **kw)
+    ref = rejection_sample(a["draft_token_ids"], a["p_draft"], a["p_target"], a["p_bonus"], check=check,
+                           backend="torch", **kw)
+    assert torch.equal(out.tokens, ref.tokens) and int(out.tokens[0, 2]) == -1
+
+
+@needs_interp
+def test_triton_read_mode_skips_unread_rows_full_mode_does_not():
+    """A NaN in the bonus row of a request that rejects: read mode never reads it, full mode raises."""
+    a = good()
+    u = SamplerUniforms(torch.full((3, 2), 0.999), torch.zeros(3), torch.zeros(3))
+    a["p_target"] = a["p_target"].clone()
+    a["p_target"][:, :, :] = 1.0 / 6
+    a["p_draft"] = torch.zeros_like(a["p_draft"])
+    a["p_draft"][..., 0] = 1.0  # p_draft(x) = 1 at x = 0 vs p_target = 1/6: reject at position 0 (u = .999)
+    a["draft_token_ids"] = torch.zeros_like(a["draft_token_ids"])
+    a["p_bonus"] = a["p_bonus"].clone()
+    a["p_bonus"][1, 3] = float("nan")
+    args = (a["draft_token_ids"], a["p_draft"], a["p_target"], a["p_bonus"])
+    for be in ("torch", "triton"):
+        out = rejection_sample(*args, uniforms=u, check="read", backend=be)
+        assert (out.num_accepted == 0).all() and (out.tokens[:, 0] > 0).all()
+        with pytest.raises(ValueError, match="NaN"):
+            rejection_sample(*args, uniforms=u, check="full", backend=be)
 
 
 def test_triton_backend_refuses_to_run_where_it_cannot():
@@ -37,8 +123,24 @@ def test_triton_backend_refuses_to_run_where_it_cannot():
         check_coupled(pr, backend="triton")
 
 
+def test_auto_backend_is_torch_on_cpu_tensors():
+    from flashproof.kernels.sampler import _resolve_backend
+    assert _resolve_backend("auto", torch.zeros(1, 1, 1)) == "torch"
+    with pytest.raises(ValueError, match="backend"):
+        _resolve_backend("cuda", torch.zeros(1, 1, 1))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@given(sampler_problems(max_batch=8))
-def test_triton_coupled_cuda(pr):
-    check_coupled(pr, "cuda", backend="triton")
+@given(sampler_problems(max_batch=8), st.sampled_from(["full", "read"]))
+def test_triton_coupled_cuda(pr, check):
+    check_coupled(pr, "cuda", backend="triton", check=check)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("check", ["full", "read"])
+def test_triton_large_vocab_cuda_matches_reference(check):
+    """V = 131072 (32 chunks at the default config) and V = 151936 (a ragged last chunk)."""
+    for V in (131072, 151936):
+        check_coupled(build(V, 3, 4, V, u_edges=True, zeros=0.3), "cuda", backend="triton", check=check)
