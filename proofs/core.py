@@ -36,7 +36,7 @@ import traceback
 from typing import Any, Callable, NamedTuple
 
 __all__ = ["STATUSES", "Outcome", "Context", "Obligation", "obligation", "control", "OBLIGATIONS",
-           "collect", "z3_prove", "z3_witness", "OBLIGATION_MODULE_PREFIXES"]
+           "collect", "z3_prove", "z3_witness", "fresh_solver", "OBLIGATION_MODULE_PREFIXES"]
 
 STATUSES = ("proved", "refuted", "unknown", "timeout", "error")
 OBLIGATION_MODULE_PREFIXES = ("ob_", "speculative", "claims")
@@ -182,15 +182,27 @@ def _model_dict(model) -> dict:
     return dict(sorted(out.items()))
 
 
-def z3_prove(claim, ctx: Context, *, hypotheses=(), solver=None) -> Outcome:
-    """Prove ``claim`` (a z3 BoolRef) under ``hypotheses``: unsat of the negation is ``proved``,
-    sat is ``refuted`` with the model as counterexample, anything else is ``unknown``."""
+def fresh_solver(formulas, ctx: Context, *, logic: str | None = None):
+    """A solver in a NEW z3 context holding ``formulas`` (translated). z3's search depends on the ids
+    of terms created earlier in the same context, so a fresh context makes each answer a function of
+    the query alone (the same in a forked worker, a test process or a REPL)."""
     import z3
 
-    s = solver if solver is not None else z3.Solver()
+    c = z3.Context()
+    s = z3.SolverFor(logic, ctx=c) if logic else z3.Solver(ctx=c)
     s.set("timeout", int(ctx.timeout_ms))
-    s.add(*hypotheses)
-    s.add(z3.Not(claim))
+    for f in formulas:
+        s.add(f.translate(c) if isinstance(f, z3.ExprRef) else z3.BoolVal(bool(f), ctx=c))
+    return s
+
+
+def z3_prove(claim, ctx: Context, *, hypotheses=(), logic: str | None = None) -> Outcome:
+    """Prove ``claim`` (a z3 BoolRef) under ``hypotheses``: unsat of the negation is ``proved``,
+    sat is ``refuted`` with the model as counterexample, anything else is ``unknown``. The query is
+    solved in a fresh context (``fresh_solver``); ``logic`` picks a z3 logic (e.g. "QF_FP")."""
+    import z3
+
+    s = fresh_solver(list(hypotheses) + [z3.Not(claim)], ctx, logic=logic)
     r = s.check()
     if r == z3.unsat:
         return Outcome("proved", solver="z3", detail="negation unsat")
@@ -199,15 +211,13 @@ def z3_prove(claim, ctx: Context, *, hypotheses=(), solver=None) -> Outcome:
     return Outcome("unknown", solver="z3", detail=f"z3: {s.reason_unknown()}")
 
 
-def z3_witness(formula, ctx: Context, *, solver=None) -> Outcome:
+def z3_witness(formula, ctx: Context, *, logic: str | None = None) -> Outcome:
     """An existential claim: ``formula`` is satisfiable. sat is ``proved`` (the model is the
     witness); unsat is ``refuted`` (no witness exists: recorded as the counterexample
     ``{"unsat": true}``); otherwise ``unknown``."""
     import z3
 
-    s = solver if solver is not None else z3.Solver()
-    s.set("timeout", int(ctx.timeout_ms))
-    s.add(formula)
+    s = fresh_solver([formula], ctx, logic=logic)
     r = s.check()
     if r == z3.sat:
         return Outcome("proved", witness=_model_dict(s.model()), solver="z3", detail="witness found (sat)")

@@ -83,7 +83,7 @@ def _guard(fmt, ctx) -> Outcome:
     if ctx.deep or fmt in DIVISION_BY_DEFAULT:
         parts += [(f"out{a}", y) for a, y in enumerate(out)]
     claim = z3.And(*[z3.Not(z3.fpIsNaN(t)) for _, t in parts])
-    res = z3_prove(claim, ctx, hypotheses=hyp + N.side, solver=z3.SolverFor("QF_FP"))
+    res = z3_prove(claim, ctx, hypotheses=hyp + N.side, logic="QF_FP")
     return res._replace(detail=f"not NaN: {', '.join(n for n, _ in parts)} ({res.detail})")
 
 
@@ -101,12 +101,12 @@ def _register(fmt):
     def shift(ctx):
         """After subtracting the running max every exp argument is ≤ 0 (never NaN) and every rescale ≤ 1."""
         claim, hyp = _shift(fmt)
-        return z3_prove(claim, ctx, hypotheses=hyp, solver=z3.SolverFor("QF_FP"))
+        return z3_prove(claim, ctx, hypotheses=hyp, logic="QF_FP")
 
     @control(f"{ident}/max-not-subtracted", of=ident, bug="the exponent argument is the raw score (max not subtracted)")
     def shift_raw(ctx):
         claim, hyp = _shift(fmt, _RawScoreFP(fmt))
-        return z3_prove(claim, ctx, hypotheses=hyp, solver=z3.SolverFor("QF_FP"))
+        return z3_prove(claim, ctx, hypotheses=hyp, logic="QF_FP")
 
     ident_l = f"ATT-FP-ELL-{fmt}"
 
@@ -114,12 +114,12 @@ def _register(fmt):
     def ell(ctx):
         """Once the row has an allowed key, the rounded normalizer ℓ is ≥ 1."""
         claim, hyp = _ell(fmt)
-        return z3_prove(claim, ctx, hypotheses=hyp, solver=z3.SolverFor("QF_FP"))
+        return z3_prove(claim, ctx, hypotheses=hyp, logic="QF_FP")
 
     @control(f"{ident_l}/max-not-subtracted", of=ident_l, bug="the exponent argument is the raw score (max not subtracted)")
     def ell_raw(ctx):
         claim, hyp = _ell(fmt, _RawScoreFP(fmt))
-        return z3_prove(claim, ctx, hypotheses=hyp, solver=z3.SolverFor("QF_FP"))
+        return z3_prove(claim, ctx, hypotheses=hyp, logic="QF_FP")
 
     ident_w = f"ATT-FP-NAN-WITNESS-{fmt}"
 

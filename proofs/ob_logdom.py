@@ -16,7 +16,7 @@ from flashproof.verified.attention import Summary
 from flashproof.verified.numbers import MpmathNum
 
 from . import mutants
-from .core import Outcome, _model_dict, control, obligation
+from .core import Outcome, _model_dict, control, fresh_solver, obligation
 from .logdom import LogZ3Num
 
 NAMES = "abc"
@@ -53,9 +53,7 @@ def merge_assoc_logdom(ctx):
     inst = N.instances()
     for order in itertools.permutations(range(3)):
         ms = [sums[i].m for i in order]
-        s = z3.Solver()
-        s.set("timeout", int(ctx.timeout_ms))
-        s.add(*inst, ms[0] <= ms[1], ms[1] <= ms[2], z3.Not(claim))
+        s = fresh_solver(inst + [ms[0] <= ms[1], ms[1] <= ms[2], z3.Not(claim)], ctx)
         r = s.check()
         if r == z3.sat:
             model = _model_dict(s.model())
