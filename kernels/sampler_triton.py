@@ -81,7 +81,7 @@ if triton is not None:
         alive = tl.full((), 1, tl.int32)
         n = tl.zeros((), tl.int64)
         x = tl.zeros((), tl.int64)
-        for i in range(0, K):
+        for i in tl.static_range(K):  # unrolled: the 4K scalar loads are issued together
             valid = i < kb
             u = tl.load(ua_ptr + b * K + i).to(tl.float64)
             ok_u = (u >= 0.0) & (u < 1.0)  # NaN fails both
@@ -107,10 +107,21 @@ if triton is not None:
         return n, kb, x, bits
 
     @triton.jit
-    def _chunk(p_row, q_row, x, use_q, do_w, load_q, base, V, HAS_Q: tl.constexpr, CHUNK: tl.constexpr,
-               BLOCK: tl.constexpr):
-        """One chunk [base, base + CHUNK) of a row pair: float64 sums and bad counts (NaN or < 0) of p and
-        q, and (when do_w) the integer totals of the residual weights and of the fallback weights."""
+    def _stats(v, IS_F64: tl.constexpr):
+        """Sum (fp32 per block, fp64 across blocks; fp64 inputs stay fp64) and count of NaN/negative entries."""
+        if IS_F64:
+            total = tl.sum(v, 0)
+        else:
+            total = tl.sum(v.to(tl.float32), 0).to(tl.float64)
+        return total, tl.sum(tl.where(v >= 0.0, 0, 1), 0)  # NaN fails v >= 0
+
+    @triton.jit
+    def _chunk(p_row, q_row, x, use_q, do_w, load_q, base, V, HAS_Q: tl.constexpr, IS_F64: tl.constexpr,
+               CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+        """One chunk [base, base + CHUNK) of a row pair: sums and bad counts (NaN or < 0) of p and q, and
+        (when do_w) the integer totals of the residual weights W and of the fallback weights ⌊p·2^40⌋.
+        W ≥ 0, so ⌊·⌋ is the truncating conversion (one instruction). The fallback total only matters
+        when the whole residual is empty, so it is summed only over blocks whose residual total is 0."""
         offs = tl.arange(0, BLOCK)
         sp = tl.zeros((), tl.float64)
         sq = tl.zeros((), tl.float64)
@@ -121,19 +132,25 @@ if triton is not None:
         for start in range(0, CHUNK, BLOCK):
             idx = base + start + offs
             m = idx < V
-            p = tl.load(p_row + idx, mask=m, other=0.0).to(tl.float64)
-            sp += tl.sum(p, 0)
-            bp += tl.sum(((p < 0.0) | (p != p)).to(tl.int32), 0)
+            p_in = tl.load(p_row + idx, mask=m, other=0.0)
+            t, c = _stats(p_in, IS_F64)
+            sp += t
+            bp += c
             if HAS_Q:
-                q = tl.load(q_row + idx, mask=m & load_q, other=0.0).to(tl.float64)
-                sq += tl.sum(q, 0)
-                bq += tl.sum(((q < 0.0) | (q != q)).to(tl.int32), 0)
+                q_in = tl.load(q_row + idx, mask=m & load_q, other=0.0)
+                t, c = _stats(q_in, IS_F64)
+                sq += t
+                bq += c
+                q = q_in.to(tl.float64)
             else:
                 q = tl.where(idx == x, 1.0, 0.0).to(tl.float64)
             if do_w:
+                p = p_in.to(tl.float64)
                 r = tl.maximum(p - tl.where(use_q, q, 0.0), 0.0)
-                wr += tl.sum(tl.floor(r * 1099511627776.0).to(tl.int64), 0)  # 2^40
-                wp += tl.sum(tl.floor(p * 1099511627776.0).to(tl.int64), 0)
+                wb = tl.sum((r * 1099511627776.0).to(tl.int64), 0)  # ⌊r·2^40⌋, r ≥ 0
+                wr += wb
+                if wb == 0:
+                    wp += tl.sum((p * 1099511627776.0).to(tl.int64), 0)
         return sp, bp, sq, bq, wr, wp
 
     @triton.jit
@@ -145,7 +162,7 @@ if triton is not None:
     def _partials_kernel(pt_ptr, pd_ptr, pb_ptr, ids_ptr, kb_ptr, ua_ptr, g_ptr, am_ptr, w_ptr, ssum_ptr, sbad_ptr,
                          s_tb, s_tk, s_db, s_dk, s_bb, s_ib, s_ik, V, S,
                          K: tl.constexpr, HAS_Q: tl.constexpr, HAS_KB: tl.constexpr, GREEDY: tl.constexpr,
-                         FULL: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+                         FULL: tl.constexpr, IS_F64: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         s = tl.program_id(1).to(tl.int64)
         R: tl.constexpr = 2 * K + 1
@@ -159,14 +176,15 @@ if triton is not None:
                 if i < kb:
                     sel = rej & (n == i)
                     sp, bp, sq, bq, wr, wp = _chunk(pt_ptr + b * s_tb + i * s_tk, pd_ptr + b * s_db + i * s_dk, x,
-                                                    sel, sel, True, base, V, HAS_Q, CHUNK, BLOCK)
+                                                    sel, sel, True, base, V, HAS_Q, IS_F64, CHUNK, BLOCK)
                     _put_stats(ssum_ptr, sbad_ptr, b, i, s, S, R, sp, bp)
                     if HAS_Q:
                         _put_stats(ssum_ptr, sbad_ptr, b, K + i, s, S, R, sq, bq)
                     if sel:
                         tl.store(w_ptr + (b * 2) * S + s, wr)
                         tl.store(w_ptr + (b * 2 + 1) * S + s, wp)
-            sp, bp, sq, bq, wr, wp = _chunk(pb_row, pb_row, x, False, ~rej, False, base, V, HAS_Q, CHUNK, BLOCK)
+            sp, bp, sq, bq, wr, wp = _chunk(pb_row, pb_row, x, False, ~rej, False, base, V, HAS_Q, IS_F64, CHUNK,
+                                            BLOCK)
             _put_stats(ssum_ptr, sbad_ptr, b, 2 * K, s, S, R, sp, bp)
             if n == kb:  # every draft accepted: the bonus row is the drawn one
                 tl.store(w_ptr + (b * 2) * S + s, wr)
@@ -174,12 +192,13 @@ if triton is not None:
         else:
             if rej:
                 sp, bp, sq, bq, wr, wp = _chunk(pt_ptr + b * s_tb + n * s_tk, pd_ptr + b * s_db + n * s_dk, x,
-                                                True, True, True, base, V, HAS_Q, CHUNK, BLOCK)
+                                                True, True, True, base, V, HAS_Q, IS_F64, CHUNK, BLOCK)
                 _put_stats(ssum_ptr, sbad_ptr, b, n, s, S, R, sp, bp)
                 if HAS_Q:
                     _put_stats(ssum_ptr, sbad_ptr, b, K + n, s, S, R, sq, bq)
             else:
-                sp, bp, sq, bq, wr, wp = _chunk(pb_row, pb_row, x, False, True, False, base, V, HAS_Q, CHUNK, BLOCK)
+                sp, bp, sq, bq, wr, wp = _chunk(pb_row, pb_row, x, False, True, False, base, V, HAS_Q, IS_F64,
+                                                CHUNK, BLOCK)
                 _put_stats(ssum_ptr, sbad_ptr, b, 2 * K, s, S, R, sp, bp)
             tl.store(w_ptr + (b * 2) * S + s, wr)
             tl.store(w_ptr + (b * 2 + 1) * S + s, wp)
@@ -199,7 +218,7 @@ if triton is not None:
             else:
                 q = tl.where(idx == x, 1.0, 0.0).to(tl.float64)
             r = tl.maximum(p - tl.where(use_q, q, 0.0), 0.0)
-            W = tl.floor(tl.where(empty, p, r) * 1099511627776.0).to(tl.int64)
+            W = (tl.where(empty, p, r) * 1099511627776.0).to(tl.int64)  # ⌊·⌋ of a value ≥ 0
             c = carry + tl.cumsum(W, 0)
             count += tl.sum(((c <= thr) & m).to(tl.int64), 0)
             carry += tl.sum(W, 0)
@@ -219,7 +238,8 @@ if triton is not None:
                        ssum_ptr, sbad_ptr, tok_ptr, nacc_ptr, flag_ptr, tol,
                        s_tb, s_tk, s_db, s_dk, s_bb, s_ib, s_ik, V, S,
                        K: tl.constexpr, HAS_Q: tl.constexpr, HAS_KB: tl.constexpr, GREEDY: tl.constexpr,
-                       FULL: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, SP: tl.constexpr):
+                       FULL: tl.constexpr, IS_F64: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
+                       SP: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         R: tl.constexpr = 2 * K + 1
         n, kb, x, bits = _chain(b, pt_ptr, pd_ptr, ids_ptr, kb_ptr, ua_ptr, g_ptr, am_ptr, s_tb, s_tk, s_db, s_dk,
@@ -334,7 +354,7 @@ def sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target
     strides = (pt.stride(0), pt.stride(1) if K > 0 else 0, pd.stride(0), pd.stride(1) if K > 0 else 0,
                pb.stride(0), ids.stride(0), ids.stride(1) if K > 0 else 0)
     meta = dict(K=K, HAS_Q=p_draft is not None, HAS_KB=num_draft_tokens is not None, GREEDY=mode, FULL=bool(full),
-                CHUNK=chunk)
+                IS_F64=p_target.dtype == torch.float64, CHUNK=chunk)
     _partials_kernel[(B, S)](pt, pd, pb, ids, kb, ua, g, am, w, ssum, sbad, *strides, V, S, BLOCK=block,
                              num_warps=cfg.num_warps, **meta)
     _finish_kernel[(B,)](pt, pd, pb, ids, kb, ua, u_residual.contiguous(), u_bonus.contiguous(), g, am, w, ssum,

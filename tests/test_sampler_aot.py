@@ -26,7 +26,8 @@ def compile_all() -> int:
     from flashproof.kernels import sampler_triton as st
     n = 0
     for dtype, full, has_q, greedy in VARIANTS:
-        c = dict(K=4, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full, CHUNK=4096, BLOCK=1024)
+        c = dict(K=4, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full, IS_F64=dtype == "fp64", CHUNK=4096,
+                 BLOCK=1024)
         for kernel, consts in ((st._partials_kernel, c), (st._finish_kernel, dict(c, SP=32))):
             sig = {a: "constexpr" if a in consts else _PTR.get(a, f"*{dtype}" if a.endswith("_ptr") else
                                                               "fp32" if a == "tol" else "i32")
