@@ -157,9 +157,7 @@ def _nan_witness(fmt, merge_fn, ctx) -> Outcome:
     N = FPNum(fmt)
     a = Summary(N.var("a_m"), N.const(0), [N.const(0)], False)
     b = Summary(N.var("b_m"), N.const(0), [N.const(0)], False)
-    out = merge_fn(a, b, N)
-    if out is att.BOTTOM:  # the guarded merge returns ⊥ itself for ⊥ ⋆ ⊥: rebuild with the lifted states
-        out = merge_fn(att._lift(att.BOTTOM, N, 1)._replace(m=a.m), att._lift(att.BOTTOM, N, 1)._replace(m=b.m), N)
+    out = merge_fn(a, b, N)  # two stored empty states (not the BOTTOM object): the rescale path runs
     ninf = z3.fpMinusInfinity(N.sort)
     return z3_witness(z3.And(a.m == ninf, b.m == ninf, z3.fpIsNaN(out.l), *N.side), ctx)
 

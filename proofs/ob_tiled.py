@@ -25,14 +25,6 @@ from .ob_grad import _check_case as _grad_case
 from .symbolic import Represents, num, reals, summary
 
 
-def _max_of(ws, flags):
-    """The largest allowed weight (0 when none): the spec's m(S) in the exp domain."""
-    m = z3.RealVal(0)
-    for w, f in zip(ws, flags):
-        m = z3.If(z3.And(f, w > m), w, m)
-    return m
-
-
 @obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 4, "v": 2},
             deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
 def summarize_block(ctx):
