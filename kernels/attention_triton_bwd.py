@@ -78,18 +78,29 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
                offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr):
-    """Key-major (transposed) form, as in Triton's fused-attention tutorial: every dot's first
-    operand is computed here, never a transposed register tile."""
+    """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
+    dot's first operand is computed here, never a transposed register tile. For fp32 (``ieee``)
+    S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse) is exact
+    at a one-hot row only if S is bitwise the forward's S, and K Qᵀ sums in another order (at
+    |s| ~ 1e3 a few ulps of S made dV 3–6× the naive-fp32 bound; tests/test_kernel_huge_logits.py).
+    In fp16/bf16 P is rounded to 8–11 bits before its products, which hides that difference."""
+    SAME_ORDER: tl.constexpr = DOT_PREC == "ieee"
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rows = offs_m < q_len
-    qT = tl.load(q_base + offs_m[None, :].to(tl.int64) * sqn + offs_d[:, None] * sqd,
-                 mask=rows[None, :] & (offs_d[:, None] < D), other=0.0)  # (BD, BM)
+    if SAME_ORDER:  # fp32: S = Q Kᵀ exactly as the forward computes it, then transposed
+        q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
+                    mask=rows[:, None] & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
+        sT = tl.trans(tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale)  # (BN, BM)
+        qT = tl.trans(q)
+    else:
+        qT = tl.load(q_base + offs_m[None, :].to(tl.int64) * sqn + offs_d[:, None] * sqd,
+                     mask=rows[None, :] & (offs_d[:, None] < D), other=0.0)  # (BD, BM)
+        sT = tl.dot(k, qT, input_precision=DOT_PREC) * qk_scale  # (BN, BM)
     do = tl.load(do_base + offs_m[:, None].to(tl.int64) * sdn + offs_dv[None, :] * sdd,
                  mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BM, BDV)
     lse = tl.load(lse_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(delta_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)  # natural -> exp2 domain
-    sT = tl.dot(k, qT, input_precision=DOT_PREC) * qk_scale  # (BN, BM)
     pT = tl.math.exp2(sT - lse2[None, :])
     if MASKED:
         okT = allowed_pairs(offs_m[None, :], offs_n[:, None], q_len, k_len, diag, left, right, mask_base, smi, smj,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a CUDA machine: correctness, fuzzing and timing, each step time-boxed.
-#   bash scripts/gpu_session.sh check   # gpu_check (determinism, huge_logits, poison first; bf16/fp16 cases),
+#   bash scripts/gpu_session.sh check   # gpu_check (determinism, then huge_logits + poison in bf16/fp16/fp32, then the cases),
 #                                       # triton fuzz, third-party fuzz, sampler GPU tests + sampler bench
 #   bash scripts/gpu_session.sh bench   # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention)
 # Only a few files come back from the device, so $OUT holds at most four: env.txt, session.log (every
@@ -36,7 +36,7 @@ step() {  # step NAME SECONDS CMD...
 }
 case "${1:-check}" in
 check)
-  step gpu_check 150 $PY -m flashproof.kernels.gpu_check --out "$RES/gpu_check" --minutes 2.0 --dtypes bf16,fp16 --fuzz-budget 0
+  step gpu_check 150 $PY -m flashproof.kernels.gpu_check --out "$RES/gpu_check" --minutes 2.0 --dtypes bf16,fp16,fp32 --fuzz-budget 0
   step fuzz_triton 125 $PY -m flashproof fuzz --kernel triton --dtype bf16 --dtype fp16 --budget 200 --profile gpu --seconds 100 --json "$RES/fuzz_triton.json"
   step fuzz_third_party 135 $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient --kernel sdpa-flash --kernel flex --dtype bf16 --budget 200 --profile gpu --seconds 110 --json "$RES/fuzz_third_party.json"
   step sampler_tests 45 $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/test_sampler_coupled.py" "$ROOT/tests/test_sampler_triton.py"
