@@ -132,7 +132,8 @@ def main(argv=None) -> int:
             uu = SamplerUniforms(torch.zeros_like(uu.accept), torch.zeros_like(uu.residual), torch.zeros_like(uu.bonus))
         if s == 2:
             e = 1 - 2.0 ** -24
-            uu = SamplerUniforms(torch.full_like(uu.accept, e), torch.full_like(uu.residual, e), torch.full_like(uu.bonus, e))
+            uu = SamplerUniforms(torch.full_like(uu.accept, e), torch.full_like(uu.residual, e),
+                                 torch.full_like(uu.bonus, e))
         t2, n2 = multipass_sample(ids, pd, pt, pb, uu)
         for be in backends:
             for chk in ("full", "read"):
@@ -172,8 +173,8 @@ def main(argv=None) -> int:
            "B": B, "K": K, "V": V, "dtype": "float32", "bandwidth": a.bandwidth,
            "full_GB": full_bytes / 1e9, "floor_full_ms": floor_full, "needed_GB": need_bytes / 1e9,
            "floor_needed_ms": floor_need, "tokens_identical": identical,
-           "default": f"rejection_sample(backend='auto' -> '{default_backend}', check='full', "
-                      f"config={tuple(sampler_triton.DEFAULT_CONFIG)})",
+           "default": f"rejection_sample(backend='auto' -> '{default_backend}', check='full'"
+                      + (f", {sampler_triton.DEFAULT_CONFIG})" if default_backend == "triton" else ")"),
            "mean_accepted": float(ours.num_accepted.float().mean()), "rows": rows}
     print(f"{res['device']}  B={B} K={K} V={V} fp32  tokens identical: {identical}  "
           f"mean accepted {res['mean_accepted']:.2f}")
