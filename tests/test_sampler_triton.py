@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from test_sampler_coupled import build, check_coupled, sampler_problems
+from test_sampler_coupled import Problem, build, check_coupled, sampler_problems
 from test_sampler_validation import CASES, good
 
 from flashproof.kernels import sampler_triton
@@ -19,7 +19,7 @@ from flashproof.kernels.sampler import SamplerUniforms, rejection_sample
 pytestmark = pytest.mark.skipif(not sampler_triton.available(), reason="needs triton")
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
 needs_interp = pytest.mark.skipif(not INTERP, reason="CPU run needs TRITON_INTERPRET=1")
-SMALL = sampler_triton.TritonConfig(chunk=256, block=64, num_warps=4)  # V = 2049 spans 9 chunks
+SMALL = sampler_triton.TritonConfig(chunk=256, block=64, num_warps=4)  # V = 1030 spans 5 chunks, 2049 9
 TINY = sampler_triton.TritonConfig(chunk=4, block=2, num_warps=1)  # V = 17 spans 5 chunks
 FAMILIES = ["u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"]
 
@@ -35,7 +35,7 @@ def test_triton_coupled_interpreter(pr, check):
 @pytest.mark.parametrize("check", ["full", "read"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_triton_families_interpreter(family, check):
-    check_coupled(build(len(family), 4, 3, 2050, zeros=0.3, **{family: True}), backend="triton", check=check,
+    check_coupled(build(len(family), 4, 3, 1030, zeros=0.3, **{family: True}), backend="triton", check=check,
                   triton_config=SMALL)
 
 
@@ -43,9 +43,50 @@ def test_triton_families_interpreter(family, check):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_triton_many_chunks_interpreter(family):
     """Chunks of 4 entries: the crossing chunk, empty chunks (zeros = 0.8) and the ragged last chunk."""
-    for seed in range(3):
+    for seed in range(2):
         pr = build(seed * 31 + len(family), 3, 3, 17, zeros=0.8, **{family: True})
         check_coupled(pr, backend="triton", check="read" if seed % 2 else "full", triton_config=TINY)
+
+
+@needs_interp
+@pytest.mark.parametrize("u", [0.0, 0.5, 0.5 - 2.0 ** -31, 0.75])
+def test_triton_threshold_on_a_chunk_boundary(u):
+    """Mass 1/8 on tokens 0-3 and 8-11 of V = 16 (chunks of 4): chunk 1 is all zeros. At u = 0.5 the
+    threshold equals the running total at the end of chunk 0, so chunk 1 counts too and the draw is
+    token 8; at u = 0 the zero chunks before the first mass are skipped. Bonus draws (K = 0) and
+    residual draws (the same row as the residual of a rejected one-hot draft) are both checked."""
+    V = 16
+    row = torch.zeros(V, dtype=torch.float32)
+    row[0:4] = row[8:12] = 1 / 8
+    shifted = torch.roll(row, 4)  # zeros in chunk 0: the first mass is in chunk 1
+    for pb in (row, shifted):
+        u_ = SamplerUniforms(torch.zeros(1, 0, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
+                             torch.tensor([u], dtype=torch.float64))
+        pr = Problem(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(1, 0, V), torch.zeros(1, 0, V), pb[None],
+                     torch.zeros(1, dtype=torch.int64), u_, torch.zeros(1, dtype=torch.bool))
+        for check in ("full", "read"):
+            check_coupled(pr, backend="triton", check=check, triton_config=TINY)
+
+
+@needs_interp
+def test_triton_empty_residual_draws_from_target():
+    """p_draft = p_target and the drafted token has probability 0 under both: it is rejected and the
+    residual is empty, so the draw comes from p_target (stated policy), summed over many chunks."""
+    V = 19
+    g = torch.Generator().manual_seed(4)
+    pt = torch.rand(4, 2, V, generator=g, dtype=torch.float64)
+    pt[..., :6] = 0  # tokens 0-5 impossible; chunks of 4: chunk 0 empty, chunk 1 half empty
+    pt = (pt / pt.sum(-1, keepdim=True)).float()
+    ids = torch.tensor([[0, 1], [5, 2], [3, 3], [4, 0]])  # position 0: a p = q = 0 token, always rejected
+    for seed in range(3):
+        u = SamplerUniforms(torch.rand(4, 2, generator=g, dtype=torch.float64),
+                            torch.rand(4, generator=g, dtype=torch.float64),
+                            torch.rand(4, generator=g, dtype=torch.float64))
+        pr = Problem(ids, pt.clone(), pt, torch.softmax(torch.randn(4, V, generator=g), -1), torch.full((4,), 2), u,
+                     torch.zeros(4, dtype=torch.bool))
+        check_coupled(pr, backend="triton", check="read" if seed % 2 else "full", triton_config=TINY)
+        out = rejection_sample(*pr[:4], uniforms=u, backend="triton", triton_config=TINY)
+        assert (out.num_accepted == 0).all() and (out.tokens[:, 0] >= 6).all()
 
 
 @needs_interp
