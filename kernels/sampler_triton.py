@@ -339,9 +339,12 @@ def sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target
         am = torch.cat([p_target.argmax(-1), p_bonus.argmax(-1)[:, None]], 1).contiguous()  # first argmax
     else:
         am = pb
-    chunk = min(cfg.chunk, _pow2(V))
-    block = min(cfg.block, chunk)
+    chunk, block = cfg.chunk, cfg.block  # not adapted to V: one compiled variant per K and flags, not per V
+    if chunk != _pow2(chunk) or block != _pow2(block) or block > chunk:
+        raise ValueError(f"TritonConfig needs powers of two with block <= chunk, received {tuple(cfg)}")
     S = triton.cdiv(V, chunk)
+    if S > 65535:
+        raise ValueError(f"V = {V} needs {S} chunks of {chunk}; at most 65535 (grid limit): use a larger chunk")
     R = 2 * K + 1
     w = torch.empty((B, 2, S), dtype=torch.int64, device=dev)
     ssum = torch.empty((B, R, S), dtype=torch.float64, device=dev)
@@ -359,5 +362,5 @@ def sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target
                              num_warps=cfg.num_warps, **meta)
     _finish_kernel[(B,)](pt, pd, pb, ids, kb, ua, u_residual.contiguous(), u_bonus.contiguous(), g, am, w, ssum,
                          sbad, tokens, nacc, flags, float(tol), *strides, V, S, BLOCK=min(1024, chunk),
-                         SP=_pow2(S), num_warps=4, **meta)
+                         SP=max(16, _pow2(S)), num_warps=4, **meta)
     return TritonResult(tokens, nacc, flags)

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-VARIANTS = [("fp32", False, True, 0), ("fp32", True, True, 2), ("bf16", True, False, 1), ("fp16", False, False, 2),
-            ("fp64", True, True, 0)]
+VARIANTS = [("fp32", False, True, 0, 4), ("fp32", True, True, 2, 4), ("bf16", True, False, 1, 1),
+            ("fp16", False, False, 2, 0), ("fp64", True, True, 0, 2)]  # dtype, full, has_q, greedy, K
 _PTR = {"ids_ptr": "*i64", "kb_ptr": "*i32", "ua_ptr": "*fp64", "ur_ptr": "*fp32", "ubo_ptr": "*fp64",
         "g_ptr": "*i8", "am_ptr": "*i64", "w_ptr": "*i64", "ssum_ptr": "*fp64", "sbad_ptr": "*i32",
         "tok_ptr": "*i64", "nacc_ptr": "*i64", "flag_ptr": "*i32"}
@@ -25,16 +25,16 @@ def compile_all() -> int:
 
     from flashproof.kernels import sampler_triton as st
     n = 0
-    for dtype, full, has_q, greedy in VARIANTS:
-        c = dict(K=4, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full, IS_F64=dtype == "fp64", CHUNK=4096,
+    for dtype, full, has_q, greedy, k in VARIANTS:
+        c = dict(K=k, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full, IS_F64=dtype == "fp64", CHUNK=4096,
                  BLOCK=1024)
-        for kernel, consts in ((st._partials_kernel, c), (st._finish_kernel, dict(c, SP=32))):
+        for kernel, consts in ((st._partials_kernel, c), (st._finish_kernel, dict(c, SP=16 if k % 2 else 32))):
             sig = {a: "constexpr" if a in consts else _PTR.get(a, f"*{dtype}" if a.endswith("_ptr") else
                                                               "fp32" if a == "tol" else "i32")
                    for a in kernel.arg_names}
             out = triton.compile(triton.compiler.ASTSource(kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
                                  options={"num_warps": 4})
-            assert out.asm["cubin"], (dtype, full, has_q, greedy, kernel)
+            assert out.asm["cubin"], (dtype, full, has_q, greedy, k, kernel)
             n += 1
     return n
 

@@ -173,6 +173,7 @@ def test_auto_backend_is_torch_on_cpu_tensors():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@settings(max_examples=25)  # each new (K, flags, V divisibility) combination compiles two kernels
 @given(sampler_problems(max_batch=8), st.sampled_from(["full", "read"]))
 def test_triton_coupled_cuda(pr, check):
     check_coupled(pr, "cuda", backend="triton", check=check)
