@@ -186,3 +186,31 @@ def test_triton_large_vocab_cuda_matches_reference(check):
     """V = 131072 (32 chunks at the default config) and V = 151936 (a ragged last chunk)."""
     for V in (131072, 151936):
         check_coupled(build(V, 3, 4, V, u_edges=True, zeros=0.3), "cuda", backend="triton", check=check)
+
+
+@needs_interp
+def test_triton_api_variants_match_torch():
+    """Arguments the coupled problems do not vary: greedy as a plain bool, uniforms from a generator,
+    float32 uniforms, num_draft_tokens omitted, rows with a padded row stride, rows stored transposed
+    (stride along V ≠ 1: copied), fp64 and bf16 rows."""
+    g = torch.Generator().manual_seed(8)
+    B, K, V = 3, 3, 40
+    big = torch.softmax(torch.randn(B, K, V + 8, generator=g), -1)[..., :V]
+    pt = big / big.sum(-1, keepdim=True)  # row stride V + 8
+    pd = torch.softmax(torch.randn(B, K, V, generator=g), -1)
+    pd_t = pd.transpose(1, 2).contiguous().transpose(1, 2)  # same values, stride along V = K
+    pb = torch.softmax(torch.randn(B, V, generator=g), -1)
+    ids = torch.randint(0, V, (B, K), generator=g)
+    u32 = SamplerUniforms(torch.rand(B, K, generator=g), torch.rand(B, generator=g), torch.rand(B, generator=g))
+    calls = [dict(greedy=True), dict(generator=7), dict(uniforms=u32), dict(uniforms=u32, greedy=torch.tensor(
+        [True, False, True])), dict(uniforms=u32, num_draft_tokens=torch.tensor([3, 0, 1], dtype=torch.int32))]
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        args = (ids, pd_t.to(dtype), pt.to(dtype), pb.to(dtype))
+        for kw in calls:
+            outs = []
+            for be in ("torch", "triton"):
+                kw2 = dict(kw, generator=torch.Generator().manual_seed(kw["generator"])) if "generator" in kw else kw
+                outs.append(rejection_sample(*args, backend=be, triton_config=SMALL if be == "triton" else None,
+                                             **kw2))
+            assert torch.equal(outs[0].tokens, outs[1].tokens), (dtype, kw)
+            assert torch.equal(outs[0].num_accepted, outs[1].num_accepted), (dtype, kw)
