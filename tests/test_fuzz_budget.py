@@ -62,7 +62,7 @@ def test_gpu_profile_reaches_every_family():
     probes = {
         "causal": lambda s: s.causal, "window": lambda s: s.window is not None, "varlen": lambda s: s.seqlens is not None,
         "mask": lambda s: s.mask_kind != "none", "empty_rows": lambda s: s.empty_rows,
-        "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q,
+        "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q, "late_max": lambda s: s.late_max,
         "poison": lambda s: s.poison is not None, "noncontig": lambda s: s.noncontig,
         "gqa": lambda s: s.heads_q == 8 * s.heads_kv, "special_lengths": lambda s: s.n_k == 1025 and s.n_q == 1,
         "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1,
@@ -70,3 +70,4 @@ def test_gpu_profile_reaches_every_family():
     assert set(probes) == set(FAMILIES)
     for fam, pred in probes.items():
         assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None))), fam
+

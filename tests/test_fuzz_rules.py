@@ -82,7 +82,7 @@ def test_every_family_can_switch_on():
     probes = {
         "causal": lambda s: s.causal, "window": lambda s: s.window is not None, "varlen": lambda s: s.seqlens is not None,
         "mask": lambda s: s.mask_kind != "none", "empty_rows": lambda s: s.empty_rows,
-        "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q,
+        "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q, "late_max": lambda s: s.late_max,
         "poison": lambda s: s.poison is not None, "noncontig": lambda s: s.noncontig,
         "gqa": lambda s: s.heads_q > s.heads_kv, "special_lengths": lambda s: s.n_k in (63, 64, 65),
         "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1,
@@ -100,7 +100,7 @@ def test_shrinks_toward_the_smallest_problem():
     # the same problem through the cu_seqlens path)
     assert s._replace(seqlens=None) == ProblemSpec(n_q=1, n_k=65, d=1, dv=1)
     assert s.seqlens in (None, ((1, 65),))
-    s = find(strat, lambda s: s.mask_kind == "single_key" and s.causal, settings=settings(database=None))
+    s = find(strat, lambda s: s.mask_kind == "single_key" and s.causal, settings=settings(max_examples=1000, database=None))
     assert (s.n_q, s.n_k, s.d, s.window, s.empty_rows, s.poison, s.seed) == (1, 1, 1, None, False, None, 0)
 
 

@@ -16,6 +16,7 @@ summary ``complete: False`` with the reason in ``incomplete``, and such a summar
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 
@@ -67,6 +68,33 @@ def _strategy(target, device: str, profile: dict):
     return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
 
 
+@contextlib.contextmanager
+def _no_local_constants():
+    """Hypothesis (≥ 6.13x) mixes integer/float constants found in the source of every *loaded*
+    local module into its draws, so the same ``seed`` drew different examples depending on which
+    modules (tests included) the process had imported. A campaign's examples must depend on its
+    seed only: during the search that pool is empty. (Private hook; a no-op if it is gone.)"""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    real = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    pool = getattr(providers, "_local_constants", None)
+    if real is None or cache is None or pool is None:
+        yield
+        return
+    empty = type(pool)()
+    providers._get_local_constants = lambda: empty
+    cache.clear()  # permitted-constant lists computed from the real pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = real
+        cache.clear()
+
+
 def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs,
             deadline=float("inf"), progress=None, max_work=None):
     """One hypothesis search; returns the deviations of the minimal failing example (or []).
@@ -113,7 +141,8 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
                     suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
                     phases=(Phase.explicit, Phase.generate, Phase.shrink))(given(strategy)(examine_once))
     try:
-        hyp_seed(seed)(prop)()
+        with _no_local_constants():
+            hyp_seed(seed)(prop)()
     except _Found as e:
         return e.args[0]
     except (HypothesisException, _OutOfTime) as e:  # a flaky kernel (the failure did not replay), or time

@@ -49,6 +49,7 @@ class ProblemSpec(NamedTuple):
     huge_logits: float = 0.0           # 0: off; else the target max |score| (scale ≫ 1/√d)
     ties: bool = False                 # copy a dominant key into another tile: exact ties of the max
     zero_q: bool = False               # some query rows are 0 (flat softmax rows)
+    late_max: bool = False             # the last key ×4: many rows' max sits in the last tile (max grows)
     poison: str | None = None          # one of POISONS
     noncontig: bool = False            # hand the kernel non-contiguous views
     seed: int = 0
@@ -174,6 +175,10 @@ def build(spec: ProblemSpec) -> Problem:
         k[:, :, 0] *= 3.0
         k[:, :, -1] = k[:, :, 0]
         v[:, :, -1] = randn(B, Hkv, dv)
+    if spec.late_max and nk >= 2:
+        # The running max then grows at the last tile for the rows whose q points along k_last:
+        # the online-softmax rescale (α = e^(m_old − m_new)) must fire. Ties alone never grow it.
+        k[:, :, -1] *= 4.0
     scale = 1.0 / math.sqrt(d)
     if spec.huge_logits:
         raw = (q @ k.repeat_interleave(Hq // Hkv, dim=1).transpose(-1, -2)).abs()  # (B, Hq, Nq, Nk)

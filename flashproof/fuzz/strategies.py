@@ -17,6 +17,7 @@ empty_rows         fully masked query rows (out 0, LSE −inf, gradients 0)
 huge_logits        scale ≫ 1/√d with max |score| of 1e2 … 6e4
 ties               a dominant key copied into another tile: exact ties of the row max
 zero_q             q = 0 rows (flat softmax rows)
+late_max           the last key scaled ×4: the row max grows in the last tile (the α rescale fires)
 poison             NaN / ±inf / 1e30 in K rows nobody reads and Q rows that read nothing
 noncontig          the kernel gets non-contiguous (B, N, H, D)-strided views
 gqa                Hq = group · Hkv with group 2 … 8, distinct dO per head
@@ -33,7 +34,7 @@ from .problem import MASK_KINDS, POISONS, ProblemSpec
 
 __all__ = ["FAMILIES", "SPECIAL_LENGTHS", "HUGE_LOGITS", "attention_problems"]
 
-FAMILIES = ("causal", "window", "varlen", "mask", "empty_rows", "huge_logits", "ties", "zero_q", "poison",
+FAMILIES = ("causal", "window", "varlen", "mask", "empty_rows", "huge_logits", "ties", "zero_q", "late_max", "poison",
             "noncontig", "gqa", "special_lengths", "dv", "batch")
 SPECIAL_LENGTHS = (1, 2, 63, 64, 65, 127, 129, 1025)
 HUGE_LOGITS = (1e2, 1e3, 3e4, 6e4)
@@ -90,7 +91,9 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
             return draw(st.sampled_from(picks))
         if lengths is not None:
             return draw(st.sampled_from(_under(lengths, cap)))
-        return draw(st.integers(1, cap))
+        # half the draws from the upper half: hypothesis favours small integers, and a problem
+        # needs keys past the first tile for the multi-tile paths (rescale, ragged end) to run
+        return draw(st.integers(1, cap) | st.integers((cap + 1) // 2, cap))
 
     def seq_length(cap: int) -> int:  # one varlen sequence: zero allowed
         if lengths is not None:
@@ -123,7 +126,7 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
     block = draw(st.sampled_from(blocks))
     empty_rows = on("empty_rows")
     huge = draw(st.sampled_from(HUGE_LOGITS)) if on("huge_logits") else 0.0
-    ties, zero_q = on("ties"), on("zero_q")
+    ties, zero_q, late_max = on("ties"), on("zero_q"), on("late_max")
     poison = draw(st.sampled_from(POISONS[1:])) if on("poison") else None
     noncontig = on("noncontig")
     group = draw(st.integers(2, max_group)) if max_group >= 2 and on("gqa") else 1
@@ -134,5 +137,5 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
     seed = draw(st.integers(0, 2**32 - 1))
     return ProblemSpec(batch=batch, heads_q=heads_kv * group, heads_kv=heads_kv, n_q=n_q, n_k=n_k, d=d, dv=dv,
                        causal=causal, window=window, seqlens=seqlens, mask_kind=mask_kind, block=block,
-                       empty_rows=empty_rows, huge_logits=huge, ties=ties, zero_q=zero_q, poison=poison,
+                       empty_rows=empty_rows, huge_logits=huge, ties=ties, zero_q=zero_q, late_max=late_max, poison=poison,
                        noncontig=noncontig, seed=seed)
