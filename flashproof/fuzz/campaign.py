@@ -211,7 +211,7 @@ def run_campaign(kernel: str = "torch", *, device: str | None = None, dtypes=DEF
         if stats["cut"]:
             summary["complete"] = False
             summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
-                f"{dt}: the {seconds} s budget ran out after {stats['examples']} examples")
+                f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
         summary["results"].append({"dtype": dt, "complete": not stats["cut"], "examples": stats["examples"],
                                    "unsupported": stats["unsupported"],
                                    "oracles": dict(stats["sources"]),
