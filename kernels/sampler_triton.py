@@ -107,51 +107,58 @@ if triton is not None:
         return n, kb, x, bits
 
     @triton.jit
-    def _stats(v, IS_F64: tl.constexpr):
-        """Sum (fp32 per block, fp64 across blocks; fp64 inputs stay fp64) and count of NaN/negative entries."""
-        if IS_F64:
-            total = tl.sum(v, 0)
-        else:
-            total = tl.sum(v.to(tl.float32), 0).to(tl.float64)
-        return total, tl.sum(tl.where(v >= 0.0, 0, 1), 0)  # NaN fails v >= 0
-
-    @triton.jit
     def _chunk(p_row, q_row, x, use_q, do_w, load_q, base, V, HAS_Q: tl.constexpr, IS_F64: tl.constexpr,
                CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-        """One chunk [base, base + CHUNK) of a row pair: sums and bad counts (NaN or < 0) of p and q, and
-        (when do_w) the integer totals of the residual weights W and of the fallback weights ⌊p·2^40⌋.
-        W ≥ 0, so ⌊·⌋ is the truncating conversion (one instruction). The fallback total only matters
-        when the whole residual is empty, so it is summed only over blocks whose residual total is 0."""
+        """One chunk [base, base + CHUNK) of a row pair: sums and counts of bad entries (NaN or < 0) of p
+        and q, and (when do_w) the integer totals of the residual weights W and of the fallback weights
+        ⌊p·2^40⌋. Per-lane accumulators, one reduction each at the end (sums: fp32 lanes for fp16/bf16/fp32
+        rows, fp64 for fp64 rows). W ≥ 0, so ⌊·⌋ is the truncating conversion. The fallback total only
+        matters when the whole residual is empty, so it is computed (a second read of p) only for a chunk
+        whose residual total is 0."""
         offs = tl.arange(0, BLOCK)
-        sp = tl.zeros((), tl.float64)
-        sq = tl.zeros((), tl.float64)
-        bp = tl.zeros((), tl.int32)
-        bq = tl.zeros((), tl.int32)
-        wr = tl.zeros((), tl.int64)
-        wp = tl.zeros((), tl.int64)
+        if IS_F64:
+            sp = tl.zeros((BLOCK,), tl.float64)
+            sq = tl.zeros((BLOCK,), tl.float64)
+        else:
+            sp = tl.zeros((BLOCK,), tl.float32)
+            sq = tl.zeros((BLOCK,), tl.float32)
+        bp = tl.zeros((BLOCK,), tl.int32)
+        bq = tl.zeros((BLOCK,), tl.int32)
+        wr = tl.zeros((BLOCK,), tl.int64)
         for start in range(0, CHUNK, BLOCK):
             idx = base + start + offs
             m = idx < V
             p_in = tl.load(p_row + idx, mask=m, other=0.0)
-            t, c = _stats(p_in, IS_F64)
-            sp += t
-            bp += c
+            if IS_F64:
+                sp += p_in
+            else:
+                sp += p_in.to(tl.float32)
+            bp += tl.where(p_in >= 0.0, 0, 1)  # NaN fails p >= 0
             if HAS_Q:
                 q_in = tl.load(q_row + idx, mask=m & load_q, other=0.0)
-                t, c = _stats(q_in, IS_F64)
-                sq += t
-                bq += c
+                if IS_F64:
+                    sq += q_in
+                else:
+                    sq += q_in.to(tl.float32)
+                bq += tl.where(q_in >= 0.0, 0, 1)
                 q = q_in.to(tl.float64)
             else:
                 q = tl.where(idx == x, 1.0, 0.0).to(tl.float64)
             if do_w:
-                p = p_in.to(tl.float64)
-                r = tl.maximum(p - tl.where(use_q, q, 0.0), 0.0)
-                wb = tl.sum((r * 1099511627776.0).to(tl.int64), 0)  # ⌊r·2^40⌋, r ≥ 0
-                wr += wb
-                if wb == 0:
-                    wp += tl.sum((p * 1099511627776.0).to(tl.int64), 0)
-        return sp, bp, sq, bq, wr, wp
+                r = tl.maximum(p_in.to(tl.float64) - tl.where(use_q, q, 0.0), 0.0)
+                wr += (r * 1099511627776.0).to(tl.int64)  # ⌊r·2^40⌋, r ≥ 0
+        wr_t = tl.sum(wr, 0)
+        wp_t = tl.zeros((), tl.int64)
+        if do_w:
+            if wr_t == 0:
+                wp = tl.zeros((BLOCK,), tl.int64)
+                for start in range(0, CHUNK, BLOCK):
+                    idx = base + start + offs
+                    p = tl.load(p_row + idx, mask=idx < V, other=0.0).to(tl.float64)
+                    wp += (p * 1099511627776.0).to(tl.int64)
+                wp_t = tl.sum(wp, 0)
+        return (tl.sum(sp, 0).to(tl.float64), tl.sum(bp, 0), tl.sum(sq, 0).to(tl.float64), tl.sum(bq, 0), wr_t,
+                wp_t)
 
     @triton.jit
     def _put_stats(ssum_ptr, sbad_ptr, b, r, s, S, R: tl.constexpr, total, nbad):
