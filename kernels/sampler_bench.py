@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -31,7 +32,8 @@ from .sampler import UNIFORM_BITS, WEIGHT_BITS, SamplerUniforms, _resolve_backen
 
 __all__ = ["multipass_sample", "make_problem", "needed_bytes", "main"]
 
-SWEEP = [(4096, 1024, 4), (2048, 1024, 4), (8192, 2048, 8), (16384, 2048, 8)]  # first = DEFAULT_CONFIG
+# TritonConfig (chunk, block, num_warps, num_stages) timed besides the default (row tag shows it)
+SWEEP = [(4096, 1024, 4, 1), (4096, 512, 4, 3), (8192, 2048, 8, 3), (2048, 1024, 4, 1)]
 
 
 def multipass_sample(ids, p_draft, p_target, p_bonus, u: SamplerUniforms):
@@ -120,7 +122,7 @@ def main(argv=None) -> int:
     u = draw_uniforms(B, K, device=dev, generator=torch.Generator(device=dev).manual_seed(1))
 
     from . import sampler_triton
-    triton_ok = sampler_triton.available() and dev.type == "cuda"
+    triton_ok = sampler_triton.available() and (dev.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
     backends = ["torch"] + (["triton"] if triton_ok else [])
     default_backend = _resolve_backend("auto", pt)
     ours = rejection_sample(ids, pd, pt, pb, uniforms=u)
@@ -147,10 +149,10 @@ def main(argv=None) -> int:
     floor_need = need_bytes / a.bandwidth * 1e3
     impls = []  # (name, fn, check mode or None, is_default, config)
     for be in backends:
-        cfgs = [None] + ([sampler_triton.TritonConfig(*c) for c in SWEEP[1:]] if be == "triton" and a.sweep else [])
+        cfgs = [None] + ([sampler_triton.TritonConfig(*c) for c in SWEEP] if be == "triton" and a.sweep else [])
         for cfg in cfgs:
             for chk in ("full", "read"):
-                tag = "" if cfg is None else f" chunk={cfg.chunk} block={cfg.block} warps={cfg.num_warps}"
+                tag = "" if cfg is None else f" {cfg.chunk}/{cfg.block}/w{cfg.num_warps}/s{cfg.num_stages}"
                 impls.append((f"ours {be} check={chk}{tag}",
                               lambda be=be, chk=chk, cfg=cfg: rejection_sample(ids, pd, pt, pb, uniforms=u, check=chk,
                                                                                backend=be, triton_config=cfg),

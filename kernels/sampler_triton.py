@@ -40,11 +40,13 @@ FLAG_NAMES = {1: "num_draft_tokens", 2: "uniforms.accept", 4: "uniforms.residual
 
 class TritonConfig(NamedTuple):
     """chunk: vocabulary entries per program of launch 1 (power of two); block: entries per load
-    (power of two ≤ chunk); num_warps: warps per program of launch 1."""
+    (power of two ≤ chunk); num_warps: warps per program of launch 1; num_stages: software-pipelining
+    depth of launch 1's load loop (cp.async prefetch of the next blocks; 1 = none)."""
 
     chunk: int = 4096
     block: int = 1024
     num_warps: int = 4
+    num_stages: int = 3
 
 
 DEFAULT_CONFIG = TritonConfig()
@@ -108,7 +110,7 @@ if triton is not None:
 
     @triton.jit
     def _chunk(p_row, q_row, x, use_q, do_w, load_q, base, V, HAS_Q: tl.constexpr, IS_F64: tl.constexpr,
-               CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+               CHUNK: tl.constexpr, BLOCK: tl.constexpr, STAGES: tl.constexpr):
         """One chunk [base, base + CHUNK) of a row pair: sums and counts of bad entries (NaN or < 0) of p
         and q, and (when do_w) the integer totals of the residual weights W and of the fallback weights
         ⌊p·2^40⌋. Per-lane accumulators, one reduction each at the end (sums: fp32 lanes for fp16/bf16/fp32
@@ -125,7 +127,7 @@ if triton is not None:
         bp = tl.zeros((BLOCK,), tl.int32)
         bq = tl.zeros((BLOCK,), tl.int32)
         wr = tl.zeros((BLOCK,), tl.int64)
-        for start in range(0, CHUNK, BLOCK):
+        for start in tl.range(0, CHUNK, BLOCK, num_stages=STAGES):
             idx = base + start + offs
             m = idx < V
             p_in = tl.load(p_row + idx, mask=m, other=0.0)
@@ -169,7 +171,8 @@ if triton is not None:
     def _partials_kernel(pt_ptr, pd_ptr, pb_ptr, ids_ptr, kb_ptr, ua_ptr, g_ptr, am_ptr, w_ptr, ssum_ptr, sbad_ptr,
                          s_tb, s_tk, s_db, s_dk, s_bb, s_ib, s_ik, V, S,
                          K: tl.constexpr, HAS_Q: tl.constexpr, HAS_KB: tl.constexpr, GREEDY: tl.constexpr,
-                         FULL: tl.constexpr, IS_F64: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+                         FULL: tl.constexpr, IS_F64: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
+                         STAGES: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         s = tl.program_id(1).to(tl.int64)
         R: tl.constexpr = 2 * K + 1
@@ -183,7 +186,7 @@ if triton is not None:
                 if i < kb:
                     sel = rej & (n == i)
                     sp, bp, sq, bq, wr, wp = _chunk(pt_ptr + b * s_tb + i * s_tk, pd_ptr + b * s_db + i * s_dk, x,
-                                                    sel, sel, True, base, V, HAS_Q, IS_F64, CHUNK, BLOCK)
+                                                    sel, sel, True, base, V, HAS_Q, IS_F64, CHUNK, BLOCK, STAGES)
                     _put_stats(ssum_ptr, sbad_ptr, b, i, s, S, R, sp, bp)
                     if HAS_Q:
                         _put_stats(ssum_ptr, sbad_ptr, b, K + i, s, S, R, sq, bq)
@@ -191,7 +194,7 @@ if triton is not None:
                         tl.store(w_ptr + (b * 2) * S + s, wr)
                         tl.store(w_ptr + (b * 2 + 1) * S + s, wp)
             sp, bp, sq, bq, wr, wp = _chunk(pb_row, pb_row, x, False, ~rej, False, base, V, HAS_Q, IS_F64, CHUNK,
-                                            BLOCK)
+                                            BLOCK, STAGES)
             _put_stats(ssum_ptr, sbad_ptr, b, 2 * K, s, S, R, sp, bp)
             if n == kb:  # every draft accepted: the bonus row is the drawn one
                 tl.store(w_ptr + (b * 2) * S + s, wr)
@@ -199,13 +202,13 @@ if triton is not None:
         else:
             if rej:
                 sp, bp, sq, bq, wr, wp = _chunk(pt_ptr + b * s_tb + n * s_tk, pd_ptr + b * s_db + n * s_dk, x,
-                                                True, True, True, base, V, HAS_Q, IS_F64, CHUNK, BLOCK)
+                                                True, True, True, base, V, HAS_Q, IS_F64, CHUNK, BLOCK, STAGES)
                 _put_stats(ssum_ptr, sbad_ptr, b, n, s, S, R, sp, bp)
                 if HAS_Q:
                     _put_stats(ssum_ptr, sbad_ptr, b, K + n, s, S, R, sq, bq)
             else:
                 sp, bp, sq, bq, wr, wp = _chunk(pb_row, pb_row, x, False, True, False, base, V, HAS_Q, IS_F64,
-                                                CHUNK, BLOCK)
+                                                CHUNK, BLOCK, STAGES)
                 _put_stats(ssum_ptr, sbad_ptr, b, 2 * K, s, S, R, sp, bp)
             tl.store(w_ptr + (b * 2) * S + s, wr)
             tl.store(w_ptr + (b * 2 + 1) * S + s, wp)
@@ -366,7 +369,7 @@ def sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target
     meta = dict(K=K, HAS_Q=p_draft is not None, HAS_KB=num_draft_tokens is not None, GREEDY=mode, FULL=bool(full),
                 IS_F64=p_target.dtype == torch.float64, CHUNK=chunk)
     _partials_kernel[(B, S)](pt, pd, pb, ids, kb, ua, g, am, w, ssum, sbad, *strides, V, S, BLOCK=block,
-                             num_warps=cfg.num_warps, **meta)
+                             STAGES=cfg.num_stages, num_warps=cfg.num_warps, **meta)
     _finish_kernel[(B,)](pt, pd, pb, ids, kb, ua, u_residual.contiguous(), u_bonus.contiguous(), g, am, w, ssum,
                          sbad, tokens, nacc, flags, float(tol), *strides, V, S, BLOCK=min(1024, chunk),
                          SP=max(16, _pow2(S)), num_warps=4, **meta)

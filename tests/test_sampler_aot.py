@@ -28,7 +28,8 @@ def compile_all() -> int:
     for dtype, full, has_q, greedy, k in VARIANTS:
         c = dict(K=k, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full, IS_F64=dtype == "fp64", CHUNK=4096,
                  BLOCK=1024)
-        for kernel, consts in ((st._partials_kernel, c), (st._finish_kernel, dict(c, SP=16 if k % 2 else 32))):
+        partials = dict(c, STAGES=1 if full and k == 2 else 3)  # both pipelining settings
+        for kernel, consts in ((st._partials_kernel, partials), (st._finish_kernel, dict(c, SP=16 if k % 2 else 32))):
             sig = {a: "constexpr" if a in consts else _PTR.get(a, f"*{dtype}" if a.endswith("_ptr") else
                                                               "fp32" if a == "tol" else "i32")
                    for a in kernel.arg_names}

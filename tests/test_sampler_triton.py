@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not sampler_triton.available(), reason="needs tr
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
 needs_interp = pytest.mark.skipif(not INTERP, reason="CPU run needs TRITON_INTERPRET=1")
 SMALL = sampler_triton.TritonConfig(chunk=256, block=64, num_warps=4)  # V = 1030 spans 5 chunks, 2049 9
-TINY = sampler_triton.TritonConfig(chunk=4, block=2, num_warps=1)  # V = 17 spans 5 chunks
+TINY = sampler_triton.TritonConfig(chunk=4, block=2, num_warps=1, num_stages=1)  # V = 17 spans 5 chunks
 FAMILIES = ["u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"]
 
 
