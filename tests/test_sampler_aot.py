@@ -2,7 +2,8 @@
 
 The interpreter (TRITON_INTERPRET=1, how CI runs the coupled tests) does not catch what only the compiler
 rejects (loop-carried types, branches yielding values, pointer arithmetic); Triton's own ptxas does. The
-compile runs in a subprocess because the kernels must be imported without the interpreter."""
+compile runs in a subprocess because the kernels must be imported without the interpreter. The same
+subprocess route runs the compiled kernels on CUDA against the reference (marked gpu)."""
 from __future__ import annotations
 
 import os
@@ -40,13 +41,50 @@ def compile_all() -> int:
     return n
 
 
+def run_cuda() -> int:
+    """The compiled kernels on CUDA against the reference (the families, both check modes, V up to
+    151936); returns the number of problems checked."""
+    from test_sampler_coupled import build, check_coupled
+    n = 0
+    for check in ("full", "read"):
+        for fam in ("u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"):
+            for V in (3, 8193):
+                check_coupled(build(V + len(fam), 5, 4, V, zeros=0.3, **{fam: True}), "cuda", backend="triton",
+                              check=check)
+                n += 1
+        for V in (131072, 151936):
+            check_coupled(build(V, 3, 4, V, u_edges=True, zeros=0.3), "cuda", backend="triton", check=check)
+            n += 1
+        for seed in range(6):
+            check_coupled(build(seed, 7, (0, 2)[seed % 2], 1000 + seed, zeros=0.3), "cuda", backend="triton",
+                          check=check)
+            n += 1
+    return n
+
+
+def _subprocess(*argv) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled kernels, not the interpreter
+    r = subprocess.run([sys.executable, __file__, *argv], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.gpu
+def test_compiled_kernels_on_cuda_match_reference():
+    """conftest sets TRITON_INTERPRET=1, under which even CUDA tensors go through the interpreter; this
+    runs the compiled kernels in a subprocess without it."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    out = _subprocess("cuda").split()
+    assert out[0] == "cuda-coupled" and int(out[1]) == 44, out
+
+
 def test_kernels_compile_for_sm90():
     pytest.importorskip("triton.backends.nvidia")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["compiled", str(2 * len(VARIANTS))], r.stdout
+    out = _subprocess()
+    assert out.split() == ["compiled", str(2 * len(VARIANTS))], out
 
 
 if __name__ == "__main__":
-    print("compiled", compile_all())
+    print("cuda-coupled", run_cuda()) if sys.argv[1:] == ["cuda"] else print("compiled", compile_all())
