@@ -173,19 +173,12 @@ def test_auto_backend_is_torch_on_cpu_tensors():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@settings(max_examples=25)  # each new (K, flags, V divisibility) combination compiles two kernels
+@settings(max_examples=10)
 @given(sampler_problems(max_batch=8), st.sampled_from(["full", "read"]))
 def test_triton_coupled_cuda(pr, check):
+    """CUDA tensors through whatever TRITON_INTERPRET says (conftest defaults it to 1: the interpreter);
+    the compiled kernels on CUDA are test_sampler_aot.py::test_compiled_kernels_on_cuda_match_reference."""
     check_coupled(pr, "cuda", backend="triton", check=check)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("check", ["full", "read"])
-def test_triton_large_vocab_cuda_matches_reference(check):
-    """V = 131072 (32 chunks at the default config) and V = 151936 (a ragged last chunk)."""
-    for V in (131072, 151936):
-        check_coupled(build(V, 3, 4, V, u_edges=True, zeros=0.3), "cuda", backend="triton", check=check)
 
 
 @needs_interp
