@@ -11,7 +11,7 @@ accept chain (2 scalars per draft position), then reads ITS chunk of the rows it
                 or p_bonus[b] when all drafts were accepted);
   check="full": every row that could be read (p_target/p_draft rows i < k_b and p_bonus), the draw's
                 integer sums taken from the same loads when the row is the drawn one.
-It writes per-chunk integer totals Σ W (residual and fallback) and per-row-chunk float64 sums and
+It writes per-chunk integer totals Σ W (residual and fallback) and per-row-chunk float sums and
 bad-entry counts (NaN or negative): (B, 2, S) and (B, 2K+1, S), nothing (B, V)-sized.
 Launch 2 ``_finish_kernel``, grid (B,): chunk totals -> T and the threshold; the chunk j holding the
 crossing is the first whose running total exceeds the threshold (totals are non-decreasing), so only
