@@ -2,8 +2,16 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# Triton kernels run on the CPU through the interpreter; set before any triton import.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# Without a GPU, Triton kernels run on the CPU through the interpreter (set before any triton
+# import). On a CUDA machine the compiled kernels run: `-m gpu` tests must exercise real code.
+try:
+    import torch
+
+    _HAS_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover
+    _HAS_CUDA = False
+if not _HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
