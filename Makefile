@@ -37,12 +37,13 @@ audit: $(STAMP)                ## the browsable report under out/audit/
 fuzz: $(STAMP)                 ## fuzz our kernel against the verified oracle
 	$(BIN)/flashproof fuzz --kernel torch
 
-bench: $(STAMP)                ## GPU: ours vs SDPA flash / cuDNN / efficient and FlexAttention
-	$(BIN)/flashproof bench
-	$(BIN)/python -m flashproof.kernels.sampler_bench --out out/sampler_bench.json
+# The GPU targets use the machine's own python3 with CUDA torch (not the CPU venv) and install nothing.
+bench:                         ## GPU: ours vs SDPA flash / cuDNN / efficient and FlexAttention; the sampler bench
+	bash scripts/gpu_session.sh bench
+	bash scripts/gpu_session.sh sampler
 
-gpu-check: $(STAMP)            ## GPU: the full fuzz campaign (bf16/fp16, large shapes, determinism)
-	$(BIN)/python -m flashproof.kernels.gpu_check
+gpu-check:                     ## GPU: kernel check (bf16/fp16/fp32, determinism, poison), fuzz campaigns, sampler tests
+	bash scripts/gpu_session.sh check
 
 clean:
 	rm -rf out .prove-cache .pytest_cache .hypothesis
