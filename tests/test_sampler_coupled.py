@@ -149,6 +149,29 @@ def test_sentinel_only_on_full_acceptance():
     check_coupled(pr)
 
 
+def smallest_residual_problem(dtype, eps: float, u_residual: float) -> Problem:
+    """V = 2, one draft (token 0, p_draft one-hot on it), p_target = [1 − 2^-24, eps]: the draft is
+    rejected at u = 1 − 2^-24 and the residual is [0, eps]. eps = 2^-40 is the smallest nonempty
+    residual (W = [0, 1]); eps = 2^-41 gives W = [0, 0], i.e. the empty-residual fallback to p_target."""
+    pt = torch.tensor([[[1 - 2.0 ** -24, eps]]], dtype=torch.float64).to(dtype)
+    pd = torch.tensor([[[1.0, 0.0]]], dtype=dtype)
+    u = SamplerUniforms(torch.tensor([[U_MAX32]], dtype=torch.float64), torch.tensor([u_residual], dtype=torch.float64),
+                        torch.zeros(1, dtype=torch.float64))
+    return Problem(torch.zeros(1, 1, dtype=torch.int64), pd, pt, pt[:, 0].clone(), torch.ones(1, dtype=torch.int64), u,
+                   torch.zeros(1, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_residual_weight_2_pow_minus_40_is_not_empty(dtype):
+    """The empty-residual boundary, both sides: a residual of max 2^-40 still draws from the residual
+    (token 1 even at u = 0); one of max 2^-41 is empty and draws from p_target (token 0 at u = 0.5)."""
+    for eps, u_res, want in ((2.0 ** -40, 0.0, 1), (2.0 ** -41, 0.5, 0)):
+        pr = smallest_residual_problem(dtype, eps, u_res)
+        out = rejection_sample(pr.draft_token_ids, pr.p_draft, pr.p_target, pr.p_bonus, uniforms=pr.uniforms)
+        assert out.num_accepted.tolist() == [0] and out.tokens.tolist() == [[want, -1]], (eps, out)
+        check_coupled(pr)
+
+
 def test_disjoint_supports_reject_at_once():
     pr = build(5, 4, 4, 10, disjoint=True, ragged=False)
     out = rejection_sample(pr.draft_token_ids, pr.p_draft, pr.p_target, pr.p_bonus, uniforms=pr.uniforms)

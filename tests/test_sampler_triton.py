@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from test_sampler_coupled import Problem, build, check_coupled, sampler_problems
+from test_sampler_coupled import Problem, build, check_coupled, sampler_problems, smallest_residual_problem
 from test_sampler_validation import CASES, good
 
 from flashproof.kernels import sampler_triton
@@ -207,3 +207,11 @@ def test_triton_api_variants_match_torch():
                                              **kw2))
             assert torch.equal(outs[0].tokens, outs[1].tokens), (dtype, kw)
             assert torch.equal(outs[0].num_accepted, outs[1].num_accepted), (dtype, kw)
+
+
+@needs_interp
+@pytest.mark.parametrize("eps,u_res", [(2.0 ** -40, 0.0), (2.0 ** -41, 0.5)], ids=["2^-40", "2^-41"])
+def test_triton_residual_weight_boundary(eps, u_res):
+    """The empty-residual boundary (see test_sampler_coupled): max residual 2^-40 is one unit of W,
+    2^-41 is empty and falls back to p_target; the Triton backend must agree with the reference."""
+    check_coupled(smallest_residual_problem(torch.float32, eps, u_res), backend="triton", triton_config=TINY)
