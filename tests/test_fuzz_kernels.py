@@ -20,7 +20,14 @@ def test_our_torch_kernel_passes_the_default_campaign():
     assert all(r["examples"] >= DEFAULT_BUDGET for r in s["results"])
 
 
-@pytest.mark.skipif(not MUTANTS, reason="flashproof.kernels.mutants has not landed")
+def test_the_mutant_corpus_is_fuzzed():
+    """mutant_names() returns [] when flashproof.kernels.mutants fails to import; the corpus has
+    landed, so an empty list would silently drop every mutant test below."""
+    from flashproof.kernels.mutants import MUTANTS as corpus
+
+    assert corpus and MUTANTS == [f"mutant:{b}" for b in sorted(corpus)]
+
+
 @pytest.mark.parametrize("name", MUTANTS)
 def test_every_kernel_mutant_is_caught_within_the_default_budget(name):
     s = run_campaign(name, device="cpu", rounds=1, shrink_seconds=5)
