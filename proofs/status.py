@@ -76,8 +76,11 @@ class ItemStatus(NamedTuple):
 
 
 def derive(items: dict, records: Iterable[dict]) -> dict[str, ItemStatus]:
-    """id -> ItemStatus from the result records (latest record per obligation id)."""
+    """id -> ItemStatus from the result records (latest record per obligation id). An item is
+    ``failed`` when one of its obligations is not proved OR one of their controls (records with
+    ``of``) is not refuted with a counterexample; ``failing`` lists both kinds of id."""
     by_id = {r["obligation"]: r for r in records}
+    controls = sorted(c for c, r in by_id.items() if r.get("of") is not None and not record_ok(r))
     local: dict[str, ItemStatus] = {}
     for it in items.values():
         if it.kind == "assumption":
@@ -88,6 +91,8 @@ def derive(items: dict, records: Iterable[dict]) -> dict[str, ItemStatus]:
             continue
         missing = tuple(o for o in it.checked_by if o not in by_id)
         failing = tuple(o for o in it.checked_by if o in by_id and not record_ok(by_id[o]))
+        # a control its checker did not refute means the checker cannot see that bug: the item fails too
+        failing += tuple(c for c in controls if by_id[c].get("of") in it.checked_by)
         st = "failed" if failing else ("unchecked" if missing else "checked")
         local[it.id] = ItemStatus(st, failing, missing)
 

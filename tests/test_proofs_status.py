@@ -89,6 +89,18 @@ def test_control_needs_a_counterexample():
     assert not record_ok(_rec("C", "proved", "refuted"))
 
 
+@pytest.mark.parametrize("status", ["proved", "unknown", "timeout", "error"])
+def test_a_control_not_refuted_fails_the_item(status):
+    """The obligation is proved, but its checker cannot refute the planted bug: not checked."""
+    items, _ = _world()
+    ctl = {**_rec("OB/c", status, "refuted"), "of": "OB"}
+    st = derive(items, [_rec("OA", "proved"), _rec("OB", "proved"), ctl])
+    assert st["B"].status == "failed" and st["B"].failing == ("OB/c",)
+    assert st["A"].status == "checked"  # it uses B
+    ok = {**_rec("OB/c", "refuted", "refuted", cx={"x": 0}), "of": "OB"}
+    assert derive(items, [_rec("OA", "proved"), _rec("OB", "proved"), ok])["A"].status == "fully-checked"
+
+
 def test_missing_record_is_unchecked():
     items, _ = _world()
     st = derive(items, [_rec("OB", "proved")])
