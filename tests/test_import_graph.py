@@ -9,9 +9,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _module_level(tree):
+    """Every node run at import time: the module body, including ``if``/``try``/``with`` blocks and
+    class bodies, but not the bodies of functions (lazy imports inside an adapter are allowed)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def imports(path: Path, *, top_level_only: bool = False):
     tree = ast.parse(path.read_text(), filename=str(path))
-    nodes = tree.body if top_level_only else ast.walk(tree)
+    nodes = _module_level(tree) if top_level_only else ast.walk(tree)
     for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -53,3 +64,10 @@ def test_the_checker_sees_a_planted_violation(tmp_path):
     src.write_text("from ..verified import tiled_forward\nimport flashproof.proofs.core\n")
     names = [resolved(bad, m, lvl) for m, lvl in imports(src)]
     assert names == ["flashproof.verified", "flashproof.proofs.core"]
+
+
+def test_module_level_includes_guarded_imports_but_not_function_bodies(tmp_path):
+    src = tmp_path / "v.py"
+    src.write_text("try:\n    import numpy\nexcept ImportError:\n    pass\nif True:\n    import torch\n"
+                   "def f():\n    import z3\n")
+    assert sorted(m for m, _ in imports(src, top_level_only=True)) == ["numpy", "torch"]
