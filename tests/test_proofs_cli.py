@@ -18,7 +18,7 @@ def test_prove_only_writes_trail_and_exits_zero(tmp_path, capsys):
     assert set(by_id) == {"ATT-MERGE-COMM", "ATT-MERGE-COMM/max-from-second"}
     assert by_id["ATT-MERGE-COMM"]["status"] == "proved"
     assert by_id["ATT-MERGE-COMM/max-from-second"]["counterexample"]
-    assert rc == (0 if not doc["name_errors"] and not doc["import_errors"] else 1)
+    assert not doc["name_errors"] and not doc["import_errors"] and rc == 0  # the name says it: exits 0
     assert "ATT-MERGE-COMM" in out and "total" in out
     assert (tmp_path / "out" / "audit.md").read_text().startswith("# flashproof audit")
     item = next(i for i in doc["items"] if i["id"] == "EXT-MERGE-COMM")
@@ -36,7 +36,7 @@ def test_prove_unknown_id_is_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize("flag", ["--deep", "--force", "--no-cache"])
 def test_prove_flags_parse(flag, tmp_path):
     rc = main(["prove", "--only", "ATT-PARTITION", flag, "--out", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c")])
-    assert rc in (0, 1)
+    assert rc == 0  # both records ok and the registry's names resolve (rc 1 would be a failure)
     doc = json.loads((tmp_path / "o" / "audit.json").read_text())
     assert {r["obligation"]: r["ok"] for r in doc["obligations"]} == {"ATT-PARTITION": True,
                                                                        "ATT-PARTITION/block-off-by-one": True}
