@@ -97,6 +97,7 @@ def test_failed_obligation_or_control(toy):
     # a control that was not refuted (the check cannot fail) voids the obligation's evidence
     bad_ctl = [_rec(obs["OC/ctl"], "proved", obs) if r["obligation"] == "OC/ctl" else r for r in good]
     assert _statuses(items, obs, bad_ctl)["C"] == "failed"
+    assert derive(items, bad_ctl)["C"].status == "failed"  # the trail's status rule agrees (audit.json/md)
 
 
 def test_missing_results_are_unchecked(toy):
