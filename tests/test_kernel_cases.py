@@ -45,6 +45,10 @@ CASES = [
     Case("causal_nq_gt_nk", (1, 2, 2, 75, 20, 16, 16), {"causal": True}),
     Case("window_both", (1, 2, 2, 66, 66, 16, 16), {"window": (9, 5)}),
     Case("window_left_causal", (1, 1, 1, 80, 80, 24, 8), {"window": (17, None), "causal": True}),
+    # 16-key tiles (the interpreter's and the smallest GPU config): the diagonal offsets put a window
+    # edge one key past a tile boundary, so a tile classified "unmasked" one key too early is visible
+    Case("causal_diag_14_tile_edge", (1, 2, 1, 30, 44, 16, 16), {"causal": True}),
+    Case("window_left_diag_2_tile_edge", (1, 2, 2, 40, 60, 16, 16), {"window": (18, None)}),
     Case("gqa_4_odd_dims", (1, 8, 2, 33, 41, 40, 24), {}),
     Case("mqa_head_dim_1", (2, 3, 1, 9, 12, 1, 3), {"causal": True}),
     Case("head_dim_256", (1, 1, 1, 17, 17, 256, 256), {}),
