@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .attention_triton_fwd import allowed_pairs, allowed_tile, key_range
+from .attention_triton_fwd import allowed_pairs, allowed_tile, key_range, seq_bounds
 
 
 @triton.jit
@@ -135,18 +135,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
     pid_bh = tl.program_id(1)
     b = pid_bh // Hkv
     hk = pid_bh % Hkv
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        q_len = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        k_len = tl.load(CU_K + b + 1) - k_start
-        bb = b * 0
-    else:
-        q_start = b * 0
-        q_len = Nq + q_start
-        k_start = q_start
-        k_len = Nk + q_start
-        bb = b
+    q_start, q_len, k_start, k_len, bb = seq_bounds(CU_Q, CU_K, b, Nq, Nk, IS_VARLEN)
     n0 = pid_n * BLOCK_N
     if n0 >= k_len:
         return
@@ -256,18 +245,7 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
         hk = h % Hkv
     else:
         hk = h // GROUPS
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        q_len = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        k_len = tl.load(CU_K + b + 1) - k_start
-        bb = b * 0
-    else:
-        q_start = b * 0
-        q_len = Nq + q_start
-        k_start = q_start
-        k_len = Nk + q_start
-        bb = b
+    q_start, q_len, k_start, k_len, bb = seq_bounds(CU_Q, CU_K, b, Nq, Nk, IS_VARLEN)
     m0 = pid_m * BLOCK_M
     if m0 >= q_len:
         return

@@ -21,6 +21,25 @@ LN2 = 0.6931471805599453
 
 
 @triton.jit
+def seq_bounds(CU_Q, CU_K, b, Nq, Nk, IS_VARLEN: tl.constexpr):
+    """(q_start, q_len, k_start, k_len, batch index into the tensors) of sequence/batch ``b``:
+    varlen sequences are row ranges of batch 0 (``cu_seqlens``); otherwise batch ``b`` is whole."""
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        q_len = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        k_len = tl.load(CU_K + b + 1) - k_start
+        bb = b * 0
+    else:
+        q_start = b * 0
+        q_len = Nq + q_start
+        k_start = q_start
+        k_len = Nk + q_start
+        bb = b
+    return q_start, q_len, k_start, k_len, bb
+
+
+@triton.jit
 def allowed_pairs(qi, kj, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                   HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr):
     """bool, broadcast of qi and kj: (sequence-local) query qi may read key kj. Query i sits at key
@@ -137,18 +156,7 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
         hk = h % Hkv
     else:
         hk = h // GROUPS
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        q_len = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        k_len = tl.load(CU_K + b + 1) - k_start
-        bb = b * 0
-    else:
-        q_start = b * 0
-        q_len = Nq + q_start
-        k_start = q_start
-        k_len = Nk + q_start
-        bb = b
+    q_start, q_len, k_start, k_len, bb = seq_bounds(CU_Q, CU_K, b, Nq, Nk, IS_VARLEN)
     m0 = pid_m * BLOCK_M
     if m0 >= q_len:
         return
