@@ -40,7 +40,6 @@ fuzz: $(STAMP)                 ## fuzz our kernel against the verified oracle
 # The GPU targets use the machine's own python3 with CUDA torch (not the CPU venv) and install nothing.
 bench:                         ## GPU: ours vs SDPA flash / cuDNN / efficient and FlexAttention; the sampler bench
 	bash scripts/gpu_session.sh bench
-	bash scripts/gpu_session.sh sampler
 
 gpu-check:                     ## GPU: kernel check (bf16/fp16/fp32, determinism, poison), fuzz campaigns, sampler tests
 	bash scripts/gpu_session.sh check

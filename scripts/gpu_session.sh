@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # One call on a CUDA machine: correctness, fuzzing and timing, each step time-boxed.
-#   bash scripts/gpu_session.sh check   # gpu_check (determinism, then huge_logits + poison in bf16/fp16/fp32, then the cases),
-#                                       # triton fuzz, third-party fuzz, sampler GPU tests + sampler bench
-#   bash scripts/gpu_session.sh kernel  # only the attention steps;  ... sampler  # only the sampler steps
-#   bash scripts/gpu_session.sh bench   # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention)
-# Only a few files come back from the device, so $OUT holds at most four: env.txt, session.log (every
-# step's full output, appended as it runs), summary.txt (each step's rc, time and last lines) and
-# results.tar.gz (every JSON/markdown the steps wrote, re-packed after each step, so a run cut short keeps
-# what finished). Worst case of `check`: 130 + 100 + 85 + 120 + 60 s of time boxes + ~10 s env ≈ 8.4 min.
-# Each fuzz step's --seconds is ~30 s under its box: the budget is checked between examples, and
-# one example can overrun it by a compile (flex runs first: its compiles are the longest). The
-# sampler's compiled-CUDA tests were estimated at 2–3 min by their author: 120 s may cut them short.
+#   bash scripts/gpu_session.sh check    # everything below that checks correctness, then the sampler bench
+#   bash scripts/gpu_session.sh kernel   # only the attention steps;  ... sampler  # only the sampler steps
+#   bash scripts/gpu_session.sh bench    # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention), sampler bench
+#   bash scripts/gpu_session.sh all      # check, then bench
+# The correctness steps run as parallel processes (JOBS of them at a time, default: the CPU count):
+# almost all of their time is Triton/torch.compile compiling a new kernel variant on the CPU, so one
+# process per case group / dtype / fuzz seed turns a run that took ~10 min serially into ~4 min.
+# Timing steps (the benches) run alone, after the parallel ones have finished.
+# Only a few files come back from the device, so $OUT holds at most four: env.txt, summary.txt (each
+# step's rc, time and last lines), verdict.txt (scripts/gpu_merge.py: every case, shard and test in
+# one table) and results.tar.gz (every log/JSON/markdown the steps wrote, re-packed after each step,
+# so a run cut short keeps what finished).
 # Works without installing: the GPU machine has no network, so the package is put on PYTHONPATH by a
 # symlinked namespace (the repository's folders are flashproof's sub-packages).
 set -u
@@ -24,35 +25,59 @@ export PYTHONPATH=/tmp/fp
 export FLASHPROOF_TRITON_CONFIG=${FLASHPROOF_TRITON_CONFIG:-first}
 cd /tmp
 PY=${PY:-python3}
+JOBS=${JOBS:-$(nproc)}
+BOX=${BOX:-300}            # time box of each parallel correctness step (s)
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   $PY -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
+  echo "jobs $JOBS, box ${BOX}s"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
+pack() { (flock 9; tar -czf "$OUT/results.tar.gz.part" -C "$RES" . 2>/dev/null && mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz") 9>"$RES.lock"; }
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
   local t0=$(date +%s)
-  echo "=================== $name (time box ${secs}s) $(date -u +%H:%M:%S)" >> "$OUT/session.log"
   timeout "$secs" "$@" > "$RES/$name.log" 2>&1
   local rc=$?
-  cat "$RES/$name.log" >> "$OUT/session.log"
-  { echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 8 "$RES/$name.log"; } | tee -a "$OUT/summary.txt"
-  tar -czf "$OUT/results.tar.gz" -C "$RES" . 2>/dev/null
+  { echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 6 "$RES/$name.log"; } > "$RES/$name.summary"
+  (flock 9; cat "$RES/$name.summary" >> "$OUT/summary.txt") 9>"$RES.lock2"
+  pack
 }
+par() {  # par NAME SECONDS CMD...: a step in the background, at most JOBS at a time
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 1; done
+  step "$@" &
+}
+GC="$PY -m flashproof.kernels.gpu_check --fuzz-budget 0 --minutes 60"
+CASES9=causal_1025_gqa,causal_nq_lt_nk,causal_nq_gt_nk_empty_rows,plain_d256,window_d96_dv64,mask_late_keys,block_sparse,varlen,strided_mqa
 kernel_steps() {
-  step gpu_check 130 $PY -m flashproof.kernels.gpu_check --out "$RES/gpu_check" --minutes 1.7 --dtypes bf16,fp16,fp32 --fuzz-budget 0
-  step fuzz_triton 100 $PY -m flashproof fuzz --kernel triton --dtype bf16 --dtype fp16 --budget 200 --profile gpu --seconds 70 --json "$RES/fuzz_triton.json"
-  step fuzz_third_party 85 $PY -m flashproof fuzz --kernel flex --kernel sdpa-cudnn --kernel sdpa-efficient --kernel sdpa-flash --dtype bf16 --budget 200 --profile gpu --seconds 55 --json "$RES/fuzz_third_party.json"
+  par gc_determinism "$BOX" $GC --out "$RES/gc_determinism" --cases determinism --dtypes bf16
+  for dt in bf16 fp16 fp32; do
+    par "gc_priority_$dt" "$BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
+    par "gc_cases_$dt" "$BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt
+  done
+  # The campaign of our Triton kernel, sharded by hypothesis seed: each shard runs its whole budget
+  # (complete) unless the time box ends it (INCOMPLETE, exit 3 — never counted as passed).
+  for dt in bf16 fp16; do for seed in ${FUZZ_SEEDS:-0 1 2}; do
+    par "fuzz_triton_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel triton --dtype $dt --seed $seed \
+        --budget "${FUZZ_BUDGET:-30}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_triton_${dt}_s$seed.json"
+  done; done
+  par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel flex --kernel sdpa-cudnn --kernel sdpa-efficient \
+      --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"
 }
-sampler_steps() {
-  step sampler_tests 120 $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/test_sampler_coupled.py" "$ROOT/tests/test_sampler_triton.py" "$ROOT/tests/test_sampler_aot.py"
-  step sampler_bench 60 $PY -m flashproof.kernels.sampler_bench --out "$RES/sampler_bench.json"
+sampler_tests() {
+  par sampler_tests "$BOX" $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/test_sampler_coupled.py" \
+      "$ROOT/tests/test_sampler_triton.py" "$ROOT/tests/test_sampler_aot.py" "$ROOT/tests/test_sampler_statistical.py"
 }
+sampler_bench() { step sampler_bench 120 $PY -m flashproof.kernels.sampler_bench --out "$RES/sampler_bench.json"; }
+attn_bench() {  # autotuned timings; BENCH_SHAPES (d:N:causal,...) narrows the run to fit a time box
+  step bench "${BENCH_SECONDS:-420}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof bench --out "$RES/bench" \
+      --sparse 0.1 ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"}
+}
+verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; cat "$OUT/verdict.txt"; pack; }
 case "${1:-check}" in
-check) kernel_steps; sampler_steps ;;   # everything (~8.4 min of time boxes)
-kernel) kernel_steps ;;                 # the attention kernel and third-party fuzzing only
-sampler) sampler_steps ;;               # the speculative sampler only
-bench)   # autotuned timings; BENCH_SHAPES (d:N:causal,...) narrows the run to fit a time box
-  step bench "${BENCH_SECONDS:-420}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof bench --out "$RES/bench" --sparse 0.1 ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"}
-  ;;
-*) echo "usage: $0 check|kernel|sampler|bench" >&2; exit 2 ;;
+check)   kernel_steps; sampler_tests; wait; verdict; sampler_bench ;;
+kernel)  kernel_steps; wait; verdict ;;
+sampler) sampler_tests; wait; verdict; sampler_bench ;;
+bench)   attn_bench; sampler_bench ;;
+all)     kernel_steps; sampler_tests; wait; verdict; sampler_bench; attn_bench ;;
+*) echo "usage: $0 check|kernel|sampler|bench|all" >&2; exit 2 ;;
 esac
