@@ -63,7 +63,28 @@ def _prune(configs, named_args, **kwargs):
             and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    return keep[:1] if first_only() else keep
+    if not first_only():
+        return keep  # the autotuner skips a configuration that runs out of shared memory
+    fits = [c for c in keep if _smem_estimate(c, args) <= SMEM_BUDGET]
+    return (fits or keep[-1:])[:1]
+
+
+#: shared memory per block on sm_90 is 227 KiB; the estimate below ignores scratch (reductions,
+#: layout conversions), hence the margin
+SMEM_BUDGET = 200 * 1024
+
+
+def _smem_estimate(c, args) -> int:
+    """Bytes of the tiles a kernel keeps in shared memory: the resident operand once, the streamed
+    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernel) ``num_stages`` times.
+    Used by the first-configuration mode (which cannot fall back on the autotuner skipping a
+    configuration that fails to compile): fp32 tiles are twice the bytes of bf16 ones, and the first
+    configurations are sized for bf16 (an H200 run showed fp32 at d = 128 asking for 257 KiB)."""
+    esize = next((v.element_size() for k, v in args.items() if k == "Q" and hasattr(v, "element_size")), 2)
+    bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+    width = args["BLOCK_D"] + args["BLOCK_DV"]
+    resident, streamed = (bn, bm) if "DK" in args else (bm, bn)
+    return esize * width * (resident + max(c.num_stages, 1) * streamed)
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",

@@ -28,7 +28,7 @@ def test_poison_is_planted_in_q_k_v():
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.poison)
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])  # fp16: 1e30 overflows to inf (found on the H200)
 def test_torch_kernel_gradients_on_poisoned_problems(spec, dtype):
     ex, names = _grad_verdicts("torch", spec, dtype)
     assert names == {"dq", "dk", "dv"}  # compared, not skipped

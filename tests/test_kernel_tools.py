@@ -57,3 +57,27 @@ def test_gpu_check_runs_determinism_huge_logits_and_poison_first(tmp_path, monke
     tail = capsys.readouterr().out.strip().splitlines()[-2:]
     assert tail[0].startswith("summary: determinism bf16 PASS; huge_logits bf16 PASS, fp16 PASS; poison")
     assert tail[1].startswith("gpu_check: PASSED")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("d", [16, 64, 128, 256])
+def test_first_configuration_fits_shared_memory(monkeypatch, dtype, d):
+    """The first-configuration mode (correctness runs) cannot lean on the autotuner skipping a
+    configuration that runs out of shared memory: its choice must fit (fp32 at d = 128 asked for
+    257 KiB on the H200 with the bf16-sized first configuration), and bf16 keeps the fast first one.
+    The candidate lists are written out here (under the interpreter the kernels' own is one tiny tile)."""
+    at = pytest.importorskip("flashproof.kernels.attention_triton")
+    triton = pytest.importorskip("triton")
+    shapes = [(128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)]
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
+    monkeypatch.setenv("FLASHPROOF_TRITON_CONFIG", "first")
+    for extra in ({}, {"DK": 1}):  # streamed K/V (forward, dQ) or streamed Q/dO (dK/dV)
+        args = dict(Q=torch.empty(1, dtype=dtype), BLOCK_D=d, BLOCK_DV=d, TILE_Q=0, TILE_K=0, **extra)
+        (c,) = at._prune(configs, args)
+        assert at._smem_estimate(c, args) <= at.SMEM_BUDGET, (extra, c)
+        if dtype != torch.float32 and d <= 64:
+            assert c is configs[0]
+    fp32 = dict(Q=torch.empty(1, dtype=torch.float32), BLOCK_D=128, BLOCK_DV=128, TILE_Q=0, TILE_K=0)
+    assert at._prune(configs, fp32)[0] is not configs[0]  # 4 · 256 · (128 + 3 · 64) bytes do not fit
+    monkeypatch.setenv("FLASHPROOF_TRITON_CONFIG", "")
+    assert len(at._prune(configs, fp32)) == len(configs)  # autotuning keeps every candidate

@@ -102,7 +102,10 @@ def _leaf(x: torch.Tensor, ctx: _Ctx, noncontig: bool) -> torch.Tensor:
         y = y.transpose(1, 2).contiguous().transpose(1, 2)
     poison = ctx.problem.spec.poison
     if poison is not None:
-        buf = torch.full((*y.shape[:-1], y.shape[-1] + PAD), float(poison), dtype=y.dtype, device=y.device)
+        # filled in float64 and converted like the rows above: 1e30 becomes inf in fp16 (torch.full
+        # in fp16 refuses the overflow instead of rounding it)
+        buf = torch.full((*y.shape[:-1], y.shape[-1] + PAD), float(poison), dtype=torch.float64,
+                         device=y.device).to(y.dtype)
         if noncontig:
             buf = buf.transpose(1, 2).contiguous().transpose(1, 2)
         buf[..., :y.shape[-1]] = y
