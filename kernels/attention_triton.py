@@ -134,14 +134,45 @@ def _common(q, k, v, prob):
         c.update(MASK=torch.zeros(1, dtype=torch.uint8, device=dev), HAS_MASK=False, mask_strides=(0, 0, 0, 0))
     if prob.tiles is not None:
         t = prob.tiles.tiles.expand(B, Hq, *prob.tiles.tiles.shape[2:])  # (B, Hq, TQ, TK)
-        order = lambda x: torch.argsort((~x).to(torch.int8), dim=-1, stable=True).to(torch.int32).contiguous()  # noqa: E731
-        c.update(KV_NUM=t.sum(-1).to(torch.int32).contiguous(), KV_IDX=order(t),
-                 Q_NUM=t.sum(-2).to(torch.int32).contiguous(), Q_IDX=order(t.transpose(-1, -2)),
-                 TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True, TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
+        full = t & _full_tiles(prob, t.shape[2], t.shape[3], Nq, Nk)
+        c.update(_tile_lists("KV", t), **_tile_lists("KV_F", full), **_tile_lists("KV_P", t & ~full),
+                 **_tile_lists("Q", t.transpose(-1, -2)), TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True,
+                 TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
     else:
-        c.update(KV_NUM=dummy_i, KV_IDX=dummy_i, Q_NUM=dummy_i, Q_IDX=dummy_i, TQ=1, TK=1, HAS_TILES=False,
-                 TILE_Q=0, TILE_K=0)
+        c.update({f"{n}_{x}": dummy_i for n in ("KV", "KV_F", "KV_P", "Q") for x in ("NUM", "IDX")},
+                 TQ=1, TK=1, HAS_TILES=False, TILE_Q=0, TILE_K=0)
     return c
+
+
+def _tile_lists(name, present):
+    """{name_NUM: (…, T) int32 count of present tiles per row, name_IDX: (…, T, T') int32 their column
+    indices in ascending order, then padding} for a bool (…, T, T') tile layout."""
+    order = torch.argsort((~present).to(torch.int8), dim=-1, stable=True).to(torch.int32).contiguous()
+    return {f"{name}_NUM": present.sum(-1).to(torch.int32).contiguous(), f"{name}_IDX": order}
+
+
+def _full_tiles(prob, TQ, TK, Nq, Nk):
+    """bool (TQ, TK): mask tiles in which every pair (query row < Nq, key < Nk) is allowed by the
+    window and every key is < Nk, so the forward may run them without a predicate. Query tile rows
+    [r0, r1] (r1 clipped to Nq − 1) read keys [r1 + diag − left, r0 + diag + right] in common
+    (diag = Nk − Nq); with a dense mask nothing is full. Rows ≥ Nq of a full tile are computed on
+    zero-padded q and never stored."""
+    dev = prob.tiles.tiles.device
+    if prob.tiles.dense is not None:
+        return torch.zeros(TQ, TK, dtype=torch.bool, device=dev)
+    bq, bk = prob.tiles.block_q, prob.tiles.block_k
+    r0 = torch.arange(TQ, device=dev) * bq
+    r1 = torch.clamp(r0 + bq, max=Nq) - 1
+    k0 = torch.arange(TK, device=dev) * bk
+    k1 = k0 + bk - 1
+    ok = (k1 <= Nk - 1)[None, :].expand(TQ, TK)
+    left, right = prob.window
+    diag = Nk - Nq
+    if left is not None:
+        ok = ok & (k0[None, :] >= (r1 + diag - left)[:, None])
+    if right is not None:
+        ok = ok & (k1[None, :] <= (r0 + diag + right)[:, None])
+    return ok
 
 
 def forward(q, k, v, prob):
@@ -153,7 +184,8 @@ def forward(q, k, v, prob):
         return out, lse
     c = _common(q, k, v, prob)
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    _FWD[grid](q, k, v, out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
+    _FWD[grid](q, k, v, out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_P_NUM"], c["KV_P_IDX"], c["KV_F_NUM"],
+               c["KV_F_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
                Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
                c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),

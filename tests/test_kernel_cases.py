@@ -38,6 +38,12 @@ def _tiles(B, H, Nq, Nk, bq, bk, seed):
     return BlockSparseMask(t, bq, bk)
 
 
+def _all_but_one(Nq, Nk, bq, bk):
+    t = torch.ones(1, 1, -(-Nq // bq), -(-Nk // bk), dtype=torch.bool)
+    t[..., 1, 0] = False
+    return BlockSparseMask(t, bq, bk)
+
+
 CASES = [
     Case("plain", (2, 2, 2, 37, 37, 16, 16), {}),
     Case("causal_square", (1, 2, 2, 70, 70, 32, 32), {"causal": True}),
@@ -58,6 +64,13 @@ CASES = [
     Case("block_sparse", (1, 2, 2, 40, 70, 16, 16), {"mask": _tiles(1, 2, 40, 70, 16, 32, 3)}),
     Case("block_sparse_dense", (1, 2, 1, 40, 70, 16, 16),
          {"mask": BlockSparseMask(_tiles(1, 1, 40, 70, 16, 16, 4).tiles, 16, 16, _mask(1, 2, 40, 70, 0.5, 5))}),
+    # block-sparse with a window: tiles the window cuts must take the predicated path (the forward
+    # walks the host's "full" tiles without one), here with 16-key kernel blocks inside 32-key tiles
+    # (every tile present but one, so the tiles at the window's edges are all there; Nk − Nq and the
+    # window are chosen so that a tile one key past a window edge exists: an off-by-one in the host's
+    # full-tile test, planted on either side, fails one of these two cases)
+    Case("block_sparse_causal", (1, 2, 1, 40, 70, 16, 16), {"mask": _all_but_one(40, 70, 16, 32), "causal": True}),
+    Case("block_sparse_window", (1, 2, 2, 70, 40, 16, 16), {"mask": _all_but_one(70, 40, 16, 16), "window": (32, 3)}),
     Case("varlen", (1, 2, 1, 0, 0, 16, 16), {"lens": ([5, 0, 1, 40, 17], [7, 3, 0, 40, 70]), "causal": True}),
     Case("varlen_window_mask", (1, 2, 2, 0, 0, 16, 16),
          {"lens": ([33, 2, 20], [33, 50, 1]), "window": (6, 3), "mask_p": 0.7}),
