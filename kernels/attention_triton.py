@@ -13,7 +13,7 @@ import os
 import torch
 import triton
 
-from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
+from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -100,6 +100,19 @@ _DKDV = triton.autotune(
 _DQ = triton.autotune(
     _configs([(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)]),
     key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
+# deterministic=False: dK/dV plus atomic dQ. Each (query block, key block) step adds BLOCK_M·D fp32
+# atomics, so atomic traffic per product falls as 1/BLOCK_N (hence the 128-key configurations); the
+# first (the one FLASHPROOF_TRITON_CONFIG=first runs) spilled least in ptxas -v for sm_90 at d = 128
+# (824 bytes of spill stores, against 2.1-10 KB for the others; the deterministic dK/dV kernel
+# spills as well). Autotuning runs the kernel once per configuration, so the atomic buffer is zeroed
+# before each run (reset_to_zero; the autotuner zeroes it again before the real launch).
+_DKDV_DQ = triton.autotune(
+    _configs([(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3), (16, 32, 4, 2)]),
+    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"])(attn_bwd_dkdv_dq)
+
+#: Kernel launches made by ``backward`` since import, by kernel ("delta", "dkdv", "dq", "dkdv_dq"):
+#: lets a test see which launch structure ``deterministic`` selected.
+BACKWARD_LAUNCHES = {"delta": 0, "dkdv": 0, "dq": 0, "dkdv_dq": 0}
 
 
 def _pad(d):
@@ -198,12 +211,15 @@ def forward(q, k, v, prob):
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob):
-    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype; no atomics (deterministic)."""
+    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see
+    ``attention_triton_bwd``): δ, then for ``prob.deterministic`` the dK/dV kernel and the dQ kernel
+    (no atomics, bitwise reproducible, 7 N²d products); otherwise one dK/dV kernel that also adds
+    dQ into a zeroed fp32 buffer with atomics (5 N²d products), then a cast of that buffer."""
     B, Hq, Nq, D = q.shape
     Nk = k.shape[2]
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
     if Nq == 0 or Nk == 0:
-        return dq.zero_(), dk.zero_(), dv.zero_()
+        return torch.zeros_like(q), dk.zero_(), dv.zero_()
     c = _common(q, k, v, prob)
     delta = torch.empty_like(lse)
     has_dlse = dlse is not None
@@ -213,19 +229,30 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     attn_bwd_delta[(triton.cdiv(Nq, BM_D), B * Hq)](
         out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],
         BLOCK_M=BM_D, BLOCK_DV=c["BLOCK_DV"], HAS_DLSE=has_dlse)
+    BACKWARD_LAUNCHES["delta"] += 1
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
                   TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
-    _DKDV[grid_kv](q, k, v, dout, lse, delta, dk, dv, c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"],
-                   *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
-                   *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common)
+    head = (q, k, v, dout, lse, delta, dk, dv)
+    tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
+    strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
+    if not prob.deterministic:
+        dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
+        _DKDV_DQ[grid_kv](*head, dq_acc, *tail, *strides, *dq_acc.stride(), *c["mask_strides"], *scalars,
+                          _bucket(c["max_k"]), **common)
+        BACKWARD_LAUNCHES["dkdv_dq"] += 1
+        return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
+    _DKDV[grid_kv](*head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common)
+    BACKWARD_LAUNCHES["dkdv"] += 1
+    dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     _DQ[grid_q](q, k, v, dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
                 *scalars, _bucket(c["max_q"]), **common)
+    BACKWARD_LAUNCHES["dq"] += 1
     return dq, dk, dv
 
 
