@@ -16,6 +16,11 @@ import triton
 from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
 
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover — older Triton: pointer loads only
+    TensorDescriptor = None
+
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 #: ``FLASHPROOF_TRITON_CONFIG=first`` (read at each new autotuning key, so it may be set after
 #: import): run the first configuration that fits, no autotuning: for correctness runs that would
@@ -44,12 +49,40 @@ if INTERPRET:
     _numpy_2_4_shim()
 
 
-def _configs(shapes):
+def _configs(shapes, pre_hook=None):
     """shapes: (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples, the first one the default.
     Head dims above 128 keep only the small fallbacks at the end (see ``_prune``)."""
     if INTERPRET:
         shapes = [(16, 16, 4, 1)]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=pre_hook)
+            for m, n, w, s in shapes]
+
+
+#: the forward loads Q/K/V through TMA tensor descriptors where the layout allows (see ``_descriptors``);
+#: tests turn it off to cover the pointer path on the same inputs
+USE_DESCRIPTORS = True
+
+
+def _descriptors(q, k, v, prob):
+    """(Q, K, V) as 4-D TensorDescriptors (blocks set per configuration by ``_set_blocks``) when TMA
+    can load them: not varlen, non-empty, last dim contiguous, base and the other strides 16-byte
+    aligned; else None (the pointer path, which takes any layout)."""
+    if not USE_DESCRIPTORS or TensorDescriptor is None or prob.seqlens is not None:
+        return None
+    for t in (q, k, v):
+        if (t.numel() == 0 or t.stride(-1) != 1 or t.data_ptr() % 16
+                or any(st * t.element_size() % 16 for st in t.stride()[:-1])):
+            return None
+    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, 16]) for t in (q, k, v))
+
+
+def _set_blocks(nargs):
+    """Autotuner pre-hook: the descriptors' block shapes follow the configuration being run."""
+    if TensorDescriptor is not None and isinstance(nargs["Q"], TensorDescriptor):
+        bm, bn, bd, bdv = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_D"], nargs["BLOCK_DV"]
+        nargs["Q"].block_shape = [1, 1, bm, bd]
+        nargs["K"].block_shape = [1, 1, bn, bd]
+        nargs["V"].block_shape = [1, 1, bn, bdv]
 
 
 def _prune(configs, named_args, **kwargs):
@@ -80,7 +113,9 @@ def _smem_estimate(c, args) -> int:
     Used by the first-configuration mode (which cannot fall back on the autotuner skipping a
     configuration that fails to compile): fp32 tiles are twice the bytes of bf16 ones, and the first
     configurations are sized for bf16 (an H200 run showed fp32 at d = 128 asking for 257 KiB)."""
-    esize = next((v.element_size() for k, v in args.items() if k == "Q" and hasattr(v, "element_size")), 2)
+    q = args.get("Q")
+    q = getattr(q, "base", q)  # a TensorDescriptor's tensor
+    esize = q.element_size() if hasattr(q, "element_size") else 2
     bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
     width = args["BLOCK_D"] + args["BLOCK_DV"]
     resident, streamed = (bn, bm) if "DK" in args else (bm, bn)
@@ -91,8 +126,8 @@ _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK",
         "TILE_K", "DOT_PREC"]
 _FWD = triton.autotune(
     _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4),
-              (64, 32, 4, 2), (32, 32, 4, 2)]),
-    key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR"],
+              (64, 32, 4, 2), (32, 32, 4, 2)], pre_hook=_set_blocks),
+    key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC"],
     prune_configs_by={"early_config_prune": _prune})(attn_fwd)
 _DKDV = triton.autotune(
     _configs([(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2), (16, 32, 4, 2)]),
@@ -149,10 +184,11 @@ def _common(q, k, v, prob):
         t = prob.tiles.tiles.expand(B, Hq, *prob.tiles.tiles.shape[2:])  # (B, Hq, TQ, TK)
         full = t & _full_tiles(prob, t.shape[2], t.shape[3], Nq, Nk)
         c.update(_tile_lists("KV", t), **_tile_lists("KV_F", full), **_tile_lists("KV_P", t & ~full),
-                 **_tile_lists("Q", t.transpose(-1, -2)), TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True,
+                 **_tile_lists("Q", t.transpose(-1, -2)), **_tile_lists("Q_F", full.transpose(-1, -2)),
+                 **_tile_lists("Q_P", (t & ~full).transpose(-1, -2)), TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True,
                  TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
     else:
-        c.update({f"{n}_{x}": dummy_i for n in ("KV", "KV_F", "KV_P", "Q") for x in ("NUM", "IDX")},
+        c.update({f"{n}_{x}": dummy_i for n in ("KV", "KV_F", "KV_P", "Q", "Q_F", "Q_P") for x in ("NUM", "IDX")},
                  TQ=1, TK=1, HAS_TILES=False, TILE_Q=0, TILE_K=0)
     return c
 
@@ -197,7 +233,8 @@ def forward(q, k, v, prob):
         return out, lse
     c = _common(q, k, v, prob)
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    _FWD[grid](q, k, v, out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_P_NUM"], c["KV_P_IDX"], c["KV_F_NUM"],
+    descs = _descriptors(q, k, v, prob)
+    _FWD[grid](*(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_P_NUM"], c["KV_P_IDX"], c["KV_F_NUM"],
                c["KV_F_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
                Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
@@ -206,7 +243,7 @@ def forward(q, k, v, prob):
                HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
                TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
                NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
-               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"])
+               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None)
     return out, lse
 
 

@@ -98,16 +98,20 @@ def key_range(m0, q_len, k_len, left, right, BLOCK_M: tl.constexpr, BLOCK_N: tl.
 
 @triton.jit
 def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
-              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale,
+              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr,
-              NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr):
+              NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    in_k = offs_n < k_len
-    k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
-                mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
-    v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
-                mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
+    if USE_DESC:  # k_base, v_base: (B, Hkv, Nk, D) tensor descriptors; TMA fills rows >= Nk, columns >= D with 0
+        k = k_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_d.shape[0]])
+        v = v_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_dv.shape[0]])
+    else:
+        in_k = offs_n < k_len
+        k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
+                    mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
+        v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
+                    mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # (BM, BN), exp2 domain
     if MASKED:
         ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
@@ -142,13 +146,18 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_P_NUM, KV_P_IDX, KV_F_NUM, KV
              IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
              DOT_PREC: tl.constexpr, NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr,
-             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr):
-    """Grid (cdiv(max Nq, BLOCK_M), B·Hq). q (B, Hq, Nq, D) -> O (B, Hq, Nq, DV), LSE (B, Hq, Nq) fp32."""
+             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+    """Grid (cdiv(max Nq, BLOCK_M), B·Hq). q (B, Hq, Nq, D) -> O (B, Hq, Nq, DV), LSE (B, Hq, Nq) fp32.
+    USE_DESC (not varlen; the host checked TMA's alignment rules): Q, K, V are 4-D tensor descriptors
+    with blocks [1, 1, BLOCK_M|BLOCK_N, BLOCK_D|BLOCK_DV] (set by the autotuner's pre-hook), loaded by
+    TMA with zero fill past the ragged end and the head dim; otherwise they are pointers."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     tl.static_assert(BLOCK_D >= 16 and BLOCK_DV >= 16, "head dims are padded to >= 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
     pid_m = tl.program_id(0)
+    if HAS_RIGHT:  # causal / right window: the last query blocks read the most keys; start them first
+        pid_m = tl.num_programs(0) - 1 - pid_m
     pid_bh = tl.program_id(1)
     b = pid_bh // Hq
     h = pid_bh % Hq
@@ -164,12 +173,18 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_P_NUM, KV_P_IDX, KV_F_NUM, KV
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    q_base = Q + bb * sqb + h.to(tl.int64) * sqh + q_start.to(tl.int64) * sqn
-    k_base = K + bb * skb + hk.to(tl.int64) * skh + k_start.to(tl.int64) * skn
-    v_base = V + bb * svb + hk.to(tl.int64) * svh + k_start.to(tl.int64) * svn
     mask_base = MASK + bb * smb + h.to(tl.int64) * smh + k_start.to(tl.int64) * smj
-    q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
-                mask=(offs_m[:, None] < q_len) & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
+    if USE_DESC:
+        k_base = K
+        v_base = V
+        q = Q.load([bb.to(tl.int32), h, m0, 0]).reshape([BLOCK_M, BLOCK_D])
+    else:
+        q_base = Q + bb * sqb + h.to(tl.int64) * sqh + q_start.to(tl.int64) * sqn
+        k_base = K + bb * skb + hk.to(tl.int64) * skh + k_start.to(tl.int64) * skn
+        v_base = V + bb * svb + hk.to(tl.int64) * svh + k_start.to(tl.int64) * svn
+        q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
+                    mask=(offs_m[:, None] < q_len) & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
+    desc_b = bb.to(tl.int32)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
@@ -192,31 +207,31 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_P_NUM, KV_P_IDX, KV_F_NUM, KV
             start_n = tl.load(KV_P_IDX + t_off * TK + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
                                       offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
-                                      smi, smj, q_start, D, DV, qk_scale, BLOCK_N, True, HAS_LEFT,
-                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED)
+                                      smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT,
+                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
         n_full = tl.load(KV_F_NUM + t_off)
         for it in range(0, n_full * SUBS):
             start_n = tl.load(KV_F_IDX + t_off * TK + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
                                       offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
-                                      smi, smj, q_start, D, DV, qk_scale, BLOCK_N, ALL_MASKED, HAS_LEFT,
-                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED)
+                                      smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, ALL_MASKED, HAS_LEFT,
+                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
     else:
         for start_n in range(a, c1, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
-                                      q_start, D, DV, qk_scale, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED)
+                                      q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
         for start_n in range(c1, c2, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
-                                      q_start, D, DV, qk_scale, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED)
+                                      q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
         for start_n in range(c2, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
-                                      q_start, D, DV, qk_scale, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED)
+                                      q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]

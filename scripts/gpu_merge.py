@@ -30,7 +30,7 @@ def main(res: pathlib.Path) -> int:
     fuzz_examples = {}
     for f in sorted(res.glob("fuzz_*.json")):
         for s in json.loads(f.read_text()):
-            ours = s["kernel"] in ("triton", "torch")
+            ours = s["kernel"] in ("triton", "triton-atomic", "torch")
             for r in s.get("results", []):
                 n = r.get("examples", 0)
                 devs = r.get("deviations", [])

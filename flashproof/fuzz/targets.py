@@ -14,7 +14,7 @@ the kernel does not expose it. Normalisations (see ``docs/fuzz.md``):
 
 A target that cannot take a problem raises ``Unsupported`` (the campaign skips that example); a
 target that is not installed, or needs a device that is absent, reports why via ``unavailable``.
-Names: ``torch``, ``triton`` (ours), ``sdpa-math``, ``sdpa-efficient``, ``sdpa-flash``,
+Names: ``torch``, ``triton`` (ours; ``triton-atomic``: the same with deterministic=False), ``sdpa-math``, ``sdpa-efficient``, ``sdpa-flash``,
 ``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.kernels.mutants``.
 """
 from __future__ import annotations
@@ -318,6 +318,11 @@ _TARGETS = {
                     "fwd+bwd", _ours_tiles()),
     "triton": Target("triton", "ours, Triton kernel", _ours("triton"), _ours_unavailable("triton"),
                      lambda d: frozenset({"fp64"}), "fwd+bwd", _ours_tiles()),
+    # the default call, deterministic=False: the backward adds dQ with atomics (order varies run to
+    # run), so only the forward is promised bitwise; "triton" above fuzzes the deterministic backward
+    "triton-atomic": Target("triton-atomic", "ours, Triton kernel, deterministic=False (atomic dQ)",
+                            lambda c, det: _ours("triton")(c, False), _ours_unavailable("triton"),
+                            lambda d: frozenset({"fp64"}), "fwd", _ours_tiles()),
     "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,
                    _flex_unavailable, lambda d: frozenset({"fp64", "grad"} if d == "cpu" else {"fp64"}), "", (128,)),
     "flash-attn": Target("flash-attn", "Dao-AILab flash-attn (flash_attn_func)", _flash_attn,
