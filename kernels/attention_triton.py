@@ -109,7 +109,8 @@ SMEM_BUDGET = 200 * 1024
 
 def _smem_estimate(c, args) -> int:
     """Bytes of the tiles a kernel keeps in shared memory: the resident operand once, the streamed
-    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernel) ``num_stages`` times.
+    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernels) ``num_stages`` times, and the
+    atomic-dQ kernel's extra Kᵀ tile (fp32 d = 96 / dv = 64 asked for 241 KiB on the H200 without it).
     Used by the first-configuration mode (which cannot fall back on the autotuner skipping a
     configuration that fails to compile): fp32 tiles are twice the bytes of bf16 ones, and the first
     configurations are sized for bf16 (an H200 run showed fp32 at d = 128 asking for 257 KiB)."""
@@ -119,7 +120,8 @@ def _smem_estimate(c, args) -> int:
     bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
     width = args["BLOCK_D"] + args["BLOCK_DV"]
     resident, streamed = (bn, bm) if "DK" in args else (bm, bn)
-    return esize * width * (resident + max(c.num_stages, 1) * streamed)
+    extra = bn * args["BLOCK_D"] if "DQ_ACC" in args else 0  # the atomic-dQ kernel's Kᵀ tile for dQ
+    return esize * (width * (resident + max(c.num_stages, 1) * streamed) + extra)
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",

@@ -77,6 +77,11 @@ def test_first_configuration_fits_shared_memory(monkeypatch, dtype, d):
         assert at._smem_estimate(c, args) <= at.SMEM_BUDGET, (extra, c)
         if dtype != torch.float32 and d <= 64:
             assert c is configs[0]
+    # the atomic-dQ kernel's extra Kᵀ tile: fp32, d = 96 (padded 128), dv = 64, the first configuration
+    # (64 x 64, 3 stages) needs 4 · (192 · (64 + 3 · 64) + 64 · 128) bytes = 224 KiB (241 KiB measured)
+    atomic = dict(Q=torch.empty(1, dtype=torch.float32), BLOCK_D=128, BLOCK_DV=64, TILE_Q=0, TILE_K=0, DK=1, DQ_ACC=1)
+    cfg = [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=8, num_stages=3), configs[-1]]
+    assert at._prune(cfg, atomic)[0] is cfg[1]
     fp32 = dict(Q=torch.empty(1, dtype=torch.float32), BLOCK_D=128, BLOCK_DV=128, TILE_Q=0, TILE_K=0)
     assert at._prune(configs, fp32)[0] is not configs[0]  # 4 · 256 · (128 + 3 · 64) bytes do not fit
     monkeypatch.setenv("FLASHPROOF_TRITON_CONFIG", "")
