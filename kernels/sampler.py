@@ -140,12 +140,12 @@ def _uniform_structure(u: SamplerUniforms, B: int, K: int, device) -> SamplerUni
         raise TypeError(f"uniforms must be a SamplerUniforms, received {type(u).__name__}")
     out = []
     for name, t, shape in (("accept", u.accept, (B, K)), ("residual", u.residual, (B,)), ("bonus", u.bonus, (B,))):
-        t = torch.as_tensor(t)
+        t = t if isinstance(t, torch.Tensor) else torch.as_tensor(t)
         if tuple(t.shape) != shape:
             _fail(f"uniforms.{name} must have shape {shape}, received {tuple(t.shape)}")
         if t.dtype not in (torch.float32, torch.float64):
             raise TypeError(f"uniforms.{name} must be float32/float64, received {t.dtype}")
-        out.append(t.to(device=device))
+        out.append(t if t.device == device else t.to(device=device))
     return SamplerUniforms(*out)
 
 

@@ -13,10 +13,10 @@ import sys
 import pytest
 
 VARIANTS = [("fp32", False, True, 0, 4), ("fp32", True, True, 2, 4), ("bf16", True, False, 1, 1),
-            ("fp16", False, False, 2, 0), ("fp64", True, True, 0, 2)]  # dtype, full, has_q, greedy, K
+            ("fp16", False, False, 2, 0), ("fp64", True, True, 0, 2),
+            ("fp32", True, True, 0, 3)]  # dtype, full, has_q, greedy, K (K = 3: tiles padded to KP = 4 rows)
 _PTR = {"ids_ptr": "*i64", "kb_ptr": "*i32", "ua_ptr": "*fp64", "ur_ptr": "*fp32", "ubo_ptr": "*fp64",
-        "g_ptr": "*i8", "am_ptr": "*i64", "w_ptr": "*i64", "ssum_ptr": "*fp64", "sbad_ptr": "*i32",
-        "tok_ptr": "*i64", "nacc_ptr": "*i64", "flag_ptr": "*i32"}
+        "g_ptr": "*i8", "am_ptr": "*i64", "w_ptr": "*i64", "st_ptr": "*fp64", "out_ptr": "*i64"}
 
 
 def compile_all() -> int:
@@ -27,15 +27,19 @@ def compile_all() -> int:
     from flashproof.kernels import sampler_triton as st
     n = 0
     for dtype, full, has_q, greedy, k in VARIANTS:
-        c = dict(K=k, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full, IS_F64=dtype == "fp64", CHUNK=4096,
-                 BLOCK=1024)
-        partials = dict(c, STAGES=1 if full and k == 2 else 3)  # both pipelining settings
-        for kernel, consts in ((st._partials_kernel, partials), (st._finish_kernel, dict(c, SP=16 if k % 2 else 32))):
+        c = dict(K=k, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full)
+        cfg = st.DEFAULT_CONFIG if k != 2 else st.TritonConfig(4096, 1024, 8, 1)  # both pipelining settings
+        cells = min(cfg.num_warps, cfg.block)
+        partials = dict(c, KP=st._pow2(max(k, 1)), IS_F64=dtype == "fp64", CHUNK=cfg.chunk, BLOCK=cfg.block,
+                        CELLS=cells, STAGES=cfg.num_stages)
+        finish = dict(c, CELL=cfg.block // cells, FB=16 if k % 2 else 1024, NFB=1 if k % 2 else 3,
+                      FBLK=st.FALLBACK_BLOCK, RP=st._pow2(2 * k + 2), PP=16 if k % 2 else 32)
+        for kernel, consts, warps in ((st._partials_kernel, partials, cfg.num_warps), (st._finish_kernel, finish, 4)):
             sig = {a: "constexpr" if a in consts else _PTR.get(a, f"*{dtype}" if a.endswith("_ptr") else
                                                               "fp32" if a == "tol" else "i32")
                    for a in kernel.arg_names}
             out = triton.compile(triton.compiler.ASTSource(kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
-                                 options={"num_warps": 4})
+                                 options={"num_warps": warps})
             assert out.asm["cubin"], (dtype, full, has_q, greedy, k, kernel)
             n += 1
     return n
@@ -56,7 +60,7 @@ def run_cuda() -> int:
             check_coupled(build(V, 3, 4, V, u_edges=True, zeros=0.3), "cuda", backend="triton", check=check)
             n += 1
         for seed in range(6):
-            check_coupled(build(seed, 7, (0, 2)[seed % 2], 1000 + seed, zeros=0.3), "cuda", backend="triton",
+            check_coupled(build(seed, 7, (0, 2, 3)[seed % 3], 1000 + seed, zeros=0.3), "cuda", backend="triton",
                           check=check)
             n += 1
     return n
