@@ -3,7 +3,8 @@ with a sweep of Triton configurations (launch-1 tiling) in the same run.
 
     python -m flashproof.kernels.sampler_bench --out out/sampler_bench.json        # H200 defaults + sweep
     python -m flashproof.kernels.sampler_bench --configs 16384/512/4/3,8192/512/4/2  # other candidates
-    python -m flashproof.kernels.sampler_bench --device cpu --batch 8 --vocab 4096 --no-sweep  # smoke run
+    TRITON_INTERPRET=1 python -m flashproof.kernels.sampler_bench --device cpu --batch 8 --vocab 4096 --no-sweep \
+        --reps 3 --warmup 1                                                       # CPU smoke run
 
 Correctness first: every implementation and every swept configuration gets the same injected uniforms
 (random, u = 0, u = 1 − 2^-24) and must return the multi-pass baseline's tokens (it follows the same
