@@ -147,6 +147,13 @@ _DKDV_DQ = triton.autotune(
     _configs([(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3), (16, 32, 4, 2)]),
     key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"])(attn_bwd_dkdv_dq)
 
+#: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
+#: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
+#: path at d = 128 (255 registers and spills in the fused kernel, one scalar fp32 atomic per element),
+#: so both values of ``deterministic`` take the two-kernel path until the atomic kernel is faster.
+#: Kept, tested and fuzzed (``flashproof fuzz --kernel triton-atomic`` turns it on) as the next step's base.
+ATOMIC_DQ = False
+
 #: Kernel launches made by ``backward`` since import, by kernel ("delta", "dkdv", "dq", "dkdv_dq"):
 #: lets a test see which launch structure ``deterministic`` selected.
 BACKWARD_LAUNCHES = {"delta": 0, "dkdv": 0, "dq": 0, "dkdv_dq": 0}
@@ -278,7 +285,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     head = (q, k, v, dout, lse, delta, dk, dv)
     tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
-    if not prob.deterministic:
+    if not prob.deterministic and ATOMIC_DQ:
         dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
         _DKDV_DQ[grid_kv](*head, dq_acc, *tail, *strides, *dq_acc.stride(), *c["mask_strides"], *scalars,
                           _bucket(c["max_k"]), **common)

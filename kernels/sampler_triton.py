@@ -62,8 +62,8 @@ class TritonConfig(NamedTuple):
     fixed by the dtype, not configured: 32 lanes × one 16-byte vector (128 fp32 entries), or the block."""
 
     chunk: int = 16384
-    block: int = 512
-    num_warps: int = 4
+    block: int = 1024
+    num_warps: int = 8
     num_stages: int = 3
 
 

@@ -18,6 +18,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/out/gpu}
 RES=/tmp/fp_results
+rm -rf "$RES"  # a machine kept warm between calls still holds the previous call's results
 mkdir -p "$OUT" "$RES" /tmp/fp/flashproof
 cp -r "$ROOT"/flashproof/. /tmp/fp/flashproof/
 for d in kernels verified spec proofs; do ln -sfn "$ROOT/$d" "/tmp/fp/flashproof/$d"; done
@@ -76,9 +77,9 @@ sampler_tests() {
       "$ROOT/tests/test_sampler_triton.py" "$ROOT/tests/test_sampler_aot.py" "$ROOT/tests/test_sampler_statistical.py"
 }
 sampler_bench() { step sampler_bench 120 $PY -m flashproof.kernels.sampler_bench --out "$RES/sampler_bench.json"; }
-attn_bench() {  # autotuned timings; BENCH_SHAPES (d:N:causal,...) narrows the run to fit a time box
+attn_bench() {  # autotuned timings; BENCH_SHAPES (d:N:causal,...) and BENCH_PROVIDERS narrow the run to fit a box
   step bench "${BENCH_SECONDS:-420}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof bench --out "$RES/bench" \
-      --sparse 0.1 ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"}
+      --sparse 0.1 ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} ${BENCH_PROVIDERS:+--providers "$BENCH_PROVIDERS"}
 }
 verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; cat "$OUT/verdict.txt"; pack; }
 case "${1:-check}" in

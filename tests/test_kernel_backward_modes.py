@@ -60,6 +60,7 @@ def mode(request, monkeypatch):
     """Runs the shared case helpers with ``deterministic`` set for the mode; afterwards checks that
     every backward took the launch structure of that mode (and that there was a backward)."""
     name = request.param
+    monkeypatch.setattr(at, "ATOMIC_DQ", True)  # off by default (slower on the H200); on here, routed by the flag
     monkeypatch.setattr(test_kernel_cases, "attention", functools.partial(attention, deterministic=MODES[name]))
     before = dict(at.BACKWARD_LAUNCHES)
     yield name
@@ -155,6 +156,7 @@ class _CorruptAtomicDQ:
 @cpu_only
 @pytest.mark.parametrize("case", [c for c in CASES if c.id in ("causal_nq_lt_nk", "varlen")], ids=lambda c: c.id)
 def test_a_bug_in_the_atomic_dq_path_alone_is_caught(case, monkeypatch):
+    monkeypatch.setattr(at, "ATOMIC_DQ", True)
     monkeypatch.setattr(at, "_DKDV_DQ", _CorruptAtomicDQ(at._DKDV_DQ))
     with pytest.raises(AssertionError, match="dq max error"):
         check_case(case._replace(kw={**case.kw, "deterministic": False}), torch.float32, "triton")
@@ -236,3 +238,15 @@ if __name__ == "__main__":
         print("FAILED", name, err)
     print(f"compiled {6 - len(bad)} of 6")
     raise SystemExit(1 if bad else 0)
+
+
+@cpu_only
+def test_default_routing_takes_the_two_kernel_path():
+    """ATOMIC_DQ is off (the atomic kernel measured slower on the H200), so deterministic=False also
+    launches the dK/dV and dQ kernels."""
+    assert at.ATOMIC_DQ is False
+    q, k, v = rand_qkv(1, 2, 1, 20, 33, 16, 16, dtype=torch.float32, device="cpu", grad=True)
+    before = dict(at.BACKWARD_LAUNCHES)
+    attention(q, k, v, causal=True, backend="triton").sum().backward()
+    got = {n: at.BACKWARD_LAUNCHES[n] - before[n] for n in before}
+    assert got == LAUNCHES["two_kernel"], got

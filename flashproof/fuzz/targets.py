@@ -85,6 +85,15 @@ def _ours(backend: str | None, fn=None) -> Callable:
     return run
 
 
+def _atomic(c: Case) -> KernelOut:
+    """Our Triton kernel with deterministic=False and the atomic-dQ backward switched on for the call
+    (``attention_triton.ATOMIC_DQ``, off by default). The forward runs here; the backward that the
+    checks run later reads the switch again, so it stays on once a campaign has used this target."""
+    from flashproof.kernels import attention_triton
+    attention_triton.ATOMIC_DQ = True
+    return _ours("triton")(c, False)
+
+
 def _ours_unavailable(backend: str) -> Callable:
     def why(device: str) -> str | None:
         try:
@@ -320,8 +329,8 @@ _TARGETS = {
                      lambda d: frozenset({"fp64"}), "fwd+bwd", _ours_tiles()),
     # the default call, deterministic=False: the backward adds dQ with atomics (order varies run to
     # run), so only the forward is promised bitwise; "triton" above fuzzes the deterministic backward
-    "triton-atomic": Target("triton-atomic", "ours, Triton kernel, deterministic=False (atomic dQ)",
-                            lambda c, det: _ours("triton")(c, False), _ours_unavailable("triton"),
+    "triton-atomic": Target("triton-atomic", "ours, Triton kernel, deterministic=False with the atomic-dQ backward",
+                            lambda c, det: _atomic(c), _ours_unavailable("triton"),
                             lambda d: frozenset({"fp64"}), "fwd", _ours_tiles()),
     "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,
                    _flex_unavailable, lambda d: frozenset({"fp64", "grad"} if d == "cpu" else {"fp64"}), "", (128,)),
