@@ -193,11 +193,10 @@ def _common(q, k, v, prob):
         t = prob.tiles.tiles.expand(B, Hq, *prob.tiles.tiles.shape[2:])  # (B, Hq, TQ, TK)
         full = t & _full_tiles(prob, t.shape[2], t.shape[3], Nq, Nk)
         c.update(_tile_lists("KV", t), **_tile_lists("KV_F", full), **_tile_lists("KV_P", t & ~full),
-                 **_tile_lists("Q", t.transpose(-1, -2)), **_tile_lists("Q_F", full.transpose(-1, -2)),
-                 **_tile_lists("Q_P", (t & ~full).transpose(-1, -2)), TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True,
+                 **_tile_lists("Q", t.transpose(-1, -2)), TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True,
                  TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
     else:
-        c.update({f"{n}_{x}": dummy_i for n in ("KV", "KV_F", "KV_P", "Q", "Q_F", "Q_P") for x in ("NUM", "IDX")},
+        c.update({f"{n}_{x}": dummy_i for n in ("KV", "KV_F", "KV_P", "Q") for x in ("NUM", "IDX")},
                  TQ=1, TK=1, HAS_TILES=False, TILE_Q=0, TILE_K=0)
     return c
 

@@ -174,17 +174,17 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_P_NUM, KV_P_IDX, KV_F_NUM, KV
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     mask_base = MASK + bb * smb + h.to(tl.int64) * smh + k_start.to(tl.int64) * smj
+    desc_b = bb.to(tl.int32)  # descriptor coordinates are int32
     if USE_DESC:
         k_base = K
         v_base = V
-        q = Q.load([bb.to(tl.int32), h, m0, 0]).reshape([BLOCK_M, BLOCK_D])
+        q = Q.load([desc_b, h, m0, 0]).reshape([BLOCK_M, BLOCK_D])
     else:
         q_base = Q + bb * sqb + h.to(tl.int64) * sqh + q_start.to(tl.int64) * sqn
         k_base = K + bb * skb + hk.to(tl.int64) * skh + k_start.to(tl.int64) * skn
         v_base = V + bb * svb + hk.to(tl.int64) * svh + k_start.to(tl.int64) * svn
         q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
                     mask=(offs_m[:, None] < q_len) & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
-    desc_b = bb.to(tl.int32)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)

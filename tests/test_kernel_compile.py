@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-_INT_PTRS = {f"{n}_{x}" for n in ("KV", "KV_F", "KV_P", "Q", "Q_F", "Q_P") for x in ("NUM", "IDX")} | {"CU_Q", "CU_K"}
+_INT_PTRS = {f"{n}_{x}" for n in ("KV", "KV_F", "KV_P", "Q") for x in ("NUM", "IDX")} | {"CU_Q", "CU_K"}
 _DATA_PTRS = {"Q", "K", "V", "DO", "DK", "DQ", "O"}
 _F32_PTRS = {"LSE", "DELTA", "DLSE"}
 
