@@ -65,7 +65,9 @@ class BlockSparseMask(NamedTuple):
 class Problem(NamedTuple):
     """The validated call, as both backends read it. mask: None or bool (B|1, Hq|1, Nq, Nk) view;
     tiles: None or BlockSparseMask; window: (left, right) with None = unbounded (causal folded in);
-    seqlens: None or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device."""
+    seqlens: None or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device. plans: a
+    backend's derived launch data (the Triton block-sparse walk lists), built by the forward and
+    reused by the backward of the same call; it lives as long as the call's autograd graph."""
 
     scale: float
     window: tuple
@@ -75,6 +77,7 @@ class Problem(NamedTuple):
     groups: int
     deterministic: bool
     bugs: frozenset
+    plans: dict
 
 
 def attention(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_seqlens_q=None,
@@ -170,7 +173,7 @@ def _validate(q, k, v, *, causal, window, mask, scale, cu_seqlens_q, cu_seqlens_
         mask = tiles.dense
     elif mask is not None:
         mask = _dense_mask(mask, q, B, Hq, Nq, Nk, "mask")
-    return Problem(float(scale), (left, right), mask, tiles, seqlens, Hq // Hkv, deterministic, bugs)
+    return Problem(float(scale), (left, right), mask, tiles, seqlens, Hq // Hkv, deterministic, bugs, {})
 
 
 def _window(window):

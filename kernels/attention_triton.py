@@ -190,46 +190,70 @@ def _common(q, k, v, prob):
     else:
         c.update(MASK=torch.zeros(1, dtype=torch.uint8, device=dev), HAS_MASK=False, mask_strides=(0, 0, 0, 0))
     if prob.tiles is not None:
-        t = prob.tiles.tiles.expand(B, Hq, *prob.tiles.tiles.shape[2:])  # (B, Hq, TQ, TK)
-        full = t & _full_tiles(prob, t.shape[2], t.shape[3], Nq, Nk)
-        c.update(_tile_lists("KV", t), **_tile_lists("KV_F", full), **_tile_lists("KV_P", t & ~full),
-                 **_tile_lists("Q", t.transpose(-1, -2)), TQ=t.shape[2], TK=t.shape[3], HAS_TILES=True,
+        plan = _tile_plan(prob, B, Hq, Nq, Nk)
+        c.update(plan, TQ=plan["KV_IDX"].shape[2], TK=plan["Q_IDX"].shape[2], HAS_TILES=True,
                  TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
     else:
-        c.update({f"{n}_{x}": dummy_i for n in ("KV", "KV_F", "KV_P", "Q") for x in ("NUM", "IDX")},
+        c.update({f"{n}_{x}": dummy_i for n in ("KV", "Q") for x in ("NUM", "IDX")},
                  TQ=1, TK=1, HAS_TILES=False, TILE_Q=0, TILE_K=0)
     return c
 
 
-def _tile_lists(name, present):
-    """{name_NUM: (…, T) int32 count of present tiles per row, name_IDX: (…, T, T') int32 their column
-    indices in ascending order, then padding} for a bool (…, T, T') tile layout."""
-    order = torch.argsort((~present).to(torch.int8), dim=-1, stable=True).to(torch.int32).contiguous()
-    return {f"{name}_NUM": present.sum(-1).to(torch.int32).contiguous(), f"{name}_IDX": order}
+def _tile_plan(prob, B, Hq, Nq, Nk):
+    """The walk lists of a block-sparse call, built on the device once per call (forward and
+    backward share them, through ``prob``):
+
+    * KV_NUM (B, Hq, TQ, 2) int32: per query tile, how many present key tiles need the predicate
+      (partial) and how many do not (full); KV_IDX (B, Hq, TQ, TK) int32: their column indices,
+      the partial ones first, then the full ones, each ascending, then padding.
+    * Q_NUM (B, Hq, TK, 2), Q_IDX (B, Hq, TK, TQ): the same per key tile (the dK/dV kernel's walk).
+
+    A tile counts as present only if the window lets at least one of its pairs through
+    (``_tile_classes``): a causal mask's tiles above the diagonal are never visited. Cached in
+    ``prob.plans`` under the shape it was built for."""
+    key = ("tiles", B, Hq, Nq, Nk)
+    if key in prob.plans:
+        return prob.plans[key]
+    t = prob.tiles.tiles
+    TQ, TK = t.shape[2], t.shape[3]
+    reach, full = _tile_classes(prob, TQ, TK, Nq, Nk)
+    present = t.expand(B, Hq, TQ, TK) & reach
+    # 0 = partial, 1 = full, 2 = absent: one stable sort puts the partial tiles, then the full ones
+    cls = torch.where(present, (full & present).to(torch.int8), torch.full((), 2, dtype=torch.int8, device=t.device))
+    plan = {}
+    for name, c in (("KV", cls), ("Q", cls.transpose(-1, -2))):
+        plan[f"{name}_IDX"] = torch.argsort(c, dim=-1, stable=True).to(torch.int32).contiguous()
+        plan[f"{name}_NUM"] = torch.stack(((c == 0).sum(-1), (c == 1).sum(-1)), -1).to(torch.int32).contiguous()
+    prob.plans[key] = plan
+    return plan
 
 
-def _full_tiles(prob, TQ, TK, Nq, Nk):
-    """bool (TQ, TK): mask tiles in which every pair (query row < Nq, key < Nk) is allowed by the
-    window and every key is < Nk, so the forward may run them without a predicate. Query tile rows
-    [r0, r1] (r1 clipped to Nq − 1) read keys [r1 + diag − left, r0 + diag + right] in common
-    (diag = Nk − Nq); with a dense mask nothing is full. Rows ≥ Nq of a full tile are computed on
-    zero-padded q and never stored."""
+def _tile_classes(prob, TQ, TK, Nq, Nk):
+    """(reach, full), bool (TQ, TK). reach: the window lets some pair of the tile through. full:
+    it lets every pair through, every query row is < Nq and every key < Nk, so a kernel may run
+    the tile without a predicate (with a dense mask nothing is full). Query tile rows [r0, r1]
+    read, under the window, keys [r0 + diag − left, r1 + diag + right] between them (a union of
+    unit-shifted intervals, so contiguous) and keys [r1 + diag − left, r0 + diag + right] in
+    common (diag = Nk − Nq)."""
     dev = prob.tiles.tiles.device
-    if prob.tiles.dense is not None:
-        return torch.zeros(TQ, TK, dtype=torch.bool, device=dev)
     bq, bk = prob.tiles.block_q, prob.tiles.block_k
-    r0 = torch.arange(TQ, device=dev) * bq
+    r0 = torch.arange(TQ, device=dev)[:, None] * bq
     r1 = torch.clamp(r0 + bq, max=Nq) - 1
-    k0 = torch.arange(TK, device=dev) * bk
+    k0 = torch.arange(TK, device=dev)[None, :] * bk
     k1 = k0 + bk - 1
-    ok = (k1 <= Nk - 1)[None, :].expand(TQ, TK)
+    reach = (r0 < Nq) & (k0 < Nk)
+    full = (r0 + bq <= Nq) & (k1 <= Nk - 1)
     left, right = prob.window
     diag = Nk - Nq
     if left is not None:
-        ok = ok & (k0[None, :] >= (r1 + diag - left)[:, None])
+        reach = reach & (torch.clamp(k1, max=Nk - 1) >= r0 + diag - left)
+        full = full & (k0 >= r1 + diag - left)
     if right is not None:
-        ok = ok & (k1[None, :] <= (r0 + diag + right)[:, None])
-    return ok
+        reach = reach & (k0 <= r1 + diag + right)
+        full = full & (k1 <= r0 + diag + right)
+    if prob.tiles.dense is not None:
+        full = torch.zeros_like(full)
+    return reach, full & reach
 
 
 def forward(q, k, v, prob):
@@ -242,8 +266,7 @@ def forward(q, k, v, prob):
     c = _common(q, k, v, prob)
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     descs = _descriptors(q, k, v, prob)
-    _FWD[grid](*(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_P_NUM"], c["KV_P_IDX"], c["KV_F_NUM"],
-               c["KV_F_IDX"],
+    _FWD[grid](*(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
                Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
                c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),

@@ -19,10 +19,11 @@ Masked pairs have P = dS = 0 by ``where`` (not by 0 · x), and rows/keys that no
 reads are zeroed before a product, so planted NaN/inf cannot leak.
 
 Block-sparse masks (HAS_TILES): each program walks the present tiles of its row/column of the
-tile grid as ONE flat loop over (tile, sub-block) pairs, ``it`` in [0, n_tiles · SUBS), with no
-data-dependent branch inside, so Triton can software-pipeline it (num_stages). A sub-block that
-lies outside the causal/window range is visited anyway: its pairs are all masked, so it adds
-exact zeros (wasted work, never a wrong value).
+tile grid in two flat loops over (tile, sub-block) pairs — the partial tiles (predicate on) and
+then the full ones (no predicate; see ``attention_triton._tile_classes``) — with no data-dependent
+branch inside, so Triton can software-pipeline them (num_stages). Tiles that the window excludes
+entirely are not listed. A sub-block of a partial tile may still lie outside the window: its
+pairs are all masked, so it adds exact zeros (wasted work, never a wrong value).
 """
 from __future__ import annotations
 
@@ -210,14 +211,22 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
         if HAS_TILES:
             SUBS: tl.constexpr = TILE_Q // BLOCK_M
             t_off = (bb * Hq + h) * TK + n0 // TILE_K
-            n_tiles = tl.load(Q_NUM + t_off)
-            for it in range(0, n_tiles * SUBS):  # one flat loop, no branch: pipelinable
-                qt = tl.load(Q_IDX + t_off * TQ + it // SUBS)
-                start_m = qt * TILE_Q + (it % SUBS) * BLOCK_M
+            n_part = tl.load(Q_NUM + 2 * t_off)
+            n_full = tl.load(Q_NUM + 2 * t_off + 1)
+            idx = Q_IDX + t_off * TQ
+            for it in range(0, n_part * SUBS):  # partial tiles: one flat loop, no branch (pipelinable)
+                start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
+            idx += n_part
+            for it in range(0, n_full * SUBS):  # full tiles: no predicate
+                start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
+                dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
+                                    sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
+                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
+                                    BLOCK_M, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
         else:
             for start_m in range(a, c1, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
@@ -353,14 +362,21 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, HAS_MASK)
     if HAS_TILES:
         t_off = (bb * Hq + h) * TQ + m0 // TILE_Q
-        n_tiles = tl.load(KV_NUM + t_off)
+        n_part = tl.load(KV_NUM + 2 * t_off)
+        n_full = tl.load(KV_NUM + 2 * t_off + 1)
+        idx = KV_IDX + t_off * TK
         SUBS: tl.constexpr = TILE_K // BLOCK_N
-        for it in range(0, n_tiles * SUBS):  # one flat loop, no branch: pipelinable
-            kt = tl.load(KV_IDX + t_off * TK + it // SUBS)
-            start_n = kt * TILE_K + (it % SUBS) * BLOCK_N
+        for it in range(0, n_part * SUBS):  # partial tiles: one flat loop, no branch (pipelinable)
+            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                           offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                           qk_scale, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
+        idx += n_part
+        for it in range(0, n_full * SUBS):  # full tiles: no predicate
+            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
+            dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
+                          offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
+                          qk_scale, BLOCK_N, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,

@@ -139,7 +139,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
 
 
 @triton.jit
-def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_P_NUM, KV_P_IDX, KV_F_NUM, KV_F_IDX,
+def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, son, sod,
              smb, smh, smi, smj, Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, left, right, Q_BUCKET,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
@@ -197,21 +197,23 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_P_NUM, KV_P_IDX, KV_F_NUM, KV
         c2 = tl.minimum(c2, hi)
     if HAS_TILES:
         # Block-sparse: the host lists, per query tile, the present key tiles that need the predicate
-        # (partial: a window edge, the ragged end, a dense mask) and those that do not (full). Each list
-        # is walked as ONE flat loop over kernel-sized sub-blocks, with no data-dependent branch, so the
-        # loads are software-pipelined like the dense loop's (a nested loop with an `if` was not).
+        # (partial: a window edge, the ragged end, a dense mask), then those that do not (full). Each
+        # part is walked as ONE flat loop over kernel-sized sub-blocks with no data-dependent branch,
+        # so the loads are software-pipelined like the dense loop's (a nested loop with an `if` is not).
         SUBS: tl.constexpr = TILE_K // BLOCK_N
         t_off = (bb * Hq + h) * TQ + m0 // TILE_Q
-        n_part = tl.load(KV_P_NUM + t_off)
+        n_part = tl.load(KV_NUM + 2 * t_off)
+        n_full = tl.load(KV_NUM + 2 * t_off + 1)
+        idx = KV_IDX + t_off * TK
         for it in range(0, n_part * SUBS):
-            start_n = tl.load(KV_P_IDX + t_off * TK + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
+            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
                                       offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                       smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT,
                                       HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
-        n_full = tl.load(KV_F_NUM + t_off)
+        idx += n_part
         for it in range(0, n_full * SUBS):
-            start_n = tl.load(KV_F_IDX + t_off * TK + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
+            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
                                       offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                       smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, ALL_MASKED, HAS_LEFT,
