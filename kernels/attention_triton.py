@@ -61,6 +61,14 @@ def _configs(shapes, pre_hook=None):
 #: the forward loads Q/K/V through TMA tensor descriptors where the layout allows (see ``_descriptors``);
 #: tests turn it off to cover the pointer path on the same inputs
 USE_DESCRIPTORS = True
+#: Forward variants of the interior (unmasked) loop, switches so that one benchmark run can A/B them
+#: (``scripts/gpu_probe.py``) and the tests cover both sides:
+#: FWD_FMA — the scale folded into one FMA per score (fp16/bf16, scale > 0; see ``_fwd_step``);
+#: FWD_LAZY — rescale acc and l only when some row's max grew by more than 2^8 (needs FWD_FMA).
+#: (Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile this
+#: loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
+FWD_FMA = True
+FWD_LAZY = False
 
 
 def _descriptors(q, k, v, prob):
@@ -129,7 +137,7 @@ _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK",
 _FWD = triton.autotune(
     _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4),
               (64, 32, 4, 2), (32, 32, 4, 2)], pre_hook=_set_blocks),
-    key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC"],
+    key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY"],
     prune_configs_by={"early_config_prune": _prune})(attn_fwd)
 _DKDV = triton.autotune(
     _configs([(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2), (16, 32, 4, 2)]),
@@ -266,6 +274,7 @@ def forward(q, k, v, prob):
     c = _common(q, k, v, prob)
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     descs = _descriptors(q, k, v, prob)
+    fma = FWD_FMA and prob.scale > 0 and c["DOT_PREC"] != "ieee"
     _FWD[grid](*(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
                Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
@@ -274,7 +283,8 @@ def forward(q, k, v, prob):
                HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
                TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
                NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
-               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None)
+               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
+               FMA=fma, LAZY=fma and FWD_LAZY)
     return out, lse
 
 

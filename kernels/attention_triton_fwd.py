@@ -101,7 +101,8 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
               q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr,
-              NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr):
+              NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr,
+              FMA: tl.constexpr, LAZY: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     if USE_DESC:  # k_base, v_base: (B, Hkv, Nk, D) tensor descriptors; TMA fills rows >= Nk, columns >= D with 0
         k = k_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_d.shape[0]])
@@ -112,28 +113,53 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
                     mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
         v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
                     mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
-    s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # (BM, BN), exp2 domain
-    if MASKED:
-        ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
-                          HAS_LEFT, HAS_RIGHT, HAS_MASK)
-        s = tl.where(ok, s, float("-inf"))
-        live = tl.max(ok.to(tl.int32), axis=0) > 0  # keys some row reads; others are zeroed
-        v = tl.where(live[:, None], v, 0.0)
-    if NO_MAX:
-        m_new = tl.zeros_like(m_i)
+    if FMA and not MASKED:
+        # interior step, qk_scale > 0 (host): rowmax(qk) · c = rowmax(qk · c) exactly (rounding is
+        # monotone), so the scale folds into one FMA per score, qk · c − m, instead of a multiply
+        # and a subtract
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)  # (BM, BN), unscaled
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        if LAZY:
+            # keep the old reference unless some row's max grew by more than 8 (log2 units): the state
+            # is exact for any common reference (out = acc / l), and p <= 2^8 is far from overflow
+            if tl.max(m_new - m_i, 0) > 8.0:
+                alpha = tl.math.exp2(m_i - tl.where(m_new == float("-inf"), 0.0, m_new))
+                acc = acc * alpha[:, None]
+                l_i = l_i * alpha
+                m_i = m_new
+            m_new = m_i
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
+            l_i = l_i + tl.sum(p, 1)
+        else:
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # ⊥ guard
+            p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
+            alpha = tl.math.exp2(m_i - m_ref)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
     else:
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-    if UNGUARDED:
-        m_ref = m_new
-    else:
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # ⊥ guard: no (−inf) − (−inf)
-    p = tl.math.exp2(s - m_ref[:, None])
-    if NO_ALPHA:
-        alpha = tl.full(m_i.shape, 1.0, tl.float32)
-    else:
-        alpha = tl.math.exp2(m_i - m_ref)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # (BM, BN), exp2 domain
+        if MASKED:
+            ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
+                              HAS_LEFT, HAS_RIGHT, HAS_MASK)
+            s = tl.where(ok, s, float("-inf"))
+            live = tl.max(ok.to(tl.int32), axis=0) > 0  # keys some row reads; others are zeroed
+            v = tl.where(live[:, None], v, 0.0)
+        if NO_MAX:
+            m_new = tl.zeros_like(m_i)
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+        if UNGUARDED:
+            m_ref = m_new
+        else:
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # ⊥ guard: no (−inf) − (−inf)
+        p = tl.math.exp2(s - m_ref[:, None])
+        if NO_ALPHA:
+            alpha = tl.full(m_i.shape, 1.0, tl.float32)
+        else:
+            alpha = tl.math.exp2(m_i - m_ref)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
     acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
     return acc, l_i, m_new
 
@@ -146,7 +172,8 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
              DOT_PREC: tl.constexpr, NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr,
-             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr,
+             FMA: tl.constexpr, LAZY: tl.constexpr):
     """Grid (cdiv(max Nq, BLOCK_M), B·Hq). q (B, Hq, Nq, D) -> O (B, Hq, Nq, DV), LSE (B, Hq, Nq) fp32.
     USE_DESC (not varlen; the host checked TMA's alignment rules): Q, K, V are 4-D tensor descriptors
     with blocks [1, 1, BLOCK_M|BLOCK_N, BLOCK_D|BLOCK_DV] (set by the autotuner's pre-hook), loaded by
@@ -210,30 +237,30 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
                                       offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                       smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT,
-                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
+                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
         idx += n_part
         for it in range(0, n_full * SUBS):
             start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
                                       offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                       smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, ALL_MASKED, HAS_LEFT,
-                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
+                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
     else:
         for start_n in range(a, c1, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
         for start_n in range(c1, c2, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
         for start_n in range(c2, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
