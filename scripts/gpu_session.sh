@@ -4,6 +4,7 @@
 #   bash scripts/gpu_session.sh kernel   # only the attention steps;  ... sampler  # only the sampler steps
 #   bash scripts/gpu_session.sh bench    # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention), sampler bench
 #   bash scripts/gpu_session.sh all      # check, then bench
+#   bash scripts/gpu_session.sh probe    # kernels/probe.py: A/B timings of kernel variants, block-sparse breakdown
 # The correctness steps run as parallel processes (JOBS of them at a time, default: the CPU count):
 # almost all of their time is Triton/torch.compile compiling a new kernel variant on the CPU, so one
 # process per case group / dtype / fuzz seed turns a run that took ~10 min serially into ~4 min.
@@ -81,6 +82,10 @@ attn_bench() {  # autotuned timings; BENCH_SHAPES (d:N:causal,...) and BENCH_PRO
   step bench "${BENCH_SECONDS:-420}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof bench --out "$RES/bench" \
       --sparse 0.1 ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} ${BENCH_PROVIDERS:+--providers "$BENCH_PROVIDERS"}
 }
+probe() {  # A/B timings (kernels/probe.py); PROBE_PARTS narrows it (fwd,sparse,bwd)
+  step probe "${PROBE_SECONDS:-540}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof.kernels.probe --out "$RES/probe" \
+      ${PROBE_PARTS:+--parts "$PROBE_PARTS"}
+}
 verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; cat "$OUT/verdict.txt"; pack; }
 case "${1:-check}" in
 check)   kernel_steps; sampler_tests; wait; verdict; sampler_bench ;;
@@ -88,5 +93,6 @@ kernel)  kernel_steps; wait; verdict ;;
 sampler) sampler_tests; wait; verdict; sampler_bench ;;
 bench)   attn_bench; sampler_bench ;;
 all)     kernel_steps; sampler_tests; wait; verdict; sampler_bench; attn_bench ;;
-*) echo "usage: $0 check|kernel|sampler|bench|all" >&2; exit 2 ;;
+probe)   probe ;;
+*) echo "usage: $0 check|kernel|sampler|bench|all|probe" >&2; exit 2 ;;
 esac

@@ -1,0 +1,209 @@
+"""A/B timings behind issue 7, one CUDA run: ``python -m flashproof.kernels.probe --out DIR``.
+
+1. Forward variants of the interior loop (``attention_triton.FWD_FMA`` / ``FWD_LAZY``), each
+   autotuned, against SDPA's cuDNN backend in the same process, with each variant's max error
+   against SDPA's math backend in float32 (a fast variant that is wrong is reported as wrong).
+2. Block-sparse (10 % of 128×128 tiles) broken down: forward alone and forward + backward, dense
+   and sparse, wall time (``do_bench``) next to the GPU time of the kernels (``torch.profiler``),
+   so host overhead and kernel time are told apart; the plan build alone.
+3. Backward variants (``attention_triton.BWD_DESCRIPTORS`` when present).
+
+Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import torch
+
+
+def _qkv(d, n, tokens=16384, width=2048, seed=0):
+    B, H = max(tokens // n, 1), width // d
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3)], B, H
+
+
+def _err_vs_math(out, q, k, v, causal):
+    qs, ks, vs = (t[:1, :2].float() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+    return (out[:1, :2].float() - ref).abs().max().item()
+
+
+def _cudnn(q, k, v, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def forward_variants(shapes, rows):
+    from triton.testing import do_bench
+
+    from . import attention_triton as at
+    from .attention import attention
+    variants = [("mul+sub", dict(FWD_FMA=False, FWD_LAZY=False)), ("fma", dict(FWD_FMA=True, FWD_LAZY=False)),
+                ("fma+lazy", dict(FWD_FMA=True, FWD_LAZY=True))]
+    saved = {n: getattr(at, n) for n in ("FWD_FMA", "FWD_LAZY")}
+    for d, n, causal in shapes:
+        (q, k, v), B, H = _qkv(d, n)
+        flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
+        rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9, err=None))
+        for name, flags in variants:
+            for f, val in flags.items():
+                setattr(at, f, val)
+            try:
+                with torch.no_grad():
+                    err = _err_vs_math(attention(q, k, v, causal=causal, backend="triton"), q, k, v, causal)
+                    ms = do_bench(lambda: attention(q, k, v, causal=causal, backend="triton"), warmup=25, rep=100,
+                                  return_mode="median")
+                rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant=name, tflops=flops / ms * 1e-9, err=err,
+                                 config=str(_best(at._FWD))))
+            except Exception as e:  # noqa: BLE001 - a variant that fails is reported
+                rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant=name, tflops=float("nan"), err=None,
+                                 note=f"{type(e).__name__}: {str(e)[:160]}"))
+            print(rows[-1], flush=True)
+    for f, val in saved.items():
+        setattr(at, f, val)
+
+
+def _best(autotuner):
+    cfg = getattr(autotuner, "best_config", None)
+    return None if cfg is None else (cfg.kwargs.get("BLOCK_M"), cfg.kwargs.get("BLOCK_N"), cfg.num_warps, cfg.num_stages)
+
+
+def _gpu_ms(fn, reps=5):
+    """Mean GPU time of the kernels ``fn`` launches, per call, by kernel name (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    by = {}
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None)
+        if t is None:
+            t = getattr(e, "cuda_time_total", 0)
+        if t:
+            by[e.key] = t / 1000 / reps
+    return by
+
+
+def sparse_breakdown(rows, frac=0.1):
+    from triton.testing import do_bench
+
+    from . import attention_triton as at
+    from .attention import BlockSparseMask, _validate, attention
+    for d, n, causal in [(128, 8192, False), (128, 8192, True)]:
+        (q, k, v), B, H = _qkv(d, n, seed=3)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        g = torch.Generator(device="cuda").manual_seed(3)
+        t = torch.rand(1, H, n // 128, n // 128, device="cuda", generator=g) < frac
+        bm = BlockSparseMask(t, 128, 128)
+        do = torch.randn_like(q)
+        for label, mask in (("dense", None), ("sparse", bm)):
+            def fwd():
+                with torch.no_grad():
+                    attention(q, k, v, causal=causal, mask=mask, backend="triton")
+
+            def step():
+                attention(q, k, v, causal=causal, mask=mask, backend="triton").backward(do)
+            fwd_ms = do_bench(fwd, warmup=10, rep=50, return_mode="median")
+            step_ms = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
+            kern = _gpu_ms(step)
+            rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant=label, fwd_ms=fwd_ms, step_ms=step_ms,
+                             gpu_ms=sum(kern.values()), kernels={k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]},
+                             present=t.float().mean().item() if mask is not None else 1.0))
+            print(rows[-1], flush=True)
+
+        def plan():
+            prob = _validate(q, k, v, causal=causal, window=None, mask=bm, scale=None, cu_seqlens_q=None,
+                             cu_seqlens_k=None, backend="triton", deterministic=False, bugs=(), return_lse=False)
+            at._tile_plan(prob, B, H, n, n)
+        rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
+                         step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
+        print(rows[-1], flush=True)
+
+
+def backward_variants(shapes, rows):
+    from triton.testing import do_bench
+
+    from . import attention_triton as at
+    from .attention import attention
+    if not hasattr(at, "BWD_DESCRIPTORS"):
+        return
+    saved = at.BWD_DESCRIPTORS
+    for d, n, causal in shapes:
+        (q, k, v), B, H = _qkv(d, n, seed=5)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        do = torch.randn_like(q)
+        flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        for on in (False, True):
+            at.BWD_DESCRIPTORS = on
+            try:
+                out = attention(q, k, v, causal=causal, backend="triton")
+                ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
+                              grad_to_none=[q, k, v], return_mode="median")
+                out.backward(do, retain_graph=True)
+                g = [t.grad.clone() for t in (q, k, v)]
+                rows.append(dict(part="bwd", d=d, n=n, causal=causal, variant=f"descriptors={on}",
+                                 tflops=flops / ms * 1e-9, grads=g))
+            except Exception as e:  # noqa: BLE001
+                rows.append(dict(part="bwd", d=d, n=n, causal=causal, variant=f"descriptors={on}",
+                                 tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}"))
+            for x in (q, k, v):
+                x.grad = None
+        a, b = rows[-2].pop("grads", None), rows[-1].pop("grads", None)
+        if a is not None and b is not None:
+            rows[-1]["same_grads_as_pointer_path"] = all(torch.equal(x, y) for x, y in zip(a, b))
+            rows[-1]["max_grad_diff"] = max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
+        print(rows[-2], rows[-1], flush=True)
+    at.BWD_DESCRIPTORS = saved
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m flashproof.kernels.probe", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="out/probe")
+    p.add_argument("--parts", default="fwd,sparse,bwd")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("probe: needs a CUDA GPU")
+        return 2
+    import triton
+    os.makedirs(args.out, exist_ok=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+    print(json.dumps(meta), flush=True)
+    rows = []
+    parts = args.parts.split(",")
+    try:
+        if "sparse" in parts:
+            sparse_breakdown(rows)
+        if "fwd" in parts:
+            forward_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False), (128, 4096, False)], rows)
+        if "bwd" in parts:
+            backward_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False)], rows)
+    finally:
+        with open(os.path.join(args.out, "probe.json"), "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
+    print("\n| part | d | N | causal | variant | TFLOP/s | fwd ms | step ms | GPU ms | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+
+    def num(r, key, fmt):
+        return "" if r.get(key) is None else format(r[key], fmt)
+    for r in rows:
+        note = r.get("note", "") + ("" if r.get("err") is None else f"err {r['err']:.3g} ") + \
+            (f"same grads: {r['same_grads_as_pointer_path']}" if "same_grads_as_pointer_path" in r else "")
+        print(f"| {r['part']} | {r['d']} | {r['n']} | {'yes' if r['causal'] else 'no'} | {r['variant']} | "
+              f"{num(r, 'tflops', '.0f')} | {num(r, 'fwd_ms', '.3f')} | {num(r, 'step_ms', '.3f')} | "
+              f"{num(r, 'gpu_ms', '.3f')} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
