@@ -61,6 +61,8 @@ def _configs(shapes, pre_hook=None):
 #: the forward loads Q/K/V through TMA tensor descriptors where the layout allows (see ``_descriptors``);
 #: tests turn it off to cover the pointer path on the same inputs
 USE_DESCRIPTORS = True
+#: the same for the backward's streamed operands: Q and dO in the dK/dV kernels, K and V in the dQ kernel
+BWD_DESCRIPTORS = True
 #: Forward variants of the interior (unmasked) loop, switches so that one benchmark run can A/B them
 #: (``scripts/gpu_probe.py``) and the tests cover both sides:
 #: FWD_FMA — the scale folded into one FMA per score (fp16/bf16, scale > 0; see ``_fwd_step``);
@@ -71,26 +73,33 @@ FWD_FMA = True
 FWD_LAZY = False
 
 
-def _descriptors(q, k, v, prob):
-    """(Q, K, V) as 4-D TensorDescriptors (blocks set per configuration by ``_set_blocks``) when TMA
-    can load them: not varlen, non-empty, last dim contiguous, base and the other strides 16-byte
-    aligned; else None (the pointer path, which takes any layout)."""
-    if not USE_DESCRIPTORS or TensorDescriptor is None or prob.seqlens is not None:
+def _descriptors(prob, *ts):
+    """The tensors ``ts`` as 4-D TensorDescriptors (blocks set per configuration by ``_set_blocks``)
+    when TMA can load them all: not varlen, non-empty, last dim contiguous, base and the other
+    strides 16-byte aligned, no broadcast (stride-0) dim; else None (the pointer path, which takes
+    any layout)."""
+    if TensorDescriptor is None or prob.seqlens is not None:
         return None
-    for t in (q, k, v):
+    for t in ts:
         if (t.numel() == 0 or t.stride(-1) != 1 or t.data_ptr() % 16
-                or any(st * t.element_size() % 16 for st in t.stride()[:-1])):
+                or any(st * t.element_size() % 16 or (st == 0 and n > 1) for st, n in zip(t.stride()[:-1], t.shape))):
             return None
-    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, 16]) for t in (q, k, v))
+    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, 16]) for t in ts)
+
+
+#: block rows and columns of each descriptor argument: the query-side tensors stream BLOCK_M rows,
+#: the key-side ones BLOCK_N; V and dO are DV wide
+_DESC_BLOCKS = {"Q": ("BLOCK_M", "BLOCK_D"), "DO": ("BLOCK_M", "BLOCK_DV"), "K": ("BLOCK_N", "BLOCK_D"),
+                "V": ("BLOCK_N", "BLOCK_DV")}
 
 
 def _set_blocks(nargs):
     """Autotuner pre-hook: the descriptors' block shapes follow the configuration being run."""
-    if TensorDescriptor is not None and isinstance(nargs["Q"], TensorDescriptor):
-        bm, bn, bd, bdv = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_D"], nargs["BLOCK_DV"]
-        nargs["Q"].block_shape = [1, 1, bm, bd]
-        nargs["K"].block_shape = [1, 1, bn, bd]
-        nargs["V"].block_shape = [1, 1, bn, bdv]
+    if TensorDescriptor is None:
+        return
+    for name, (rows, cols) in _DESC_BLOCKS.items():
+        if isinstance(nargs.get(name), TensorDescriptor):
+            nargs[name].block_shape = [1, 1, nargs[rows], nargs[cols]]
 
 
 def _prune(configs, named_args, **kwargs):
@@ -140,11 +149,13 @@ _FWD = triton.autotune(
     key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY"],
     prune_configs_by={"early_config_prune": _prune})(attn_fwd)
 _DKDV = triton.autotune(
-    _configs([(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2), (16, 32, 4, 2)]),
-    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
+    _configs([(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2), (16, 32, 4, 2)],
+             pre_hook=_set_blocks),
+    key=_KEY + ["GQA_MAP", "USE_DESC"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
 _DQ = triton.autotune(
-    _configs([(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)]),
-    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
+    _configs([(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)],
+             pre_hook=_set_blocks),
+    key=_KEY + ["GQA_MAP", "USE_DESC"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
 # deterministic=False: dK/dV plus atomic dQ. Each (query block, key block) step adds BLOCK_M·D fp32
 # atomics, so atomic traffic per product falls as 1/BLOCK_N (hence the 128-key configurations); the
 # first (the one FLASHPROOF_TRITON_CONFIG=first runs) spilled least in ptxas -v for sm_90 at d = 128
@@ -152,8 +163,9 @@ _DQ = triton.autotune(
 # spills as well). Autotuning runs the kernel once per configuration, so the atomic buffer is zeroed
 # before each run (reset_to_zero; the autotuner zeroes it again before the real launch).
 _DKDV_DQ = triton.autotune(
-    _configs([(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3), (16, 32, 4, 2)]),
-    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"])(attn_bwd_dkdv_dq)
+    _configs([(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3), (16, 32, 4, 2)],
+             pre_hook=_set_blocks),
+    key=_KEY + ["GQA_MAP", "USE_DESC"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"])(attn_bwd_dkdv_dq)
 
 #: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
 #: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
@@ -273,7 +285,7 @@ def forward(q, k, v, prob):
         return out, lse
     c = _common(q, k, v, prob)
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    descs = _descriptors(q, k, v, prob)
+    descs = _descriptors(prob, q, k, v) if USE_DESCRIPTORS else None
     fma = FWD_FMA and prob.scale > 0 and c["DOT_PREC"] != "ieee"
     _FWD[grid](*(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
@@ -314,22 +326,25 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
-    head = (q, k, v, dout, lse, delta, dk, dv)
+    qd = _descriptors(prob, q, dout) if BWD_DESCRIPTORS else None  # streamed by the dK/dV kernels
+    kd = _descriptors(prob, k, v) if BWD_DESCRIPTORS else None  # streamed by the dQ kernel
+    common_kv = dict(common, USE_DESC=qd is not None)
+    head = (qd[0] if qd else q, k, v, qd[1] if qd else dout, lse, delta, dk, dv)
     tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
     if not prob.deterministic and ATOMIC_DQ:
         dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
         _DKDV_DQ[grid_kv](*head, dq_acc, *tail, *strides, *dq_acc.stride(), *c["mask_strides"], *scalars,
-                          _bucket(c["max_k"]), **common)
+                          _bucket(c["max_k"]), **common_kv)
         BACKWARD_LAUNCHES["dkdv_dq"] += 1
         return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
-    _DKDV[grid_kv](*head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common)
+    _DKDV[grid_kv](*head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common_kv)
     BACKWARD_LAUNCHES["dkdv"] += 1
     dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    _DQ[grid_q](q, k, v, dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
-                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
-                *scalars, _bucket(c["max_q"]), **common)
+    _DQ[grid_q](q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
+                c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
+                *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
     BACKWARD_LAUNCHES["dq"] += 1
     return dq, dk, dv
 

@@ -90,8 +90,9 @@ def query_range(n0, q_len, k_len, left, right, BLOCK_M: tl.constexpr, BLOCK_N: t
 @triton.jit
 def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base, sqn, sqd, sdn, sdd, sdqn, sdqd,
                start_m, offs_n, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-               qk_scale, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
-               HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+               qk_scale, sm_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
+               HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+               USE_DESC: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
@@ -112,17 +113,26 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
     SAME_ORDER: tl.constexpr = DOT_PREC == "ieee"
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rows = offs_m < q_len
-    if SAME_ORDER:  # fp32: S = Q Kᵀ exactly as the forward computes it, then transposed
-        q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
-                    mask=rows[:, None] & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
-        sT = tl.trans(tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale)  # (BN, BM)
+    if USE_DESC:  # q_base, do_base: (B, Hq, Nq, D|DV) tensor descriptors; TMA zero-fills rows >= Nq, cols >= D
+        q = q_base.load([desc_b, desc_h, start_m, 0]).reshape([BLOCK_M, offs_d.shape[0]])  # (BM, BD)
+        do = do_base.load([desc_b, desc_h, start_m, 0]).reshape([BLOCK_M, offs_dv.shape[0]])  # (BM, BDV)
         qT = tl.trans(q)
+        if SAME_ORDER:
+            sT = tl.trans(tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale)  # (BN, BM)
+        else:
+            sT = tl.dot(k, qT, input_precision=DOT_PREC) * qk_scale  # (BN, BM)
     else:
-        qT = tl.load(q_base + offs_m[None, :].to(tl.int64) * sqn + offs_d[:, None] * sqd,
-                     mask=rows[None, :] & (offs_d[:, None] < D), other=0.0)  # (BD, BM)
-        sT = tl.dot(k, qT, input_precision=DOT_PREC) * qk_scale  # (BN, BM)
-    do = tl.load(do_base + offs_m[:, None].to(tl.int64) * sdn + offs_dv[None, :] * sdd,
-                 mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BM, BDV)
+        if SAME_ORDER:  # fp32: S = Q Kᵀ exactly as the forward computes it, then transposed
+            q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqn + offs_d[None, :] * sqd,
+                        mask=rows[:, None] & (offs_d[None, :] < D), other=0.0)  # (BM, BD)
+            sT = tl.trans(tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale)  # (BN, BM)
+            qT = tl.trans(q)
+        else:
+            qT = tl.load(q_base + offs_m[None, :].to(tl.int64) * sqn + offs_d[:, None] * sqd,
+                         mask=rows[None, :] & (offs_d[:, None] < D), other=0.0)  # (BD, BM)
+            sT = tl.dot(k, qT, input_precision=DOT_PREC) * qk_scale  # (BN, BM)
+        do = tl.load(do_base + offs_m[:, None].to(tl.int64) * sdn + offs_dv[None, :] * sdd,
+                     mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BM, BDV)
     lse = tl.load(lse_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(delta_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)  # natural -> exp2 domain
@@ -156,9 +166,10 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_DESC: tl.constexpr):
     """The body of ``attn_bwd_dkdv`` (ATOMIC_DQ False: DQ_ACC and its strides are unused) and of
-    ``attn_bwd_dkdv_dq``."""
+    ``attn_bwd_dkdv_dq``. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M,
+    BLOCK_D|BLOCK_DV]) streamed by TMA; the host checked TMA's layout rules (not varlen)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
@@ -171,6 +182,7 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
     if n0 >= k_len:
         return
     bb = bb.to(tl.int64)
+    desc_b = bb.to(tl.int32)  # descriptor coordinates are int32
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -203,8 +215,13 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
             h = (hk + g * Hkv).to(tl.int64)
         else:
             h = (hk * GROUPS + g).to(tl.int64)
-        q_base = Q + bb * sqb + h * sqh + q_start.to(tl.int64) * sqn
-        do_base = DO + bb * sdb + h * sdh + q_start.to(tl.int64) * sdn
+        if USE_DESC:
+            q_base = Q
+            do_base = DO
+        else:
+            q_base = Q + bb * sqb + h * sqh + q_start.to(tl.int64) * sqn
+            do_base = DO + bb * sdb + h * sdh + q_start.to(tl.int64) * sdn
+        desc_h = h.to(tl.int32)
         dq_base = DQ_ACC + bb * sdqb + h * sdqh + q_start.to(tl.int64) * sdqn
         row_base = (bb * Hq + h) * Nq + q_start
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
@@ -219,30 +236,35 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
+                                    USE_DESC)
             idx += n_part
             for it in range(0, n_full * SUBS):  # full tiles: no predicate
                 start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    BLOCK_M, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
+                                    desc_b, desc_h, BLOCK_M, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
+                                    USE_DESC)
         else:
             for start_m in range(a, c1, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
+                                    USE_DESC)
             for start_m in range(c1, c2, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
+                                    desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
+                                    USE_DESC)
             for start_m in range(c2, hi, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ)
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
+                                    USE_DESC)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
              dk.to(DK.dtype.element_ty), mask=in_k[:, None] & (offs_d[None, :] < D))
@@ -258,7 +280,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr):
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
     """deterministic=True. Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV)
     in the input dtype."""
     _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DK, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
@@ -266,7 +288,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, 0, 0, 0, 0, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
                   BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, False)
+                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, False, USE_DESC)
 
 
 @triton.jit
@@ -277,7 +299,7 @@ def attn_bwd_dkdv_dq(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, 
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                      IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                      HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr):
+                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
     """deterministic=False. As ``attn_bwd_dkdv``, and also DQ_ACC (B, Hq, Nq, D) fp32, zeroed by
     the caller, += sm_scale · dS K by atomic adds (the host casts it to the input dtype)."""
     _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
@@ -285,20 +307,24 @@ def attn_bwd_dkdv_dq(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, 
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
                   BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, True)
+                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, True, USE_DESC)
 
 
 @triton.jit
 def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
-             q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale,
+             q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr):
+             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    in_k = offs_n < k_len
-    k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
-                mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
-    v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
-                mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
+    if USE_DESC:  # k_base, v_base: (B, Hkv, Nk, D|DV) tensor descriptors; TMA zero-fills rows >= Nk, cols >= D
+        k = k_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_d.shape[0]])
+        v = v_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_dv.shape[0]])
+    else:
+        in_k = offs_n < k_len
+        k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
+                    mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
+        v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
+                    mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
     p = tl.math.exp2(s - lse2[:, None])
     if MASKED:
@@ -323,8 +349,10 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                 IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr):
-    """deterministic=True. Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype."""
+                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+    """deterministic=True. Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype.
+    USE_DESC: K and V are 4-D tensor descriptors (blocks [1, 1, BLOCK_N, BLOCK_D|BLOCK_DV]) streamed
+    by TMA; the host checked TMA's layout rules (not varlen)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
@@ -354,8 +382,14 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     lse = tl.load(LSE + row_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(DELTA + row_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
-    k_base = K + bb * skb + hk.to(tl.int64) * skh + k_start.to(tl.int64) * skn
-    v_base = V + bb * svb + hk.to(tl.int64) * svh + k_start.to(tl.int64) * svn
+    if USE_DESC:
+        k_base = K
+        v_base = V
+    else:
+        k_base = K + bb * skb + hk.to(tl.int64) * skh + k_start.to(tl.int64) * skn
+        v_base = V + bb * svb + hk.to(tl.int64) * svh + k_start.to(tl.int64) * svn
+    desc_b = bb.to(tl.int32)  # descriptor coordinates are int32
+    desc_h = hk.to(tl.int32)
     mask_base = MASK + bb * smb + h.to(tl.int64) * smh + k_start.to(tl.int64) * smj
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     diag = k_len - q_len
@@ -370,26 +404,26 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
             start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                           offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-                          qk_scale, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
+                          qk_scale, desc_b, desc_h, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
         idx += n_part
         for it in range(0, n_full * SUBS):  # full tiles: no predicate
             start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                           offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-                          qk_scale, BLOCK_N, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
+                          qk_scale, desc_b, desc_h, BLOCK_N, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
-                          q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
+                          q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
         for start_n in range(c1, c2, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
-                          q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, BLOCK_N,
-                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
+                          q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
+                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
         for start_n in range(c2, hi, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
-                          q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC)
+                          q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
     dq = dq * sm_scale
     tl.store(DQ + bb * sdqb + h.to(tl.int64) * sdqh + q_off * sdqn + offs_d[None, :] * sdqd,
              dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))
