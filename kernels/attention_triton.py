@@ -15,6 +15,7 @@ import triton
 
 from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
+from .attention_triton_plan import tile_plan
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -220,60 +221,34 @@ def _common(q, k, v, prob):
 
 
 def _tile_plan(prob, B, Hq, Nq, Nk):
-    """The walk lists of a block-sparse call, built on the device once per call (forward and
-    backward share them, through ``prob``):
+    """The walk lists of a block-sparse call (``attention_triton_plan``), built on the device once
+    per call — forward and backward share them through ``prob.plans``:
 
     * KV_NUM (B, Hq, TQ, 2) int32: per query tile, how many present key tiles need the predicate
       (partial) and how many do not (full); KV_IDX (B, Hq, TQ, TK) int32: their column indices,
-      the partial ones first, then the full ones, each ascending, then padding.
+      the partial ones first, then the full ones, each ascending (entries past those: unspecified).
     * Q_NUM (B, Hq, TK, 2), Q_IDX (B, Hq, TK, TQ): the same per key tile (the dK/dV kernel's walk).
 
-    A tile counts as present only if the window lets at least one of its pairs through
-    (``_tile_classes``): a causal mask's tiles above the diagonal are never visited. Cached in
-    ``prob.plans`` under the shape it was built for."""
+    Tiles that the window excludes entirely are not listed (a causal mask's tiles above the
+    diagonal are never visited)."""
     key = ("tiles", B, Hq, Nq, Nk)
     if key in prob.plans:
         return prob.plans[key]
     t = prob.tiles.tiles
     TQ, TK = t.shape[2], t.shape[3]
-    reach, full = _tile_classes(prob, TQ, TK, Nq, Nk)
-    present = t.expand(B, Hq, TQ, TK) & reach
-    # 0 = partial, 1 = full, 2 = absent: one stable sort puts the partial tiles, then the full ones
-    cls = torch.where(present, (full & present).to(torch.int8), torch.full((), 2, dtype=torch.int8, device=t.device))
+    u = t.expand(B, Hq, TQ, TK).view(torch.uint8)  # broadcast dims keep stride 0
+    left, right = prob.window
     plan = {}
-    for name, c in (("KV", cls), ("Q", cls.transpose(-1, -2))):
-        plan[f"{name}_IDX"] = torch.argsort(c, dim=-1, stable=True).to(torch.int32).contiguous()
-        plan[f"{name}_NUM"] = torch.stack(((c == 0).sum(-1), (c == 1).sum(-1)), -1).to(torch.int32).contiguous()
+    for name, R, C, transposed in (("KV", TQ, TK, False), ("Q", TK, TQ, True)):
+        num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
+        idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
+        tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q, prob.tiles.block_k,
+                               left or 0, right or 0, HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
+                               HAS_DENSE=prob.tiles.dense is not None, TRANSPOSED=transposed,
+                               BLOCK=min(triton.next_power_of_2(C), 1024))
+        plan[f"{name}_NUM"], plan[f"{name}_IDX"] = num, idx
     prob.plans[key] = plan
     return plan
-
-
-def _tile_classes(prob, TQ, TK, Nq, Nk):
-    """(reach, full), bool (TQ, TK). reach: the window lets some pair of the tile through. full:
-    it lets every pair through, every query row is < Nq and every key < Nk, so a kernel may run
-    the tile without a predicate (with a dense mask nothing is full). Query tile rows [r0, r1]
-    read, under the window, keys [r0 + diag − left, r1 + diag + right] between them (a union of
-    unit-shifted intervals, so contiguous) and keys [r1 + diag − left, r0 + diag + right] in
-    common (diag = Nk − Nq)."""
-    dev = prob.tiles.tiles.device
-    bq, bk = prob.tiles.block_q, prob.tiles.block_k
-    r0 = torch.arange(TQ, device=dev)[:, None] * bq
-    r1 = torch.clamp(r0 + bq, max=Nq) - 1
-    k0 = torch.arange(TK, device=dev)[None, :] * bk
-    k1 = k0 + bk - 1
-    reach = (r0 < Nq) & (k0 < Nk)
-    full = (r0 + bq <= Nq) & (k1 <= Nk - 1)
-    left, right = prob.window
-    diag = Nk - Nq
-    if left is not None:
-        reach = reach & (torch.clamp(k1, max=Nk - 1) >= r0 + diag - left)
-        full = full & (k0 >= r1 + diag - left)
-    if right is not None:
-        reach = reach & (k0 <= r1 + diag + right)
-        full = full & (k1 <= r0 + diag + right)
-    if prob.tiles.dense is not None:
-        full = torch.zeros_like(full)
-    return reach, full & reach
 
 
 def forward(q, k, v, prob):

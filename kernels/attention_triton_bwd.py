@@ -20,7 +20,7 @@ reads are zeroed before a product, so planted NaN/inf cannot leak.
 
 Block-sparse masks (HAS_TILES): each program walks the present tiles of its row/column of the
 tile grid in two flat loops over (tile, sub-block) pairs — the partial tiles (predicate on) and
-then the full ones (no predicate; see ``attention_triton._tile_classes``) — with no data-dependent
+then the full ones (no predicate; see ``attention_triton_plan``) — with no data-dependent
 branch inside, so Triton can software-pipeline them (num_stages). Tiles that the window excludes
 entirely are not listed. A sub-block of a partial tile may still lie outside the window: its
 pairs are all masked, so it adds exact zeros (wasted work, never a wrong value).

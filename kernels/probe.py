@@ -112,6 +112,7 @@ def sparse_breakdown(rows, frac=0.1):
                     attention(q, k, v, causal=causal, mask=mask, backend="triton")
 
             def step():
+                q.grad = k.grad = v.grad = None  # no gradient-accumulation kernel in the profile
                 attention(q, k, v, causal=causal, mask=mask, backend="triton").backward(do)
             fwd_ms = do_bench(fwd, warmup=10, rep=50, return_mode="median")
             step_ms = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
