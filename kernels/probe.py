@@ -6,7 +6,9 @@
 2. Block-sparse (10 % of 128×128 tiles) broken down: forward alone and forward + backward, dense
    and sparse, wall time (``do_bench``) next to the GPU time of the kernels (``torch.profiler``),
    so host overhead and kernel time are told apart; the plan build alone.
-3. Backward variants (``attention_triton.BWD_DESCRIPTORS`` when present).
+3. Backward variants: tensor-descriptor loads (``attention_triton.BWD_DESCRIPTORS``) on and off;
+   ``deterministic=False`` through the two-kernel path, the atomic-dQ kernel with scalar atomics,
+   and with TMA reduce-adds (``ATOMIC_DQ``, ``ATOMIC_TMA``), gradients compared.
 
 Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
 """
@@ -117,8 +119,14 @@ def sparse_breakdown(rows, frac=0.1):
             fwd_ms = do_bench(fwd, warmup=10, rep=50, return_mode="median")
             step_ms = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
             kern = _gpu_ms(step)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(20):
+                step()
+            host_ms = (time.perf_counter() - t0) / 20 * 1e3  # time to enqueue (the GPU may still be busy)
+            torch.cuda.synchronize()
             rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant=label, fwd_ms=fwd_ms, step_ms=step_ms,
-                             gpu_ms=sum(kern.values()), kernels={k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]},
+                             gpu_ms=sum(kern.values()), host_ms=host_ms, kernels={k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]},
                              present=t.float().mean().item() if mask is not None else 1.0))
             print(rows[-1], flush=True)
 
@@ -129,6 +137,46 @@ def sparse_breakdown(rows, frac=0.1):
         rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
                          step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
         print(rows[-1], flush=True)
+
+
+def atomic_variants(shapes, rows):
+    """deterministic=False through the two-kernel path (7 products), the atomic-dQ kernel with one
+    scalar atomic per element, and with one TMA reduce-add per tile (5 products)."""
+    from triton.testing import do_bench
+
+    from . import attention_triton as at
+    from .attention import attention
+    saved = at.ATOMIC_DQ, at.ATOMIC_TMA
+    variants = [("two-kernel", (False, False)), ("atomic-scalar", (True, False)), ("atomic-tma", (True, True))]
+    for d, n, causal in shapes:
+        (q, k, v), B, H = _qkv(d, n, seed=5)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        do = torch.randn_like(q)
+        flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        ref = None
+        for name, (atomic, tma) in variants:
+            at.ATOMIC_DQ, at.ATOMIC_TMA = atomic, tma
+            row = dict(part="bwd", d=d, n=n, causal=causal, variant=name)
+            try:
+                out = attention(q, k, v, causal=causal, backend="triton", deterministic=False)
+                ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
+                              grad_to_none=[q, k, v], return_mode="median")
+                out.backward(do, retain_graph=True)
+                g = [t.grad.float() for t in (q, k, v)]
+                for t in (q, k, v):
+                    t.grad = None
+                row.update(tflops=flops / ms * 1e-9, config=str(_best(at._DKDV_DQ)) if atomic else None)
+                if ref is None:
+                    ref = g
+                else:  # relative to the two-kernel gradients
+                    row["max_grad_diff"] = max(((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item()
+                                               for a, b in zip(g, ref))
+                    row["note"] = f"rel diff vs two-kernel {row['max_grad_diff']:.2g} "
+            except Exception as e:  # noqa: BLE001
+                row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
+            rows.append(row)
+            print(row, flush=True)
+    at.ATOMIC_DQ, at.ATOMIC_TMA = saved
 
 
 def backward_variants(shapes, rows):
@@ -170,7 +218,7 @@ def backward_variants(shapes, rows):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m flashproof.kernels.probe", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/probe")
-    p.add_argument("--parts", default="fwd,sparse,bwd")
+    p.add_argument("--parts", default="fwd,sparse,bwd,atomic")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("probe: needs a CUDA GPU")
@@ -187,13 +235,15 @@ def main(argv=None) -> int:
             sparse_breakdown(rows)
         if "fwd" in parts:
             forward_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False), (128, 4096, False)], rows)
+        if "atomic" in parts:
+            atomic_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False)], rows)
         if "bwd" in parts:
             backward_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False)], rows)
     finally:
         with open(os.path.join(args.out, "probe.json"), "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
-    print("\n| part | d | N | causal | variant | TFLOP/s | fwd ms | step ms | GPU ms | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| part | d | N | causal | variant | TFLOP/s | fwd ms | step ms | GPU ms | host ms | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
 
     def num(r, key, fmt):
         return "" if r.get(key) is None else format(r[key], fmt)
@@ -202,7 +252,7 @@ def main(argv=None) -> int:
             (f"same grads: {r['same_grads_as_pointer_path']}" if "same_grads_as_pointer_path" in r else "")
         print(f"| {r['part']} | {r['d']} | {r['n']} | {'yes' if r['causal'] else 'no'} | {r['variant']} | "
               f"{num(r, 'tflops', '.0f')} | {num(r, 'fwd_ms', '.3f')} | {num(r, 'step_ms', '.3f')} | "
-              f"{num(r, 'gpu_ms', '.3f')} | {note} |")
+              f"{num(r, 'gpu_ms', '.3f')} | {num(r, 'host_ms', '.3f')} | {note} |")
     return 0
 
 
