@@ -206,7 +206,14 @@ ATOMIC_DQ = False
 
 #: With ATOMIC_DQ: add each dQ tile with one TMA reduce-add through a tensor descriptor of the fp32
 #: buffer (where TMA can address it: D·4 bytes a multiple of 16), not one scalar atomic per element.
-ATOMIC_TMA = True
+#: Off: measured slower still (H200, d = 128, N = 8192: 277 TFLOP/s against 305 for scalar atomics
+#: and 401 for the two-kernel backward; the tile is transposed through shared memory first).
+ATOMIC_TMA = False
+#: With ATOMIC_DQ: stream Q and dO of the atomic kernel through descriptors too. Off: that variant
+#: hit an illegal memory access at d = 128, N = 8192 causal on the H200 (probe 3, both atomic forms;
+#: non-causal ran and matched the two-kernel gradients), unexplained so far; the pointer variant is
+#: the one that ran clean (fuzz campaign and bench of 2026-11-30 14:17).
+ATOMIC_DESCRIPTORS = False
 
 #: Kernel launches made by ``backward`` since import, by kernel ("delta", "dkdv", "dq", "dkdv_dq"):
 #: lets a test see which launch structure ``deterministic`` selected.
@@ -221,12 +228,23 @@ def _bucket(n):
     return triton.next_power_of_2(max(n, 1))
 
 
+_DUMMIES: dict = {}
+
+
+def _dummies(dev):
+    """Placeholder int32 / uint8 arguments of the features a call does not use (never read), one
+    pair per device: two allocations and fills less per launch."""
+    if dev not in _DUMMIES:
+        _DUMMIES[dev] = (torch.zeros(1, dtype=torch.int32, device=dev), torch.zeros(1, dtype=torch.uint8, device=dev))
+    return _DUMMIES[dev]
+
+
 def _common(q, k, v, prob):
     """Launch arguments shared by the forward and the two gradient kernels."""
     B, Hq, Nq, D = q.shape
     Hkv, Nk, Dv = k.shape[1], k.shape[2], v.shape[3]
     dev = q.device
-    dummy_i = torch.zeros(1, dtype=torch.int32, device=dev)
+    dummy_i, dummy_u8 = _dummies(dev)
     left, right = prob.window
     c = dict(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
              left=left or 0, right=right or 0, HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
@@ -242,7 +260,7 @@ def _common(q, k, v, prob):
         strides = tuple(0 if u.shape[i] == 1 else u.stride(i) for i in range(2)) + (u.stride(2), u.stride(3))
         c.update(MASK=u, HAS_MASK=True, mask_strides=strides)
     else:
-        c.update(MASK=torch.zeros(1, dtype=torch.uint8, device=dev), HAS_MASK=False, mask_strides=(0, 0, 0, 0))
+        c.update(MASK=dummy_u8, HAS_MASK=False, mask_strides=(0, 0, 0, 0))
     if prob.tiles is not None:
         plan = _tile_plan(prob, B, Hq, Nq, Nk)
         c.update(plan, TQ=plan["KV_IDX"].shape[2], TK=plan["Q_IDX"].shape[2], HAS_TILES=True,
@@ -343,8 +361,10 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     if not prob.deterministic and ATOMIC_DQ:
         dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)  # autotuning re-zeroes it
         dq_d = _descriptors(prob, dq_acc) if ATOMIC_TMA else None
-        _DKDV_DQ[grid_kv](*head, dq_d[0] if dq_d else dq_acc, *tail, *strides, *dq_acc.stride(), *c["mask_strides"],
-                          *scalars, _bucket(c["max_k"]), **common_kv, ATOMIC_MODE=2 if dq_d else 1)
+        head_a = head if ATOMIC_DESCRIPTORS else (q, k, v, dout, lse, delta, dk, dv)
+        _DKDV_DQ[grid_kv](*head_a, dq_d[0] if dq_d else dq_acc, *tail, *strides, *dq_acc.stride(), *c["mask_strides"],
+                          *scalars, _bucket(c["max_k"]), **common, USE_DESC=ATOMIC_DESCRIPTORS and qd is not None,
+                          ATOMIC_MODE=2 if dq_d else 1)
         BACKWARD_LAUNCHES["dkdv_dq"] += 1
         return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
     _DKDV[grid_kv](*head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common_kv)

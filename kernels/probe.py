@@ -77,27 +77,10 @@ def _best(autotuner):
     return None if cfg is None else (cfg.kwargs.get("BLOCK_M"), cfg.kwargs.get("BLOCK_N"), cfg.num_warps, cfg.num_stages)
 
 
-def _gpu_ms(fn, reps=5):
-    """Mean GPU time of the kernels ``fn`` launches, per call, by kernel name (torch.profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    by = {}
-    for e in prof.key_averages():
-        t = getattr(e, "device_time_total", None)
-        if t is None:
-            t = getattr(e, "cuda_time_total", 0)
-        if t:
-            by[e.key] = t / 1000 / reps
-    return by
-
-
 def sparse_breakdown(rows, frac=0.1):
     from triton.testing import do_bench
+
+    from .bench import gpu_ms as _gpu_ms
 
     from . import attention_triton as at
     from .attention import BlockSparseMask, _validate, attention
@@ -139,6 +122,42 @@ def sparse_breakdown(rows, frac=0.1):
         print(rows[-1], flush=True)
 
 
+def host_profile(rows, reps=20):
+    """cProfile of the host side of ``reps`` block-sparse forward + backward calls (d = 128, N = 8192,
+    10 % of tiles; enqueue only, no synchronisation inside): where the per-call host time goes."""
+    import cProfile
+    import io
+    import pstats
+
+    from .attention import BlockSparseMask, attention
+    (q, k, v), B, H = _qkv(128, 8192, seed=3)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < 0.1
+    bm = BlockSparseMask(t, 128, 128)
+    do = torch.randn_like(q)
+
+    def step():
+        q.grad = k.grad = v.grad = None
+        attention(q, k, v, mask=bm, backend="triton").backward(do)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(reps):
+        step()
+    prof.disable()
+    host = (time.perf_counter() - t0) / reps * 1e3
+    torch.cuda.synchronize()
+    out = io.StringIO()
+    st = pstats.Stats(prof, stream=out)
+    st.sort_stats("tottime").print_stats(25)
+    st.sort_stats("cumulative").print_stats(35)
+    print(out.getvalue(), flush=True)
+    rows.append(dict(part="host", d=128, n=8192, causal=False, variant="sparse step (cProfile on)", host_ms=host))
+
+
 def atomic_variants(shapes, rows):
     """deterministic=False through the two-kernel path (7 products), the atomic-dQ kernel with one
     scalar atomic per element, and with one TMA reduce-add per tile (5 products)."""
@@ -177,6 +196,43 @@ def atomic_variants(shapes, rows):
             rows.append(row)
             print(row, flush=True)
     at.ATOMIC_DQ, at.ATOMIC_TMA = saved
+
+
+def atomic_once(desc: bool, tma: bool, d=128, n=8192, causal=True) -> str:
+    """One deterministic=False backward through the atomic kernel with the given switches, checked
+    against the two-kernel gradients (run in a child process: an illegal memory access poisons the
+    CUDA context of the process it happens in)."""
+    from . import attention_triton as at
+    from .attention import attention
+    (q, k, v), B, H = _qkv(d, n, seed=5)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    do = torch.randn_like(q)
+    grads = []
+    for atomic in (False, True):
+        at.ATOMIC_DQ, at.ATOMIC_DESCRIPTORS, at.ATOMIC_TMA = atomic, desc, tma
+        out = attention(q, k, v, causal=causal, backend="triton", deterministic=False)
+        grads.append(torch.autograd.grad(out, (q, k, v), do))
+        torch.cuda.synchronize()
+    diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(*grads))
+    return f"ok: rel grad diff vs two-kernel {diff:.2g}, config {_best(at._DKDV_DQ)}"
+
+
+def atomic_bisect(rows):
+    import subprocess
+    import sys
+    for desc in (False, True):
+        for tma in (False, True):
+            code = (f"from flashproof.kernels.probe import atomic_once; print(atomic_once({desc}, {tma}))")
+            env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
+            try:
+                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
+                tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
+                note = " / ".join(tail)[:300]
+            except subprocess.TimeoutExpired:
+                note = "timeout"
+            rows.append(dict(part="atomic-bisect", d=128, n=8192, causal=True,
+                             variant=f"descriptors={desc} tma={tma}", note=note))
+            print(rows[-1], flush=True)
 
 
 def backward_variants(shapes, rows):
@@ -231,6 +287,10 @@ def main(argv=None) -> int:
     rows = []
     parts = args.parts.split(",")
     try:
+        if "atomic-bisect" in parts:
+            atomic_bisect(rows)
+        if "host" in parts:
+            host_profile(rows)
         if "sparse" in parts:
             sparse_breakdown(rows)
         if "fwd" in parts:

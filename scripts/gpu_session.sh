@@ -5,6 +5,7 @@
 #   bash scripts/gpu_session.sh bench    # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention), sampler bench
 #   bash scripts/gpu_session.sh all      # check, then bench
 #   bash scripts/gpu_session.sh probe    # kernels/probe.py: A/B timings of kernel variants, block-sparse breakdown
+#   bash scripts/gpu_session.sh attn-bench  # the attention bench alone
 # The correctness steps run as parallel processes (JOBS of them at a time, default: the CPU count):
 # almost all of their time is Triton/torch.compile compiling a new kernel variant on the CPU, so one
 # process per case group / dtype / fuzz seed turns a run that took ~10 min serially into ~4 min.
@@ -67,6 +68,9 @@ kernel_steps() {
     par "fuzz_${kern}_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel $kern --dtype $dt --seed $seed \
         --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
+  # the opt-in atomic kernel's variants, each in its own process (an illegal access hit one of them)
+  par atomic_bisect "$BOX" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof.kernels.probe --parts atomic-bisect \
+      --out "$RES/atomic_bisect"
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
       --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"
@@ -94,5 +98,6 @@ sampler) sampler_tests; wait; verdict; sampler_bench ;;
 bench)   attn_bench; sampler_bench ;;
 all)     kernel_steps; sampler_tests; wait; verdict; sampler_bench; attn_bench ;;
 probe)   probe ;;
-*) echo "usage: $0 check|kernel|sampler|bench|all|probe" >&2; exit 2 ;;
+attn-bench) attn_bench ;;
+*) echo "usage: $0 check|kernel|sampler|bench|attn-bench|all|probe" >&2; exit 2 ;;
 esac

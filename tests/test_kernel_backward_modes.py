@@ -34,8 +34,9 @@ from test_kernel_reference import allowed_matrix, dense_reference, grads, rand_q
 
 cpu_only = pytest.mark.skipif(not _INTERP, reason="interpreter (CPU) test; the GPU runs gpu_check")
 
-#: name -> deterministic; "atomic" adds dQ tiles by TMA reduce-adds where a descriptor can address
-#: the buffer (scalar atomics otherwise, e.g. varlen), "atomic_scalar" always by scalar atomics
+#: name -> deterministic; "atomic" streams Q/dO through descriptors and adds dQ tiles by TMA
+#: reduce-adds where descriptors can address them (scalar atomics otherwise, e.g. varlen), both
+#: opt-in switches; "atomic_scalar" is the atomic kernel's default: pointers and scalar atomics
 MODES = {"atomic": False, "atomic_scalar": False, "two_kernel": True}
 #: the kernels ``backward`` must launch in each mode (launch counts per backward call)
 LAUNCHES = {"atomic": {"delta": 1, "dkdv_dq": 1, "dkdv": 0, "dq": 0},
@@ -66,6 +67,7 @@ def mode(request, monkeypatch):
     name = request.param
     monkeypatch.setattr(at, "ATOMIC_DQ", True)  # on here whatever the default; routed by the flag
     monkeypatch.setattr(at, "ATOMIC_TMA", name != "atomic_scalar")
+    monkeypatch.setattr(at, "ATOMIC_DESCRIPTORS", name != "atomic_scalar")  # both input paths covered
     monkeypatch.setattr(test_kernel_cases, "attention", functools.partial(attention, deterministic=MODES[name]))
     before = dict(at.BACKWARD_LAUNCHES)
     yield name
