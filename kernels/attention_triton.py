@@ -46,29 +46,8 @@ def _numpy_2_4_shim():
     interpreter._flashproof_shim = True
 
 
-def _descriptor_reduce_shim():
-    """Triton 3.6's interpreter has no ``create_descriptor_reduce`` (a tensor descriptor's
-    ``atomic_add``, a TMA reduce-add on sm_90): run it as the masked fp32 atomic adds it stands for
-    (interpreter only; the compiled path is checked by tests/test_kernel_compile.py)."""
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    if hasattr(builder, "create_descriptor_reduce"):
-        return
-
-    def create_descriptor_reduce(self, kind, desc, value, indices):
-        if kind != ir.DESCRIPTOR_REDUCE_KIND.ADD:
-            raise NotImplementedError(f"descriptor reduce {kind} in the interpreter")
-        ptrs, mask = desc.materialize_pointers(indices)
-        return self.create_atomic_rmw(ir.ATOMIC_OP.FADD, ptrs, value, mask, ir.MEM_SEMANTIC.RELAXED,
-                                      ir.MEM_SYNC_SCOPE.GPU)
-    builder.create_descriptor_reduce = create_descriptor_reduce
-
-
 if INTERPRET:
     _numpy_2_4_shim()
-    _descriptor_reduce_shim()
 
 
 def _configs(shapes, pre_hook=None):
@@ -112,7 +91,7 @@ def _descriptors(prob, *ts):
 #: block rows and columns of each descriptor argument: the query-side tensors stream BLOCK_M rows,
 #: the key-side ones BLOCK_N; V and dO are DV wide
 _DESC_BLOCKS = {"Q": ("BLOCK_M", "BLOCK_D"), "DO": ("BLOCK_M", "BLOCK_DV"), "K": ("BLOCK_N", "BLOCK_D"),
-                "V": ("BLOCK_N", "BLOCK_DV"), "DQ_ACC": ("BLOCK_M", "BLOCK_D")}
+                "V": ("BLOCK_N", "BLOCK_DV")}
 
 
 def _set_blocks(nargs):
@@ -184,18 +163,10 @@ _DQ = triton.autotune(
 # (824 bytes of spill stores, against 2.1-10 KB for the others; the deterministic dK/dV kernel
 # spills as well). Autotuning runs the kernel once per configuration, so the atomic buffer is zeroed
 # before each run (reset_to_zero; the autotuner zeroes it again before the real launch).
-def _zero_dq_acc(nargs, reset_only=False):
-    """The atomic buffer is zeroed before every autotuning run and the real launch (a tensor, or
-    the tensor under a descriptor; ``reset_to_zero`` would call ``zero_`` on the descriptor)."""
-    acc = nargs["DQ_ACC"]
-    getattr(acc, "base", acc).zero_()
-
-
 _DKDV_DQ = triton.autotune(
     _configs([(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3), (16, 32, 4, 2)],
              pre_hook=_set_blocks),
-    key=_KEY + ["GQA_MAP", "USE_DESC", "ATOMIC_MODE"], prune_configs_by={"early_config_prune": _prune},
-    pre_hook=_zero_dq_acc)(attn_bwd_dkdv_dq)
+    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"])(attn_bwd_dkdv_dq)
 
 #: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
 #: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
@@ -203,17 +174,6 @@ _DKDV_DQ = triton.autotune(
 #: so both values of ``deterministic`` take the two-kernel path until the atomic kernel is faster.
 #: Kept, tested and fuzzed (``flashproof fuzz --kernel triton-atomic`` turns it on) as the next step's base.
 ATOMIC_DQ = False
-
-#: With ATOMIC_DQ: add each dQ tile with one TMA reduce-add through a tensor descriptor of the fp32
-#: buffer (where TMA can address it: D·4 bytes a multiple of 16), not one scalar atomic per element.
-#: Off: measured slower still (H200, d = 128, N = 8192: 277 TFLOP/s against 305 for scalar atomics
-#: and 401 for the two-kernel backward; the tile is transposed through shared memory first).
-ATOMIC_TMA = False
-#: With ATOMIC_DQ: stream Q and dO of the atomic kernel through descriptors too. Off: that variant
-#: hit an illegal memory access at d = 128, N = 8192 causal on the H200 (probe 3, both atomic forms;
-#: non-causal ran and matched the two-kernel gradients), unexplained so far; the pointer variant is
-#: the one that ran clean (fuzz campaign and bench of 2026-11-30 14:17).
-ATOMIC_DESCRIPTORS = False
 
 #: Kernel launches made by ``backward`` since import, by kernel ("delta", "dkdv", "dq", "dkdv_dq"):
 #: lets a test see which launch structure ``deterministic`` selected.
@@ -359,12 +319,10 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
     if not prob.deterministic and ATOMIC_DQ:
-        dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)  # autotuning re-zeroes it
-        dq_d = _descriptors(prob, dq_acc) if ATOMIC_TMA else None
-        head_a = head if ATOMIC_DESCRIPTORS else (q, k, v, dout, lse, delta, dk, dv)
-        _DKDV_DQ[grid_kv](*head_a, dq_d[0] if dq_d else dq_acc, *tail, *strides, *dq_acc.stride(), *c["mask_strides"],
-                          *scalars, _bucket(c["max_k"]), **common, USE_DESC=ATOMIC_DESCRIPTORS and qd is not None,
-                          ATOMIC_MODE=2 if dq_d else 1)
+        dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
+        # pointers, not descriptors: see attn_bwd_dkdv_dq
+        _DKDV_DQ[grid_kv](q, k, v, dout, lse, delta, dk, dv, dq_acc, *tail, *strides, *dq_acc.stride(),
+                          *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=False)
         BACKWARD_LAUNCHES["dkdv_dq"] += 1
         return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
     _DKDV[grid_kv](*head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common_kv)

@@ -102,9 +102,7 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
 
     ATOMIC_DQ: also dQᵀ_tile = sm_scale · Kᵀ dSᵀ (kT is K's tile loaded as (BD, BN), so the first
     operand is again a loaded tile) added to the fp32 buffer at dq_base with ``tl.atomic_add``,
-    rows that no key of the step reads left out (ATOMIC_DQ == 1), or transposed and added as one
-    tile by a TMA reduce-add through a tensor descriptor (ATOMIC_DQ == 2: rows past Nq and columns
-    past D are clipped by the hardware; rows that no key of the step reads add exact zeros). Poison: a key that no row of this step reads has
+    rows that no key of the step reads left out. Poison: a key that no row of this step reads has
     dSᵀ = 0 exactly (``where``), so its kT column must be finite (0 · NaN = NaN). The caller loads
     kT once per program with every key whose row holds a NaN/±inf set to 0: a key that any allowed
     pair reads is finite by contract, so only never-read keys change, and a finite value (1e30
@@ -153,10 +151,7 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
     if MASKED:
         dsT = tl.where(okT, dsT, 0.0)
     dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
-    if ATOMIC_DQ == 2:  # dq_base: (B, Hq, Nq, D) fp32 tensor descriptor: one TMA reduce-add of the tile
-        dqT = tl.dot(kT, dsT.to(kT.dtype), input_precision=DOT_PREC) * sm_scale  # (BD, BM)
-        dq_base.atomic_add([desc_b, desc_h, start_m, 0], tl.trans(dqT).reshape([1, 1, BLOCK_M, offs_d.shape[0]]))
-    elif ATOMIC_DQ:
+    if ATOMIC_DQ:
         dqT = tl.dot(kT, dsT.to(kT.dtype), input_precision=DOT_PREC) * sm_scale  # (BD, BM)
         tl.atomic_add(dq_base + offs_m[None, :].to(tl.int64) * sdqn + offs_d[:, None] * sdqd, dqT,
                       mask=live[None, :] & (offs_d[:, None] < D), sem="relaxed")
@@ -227,10 +222,7 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
             q_base = Q + bb * sqb + h * sqh + q_start.to(tl.int64) * sqn
             do_base = DO + bb * sdb + h * sdh + q_start.to(tl.int64) * sdn
         desc_h = h.to(tl.int32)
-        if ATOMIC_DQ == 2:
-            dq_base = DQ_ACC
-        else:
-            dq_base = DQ_ACC + bb * sdqb + h * sdqh + q_start.to(tl.int64) * sdqn
+        dq_base = DQ_ACC + bb * sdqb + h * sdqh + q_start.to(tl.int64) * sdqn
         row_base = (bb * Hq + h) * Nq + q_start
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
         if HAS_TILES:
@@ -307,18 +299,17 @@ def attn_bwd_dkdv_dq(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, 
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                      IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                      HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr,
-                     ATOMIC_MODE: tl.constexpr):
+                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
     """deterministic=False. As ``attn_bwd_dkdv``, and also DQ_ACC (B, Hq, Nq, D) fp32, zeroed by
-    the caller, += sm_scale · dS K by atomic adds (the host casts it to the input dtype):
-    ATOMIC_MODE 1, one scalar atomic per element; 2, DQ_ACC is a tensor descriptor and each step's
-    tile goes in one TMA reduce-add."""
+    the caller, += sm_scale · dS K by atomic adds (the host casts it to the input dtype). The host
+    passes USE_DESC=False: with Q/dO descriptors this kernel hit an illegal memory access on the
+    H200 (d = 128, N = 8192, causal; BENCHMARKS.md), so it streams them through pointers."""
     _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
                   sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
                   BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, ATOMIC_MODE, USE_DESC)
+                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, True, USE_DESC)
 
 
 @triton.jit

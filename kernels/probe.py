@@ -7,8 +7,8 @@
    and sparse, wall time (``do_bench``) next to the GPU time of the kernels (``torch.profiler``),
    so host overhead and kernel time are told apart; the plan build alone.
 3. Backward variants: tensor-descriptor loads (``attention_triton.BWD_DESCRIPTORS``) on and off;
-   ``deterministic=False`` through the two-kernel path, the atomic-dQ kernel with scalar atomics,
-   and with TMA reduce-adds (``ATOMIC_DQ``, ``ATOMIC_TMA``), gradients compared.
+   ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
+   gradients compared. 4. ``host``: cProfile of the block-sparse call's host side.
 
 Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
 """
@@ -159,22 +159,22 @@ def host_profile(rows, reps=20):
 
 
 def atomic_variants(shapes, rows):
-    """deterministic=False through the two-kernel path (7 products), the atomic-dQ kernel with one
-    scalar atomic per element, and with one TMA reduce-add per tile (5 products)."""
+    """deterministic=False through the two-kernel path (7 products) and through the atomic-dQ kernel
+    (5 products, one scalar fp32 atomic per dQ element), gradients compared."""
     from triton.testing import do_bench
 
     from . import attention_triton as at
     from .attention import attention
-    saved = at.ATOMIC_DQ, at.ATOMIC_TMA
-    variants = [("two-kernel", (False, False)), ("atomic-scalar", (True, False)), ("atomic-tma", (True, True))]
+    saved = at.ATOMIC_DQ
+    variants = [("two-kernel", False), ("atomic", True)]
     for d, n, causal in shapes:
         (q, k, v), B, H = _qkv(d, n, seed=5)
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         do = torch.randn_like(q)
         flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
         ref = None
-        for name, (atomic, tma) in variants:
-            at.ATOMIC_DQ, at.ATOMIC_TMA = atomic, tma
+        for name, atomic in variants:
+            at.ATOMIC_DQ = atomic
             row = dict(part="bwd", d=d, n=n, causal=causal, variant=name)
             try:
                 out = attention(q, k, v, causal=causal, backend="triton", deterministic=False)
@@ -195,44 +195,7 @@ def atomic_variants(shapes, rows):
                 row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
             rows.append(row)
             print(row, flush=True)
-    at.ATOMIC_DQ, at.ATOMIC_TMA = saved
-
-
-def atomic_once(desc: bool, tma: bool, d=128, n=8192, causal=True) -> str:
-    """One deterministic=False backward through the atomic kernel with the given switches, checked
-    against the two-kernel gradients (run in a child process: an illegal memory access poisons the
-    CUDA context of the process it happens in)."""
-    from . import attention_triton as at
-    from .attention import attention
-    (q, k, v), B, H = _qkv(d, n, seed=5)
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    do = torch.randn_like(q)
-    grads = []
-    for atomic in (False, True):
-        at.ATOMIC_DQ, at.ATOMIC_DESCRIPTORS, at.ATOMIC_TMA = atomic, desc, tma
-        out = attention(q, k, v, causal=causal, backend="triton", deterministic=False)
-        grads.append(torch.autograd.grad(out, (q, k, v), do))
-        torch.cuda.synchronize()
-    diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(*grads))
-    return f"ok: rel grad diff vs two-kernel {diff:.2g}, config {_best(at._DKDV_DQ)}"
-
-
-def atomic_bisect(rows):
-    import subprocess
-    import sys
-    for desc in (False, True):
-        for tma in (False, True):
-            code = (f"from flashproof.kernels.probe import atomic_once; print(atomic_once({desc}, {tma}))")
-            env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
-            try:
-                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
-                tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
-                note = " / ".join(tail)[:300]
-            except subprocess.TimeoutExpired:
-                note = "timeout"
-            rows.append(dict(part="atomic-bisect", d=128, n=8192, causal=True,
-                             variant=f"descriptors={desc} tma={tma}", note=note))
-            print(rows[-1], flush=True)
+    at.ATOMIC_DQ = saved
 
 
 def backward_variants(shapes, rows):
@@ -287,8 +250,6 @@ def main(argv=None) -> int:
     rows = []
     parts = args.parts.split(",")
     try:
-        if "atomic-bisect" in parts:
-            atomic_bisect(rows)
         if "host" in parts:
             host_profile(rows)
         if "sparse" in parts:

@@ -68,9 +68,6 @@ kernel_steps() {
     par "fuzz_${kern}_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel $kern --dtype $dt --seed $seed \
         --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
-  # the opt-in atomic kernel's variants, each in its own process (an illegal access hit one of them)
-  par atomic_bisect "$BOX" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof.kernels.probe --parts atomic-bisect \
-      --out "$RES/atomic_bisect"
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
       --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"
