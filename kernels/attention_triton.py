@@ -50,10 +50,11 @@ if INTERPRET:
     _numpy_2_4_shim()
 
 
-def _configs(shapes, pre_hook=None):
+def _configs(shapes, pre_hook=None, explicit=False):
     """shapes: (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples, the first one the default.
-    Head dims above 128 keep only the small fallbacks at the end (see ``_prune``)."""
-    if INTERPRET:
+    Head dims above 128 keep only the small fallbacks at the end (see ``_prune``). Under the
+    interpreter one small configuration replaces them unless ``explicit`` (a test's choice)."""
+    if INTERPRET and not explicit:
         shapes = [(16, 16, 4, 1)]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=pre_hook)
             for m, n, w, s in shapes]
@@ -144,29 +145,38 @@ def _smem_estimate(c, args) -> int:
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
         "TILE_K", "DOT_PREC"]
-_FWD = triton.autotune(
-    _configs([(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 4),
-              (64, 32, 4, 2), (32, 32, 4, 2)], pre_hook=_set_blocks),
-    key=_KEY + ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY"],
-    prune_configs_by={"early_config_prune": _prune})(attn_fwd)
-_DKDV = triton.autotune(
-    _configs([(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2), (16, 32, 4, 2)],
-             pre_hook=_set_blocks),
-    key=_KEY + ["GQA_MAP", "USE_DESC"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dkdv)
-_DQ = triton.autotune(
-    _configs([(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)],
-             pre_hook=_set_blocks),
-    key=_KEY + ["GQA_MAP", "USE_DESC"], prune_configs_by={"early_config_prune": _prune})(attn_bwd_dq)
-# deterministic=False: dK/dV plus atomic dQ. Each (query block, key block) step adds BLOCK_M·D fp32
+#: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
+#: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
+#: ``tests/test_kernel_configs.py`` runs each shape on its own against the float64 oracle.
+# dkdv_dq (deterministic=False with ATOMIC_DQ): dK/dV plus atomic dQ. Each (query block, key block) step adds BLOCK_M·D fp32
 # atomics, so atomic traffic per product falls as 1/BLOCK_N (hence the 128-key configurations); the
 # first (the one FLASHPROOF_TRITON_CONFIG=first runs) spilled least in ptxas -v for sm_90 at d = 128
 # (824 bytes of spill stores, against 2.1-10 KB for the others; the deterministic dK/dV kernel
 # spills as well). Autotuning runs the kernel once per configuration, so the atomic buffer is zeroed
 # before each run (reset_to_zero; the autotuner zeroes it again before the real launch).
-_DKDV_DQ = triton.autotune(
-    _configs([(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3), (16, 32, 4, 2)],
-             pre_hook=_set_blocks),
-    key=_KEY + ["GQA_MAP"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"])(attn_bwd_dkdv_dq)
+TUNED = {
+    "fwd": (attn_fwd, [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3),
+                       (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
+            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY"], {}),
+    "dkdv": (attn_bwd_dkdv, [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2),
+                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
+    "dq": (attn_bwd_dq, [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2),
+                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
+    "dkdv_dq": (attn_bwd_dkdv_dq, [(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3),
+                                   (16, 32, 4, 2)], ["GQA_MAP"], {"reset_to_zero": ["DQ_ACC"]}),
+}
+
+
+def autotuned(name, shapes=None):
+    """The autotuner of ``TUNED[name]``, over ``shapes`` if given (a test's single configuration;
+    then also under the interpreter) or else the table's."""
+    kernel, default, extra_key, kw = TUNED[name]
+    configs = _configs(shapes or default, pre_hook=_set_blocks, explicit=shapes is not None)
+    return triton.autotune(configs, key=_KEY + extra_key, prune_configs_by={"early_config_prune": _prune},
+                           **kw)(kernel)
+
+
+_FWD, _DKDV, _DQ, _DKDV_DQ = (autotuned(n) for n in ("fwd", "dkdv", "dq", "dkdv_dq"))
 
 #: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
 #: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
