@@ -209,8 +209,9 @@ def _dummies(dev):
     return _DUMMIES[dev]
 
 
-def _common(q, k, v, prob):
-    """Launch arguments shared by the forward and the two gradient kernels."""
+def _common(q, k, v, prob, lists=("KV", "Q")):
+    """Launch arguments shared by the forward and the two gradient kernels; ``lists``: the
+    block-sparse walk lists the caller's kernels read."""
     B, Hq, Nq, D = q.shape
     Hkv, Nk, Dv = k.shape[1], k.shape[2], v.shape[3]
     dev = q.device
@@ -232,18 +233,19 @@ def _common(q, k, v, prob):
     else:
         c.update(MASK=dummy_u8, HAS_MASK=False, mask_strides=(0, 0, 0, 0))
     if prob.tiles is not None:
-        plan = _tile_plan(prob, B, Hq, Nq, Nk)
-        c.update(plan, TQ=plan["KV_IDX"].shape[2], TK=plan["Q_IDX"].shape[2], HAS_TILES=True,
-                 TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
+        c.update({f"{n}_{x}": dummy_i for n in ("KV", "Q") for x in ("NUM", "IDX")})  # lists not asked for
+        c.update(_tile_plan(prob, B, Hq, Nq, Nk, lists), TQ=prob.tiles.tiles.shape[2], TK=prob.tiles.tiles.shape[3],
+                 HAS_TILES=True, TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
     else:
         c.update({f"{n}_{x}": dummy_i for n in ("KV", "Q") for x in ("NUM", "IDX")},
                  TQ=1, TK=1, HAS_TILES=False, TILE_Q=0, TILE_K=0)
     return c
 
 
-def _tile_plan(prob, B, Hq, Nq, Nk):
-    """The walk lists of a block-sparse call (``attention_triton_plan``), built on the device once
-    per call — forward and backward share them through ``prob.plans``:
+def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
+    """The walk lists ``names`` of a block-sparse call (``attention_triton_plan``), each built on the
+    device once per call and kept in ``prob.plans`` (the forward builds KV, the backward of the same
+    call reuses it and builds Q; a forward without a backward never builds Q):
 
     * KV_NUM (B, Hq, TQ, 2) int32: per query tile, how many present key tiles need the predicate
       (partial) and how many do not (full); KV_IDX (B, Hq, TQ, TK) int32: their column indices,
@@ -252,23 +254,23 @@ def _tile_plan(prob, B, Hq, Nq, Nk):
 
     Tiles that the window excludes entirely are not listed (a causal mask's tiles above the
     diagonal are never visited)."""
-    key = ("tiles", B, Hq, Nq, Nk)
-    if key in prob.plans:
-        return prob.plans[key]
     t = prob.tiles.tiles
     TQ, TK = t.shape[2], t.shape[3]
     u = t.expand(B, Hq, TQ, TK).view(torch.uint8)  # broadcast dims keep stride 0
     left, right = prob.window
     plan = {}
-    for name, R, C, transposed in (("KV", TQ, TK, False), ("Q", TK, TQ, True)):
-        num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
-        idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
-        tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q, prob.tiles.block_k,
-                               left or 0, right or 0, HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
-                               HAS_DENSE=prob.tiles.dense is not None, TRANSPOSED=transposed,
-                               BLOCK=min(triton.next_power_of_2(C), 1024))
-        plan[f"{name}_NUM"], plan[f"{name}_IDX"] = num, idx
-    prob.plans[key] = plan
+    for name in names:
+        key = (name, B, Hq, Nq, Nk)
+        if key not in prob.plans:
+            R, C, transposed = (TQ, TK, False) if name == "KV" else (TK, TQ, True)
+            num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
+            idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
+            tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q,
+                                   prob.tiles.block_k, left or 0, right or 0, HAS_LEFT=left is not None,
+                                   HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
+                                   TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), 1024))
+            prob.plans[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
+        plan.update(prob.plans[key])
     return plan
 
 
@@ -279,7 +281,7 @@ def forward(q, k, v, prob):
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if Nq == 0:
         return out, lse
-    c = _common(q, k, v, prob)
+    c = _common(q, k, v, prob, ("KV",))
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     descs = _descriptors(prob, q, k, v) if USE_DESCRIPTORS else None
     fma = FWD_FMA and prob.scale > 0 and c["DOT_PREC"] != "ieee"

@@ -131,6 +131,10 @@ def test_one_plan_per_call(monkeypatch):
     q, k, v = (torch.randn(1, 2, 40, 16, generator=g, requires_grad=True) for _ in range(3))
     tiles = torch.tensor([[True, False, True], [True, True, False], [False, True, True]])[None, None]
     out = attention(q, k, v, mask=BlockSparseMask(tiles, 16, 16), backend="triton")
+    assert len(calls) == 1  # the forward's lists
     out.sum().backward()
-    assert len(calls) == 2  # one launch per direction
+    assert len(calls) == 2  # the backward reuses them and adds the per-key-tile lists
     assert q.grad is not None and torch.isfinite(q.grad).all()
+    with torch.no_grad():
+        attention(q, k, v, mask=BlockSparseMask(tiles, 16, 16), backend="triton")
+    assert len(calls) == 3  # a forward alone builds one direction
