@@ -57,10 +57,11 @@ kernel_steps() {
     par "gc_priority_$dt" "$BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
   done
   for dt in bf16 fp16; do par "gc_cases_$dt" "$BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt; done
-  # fp32 compiles and runs ~3x longer (an earlier run's single fp32 process hit its box after 4 of 9)
-  par gc_cases_fp32_a "$BOX" $GC --out "$RES/gc_cases_fp32_a" --cases causal_1025_gqa,causal_nq_lt_nk,causal_nq_gt_nk_empty_rows --dtypes fp32
-  par gc_cases_fp32_b "$BOX" $GC --out "$RES/gc_cases_fp32_b" --cases plain_d256,window_d96_dv64,mask_late_keys --dtypes fp32
-  par gc_cases_fp32_c "$BOX" $GC --out "$RES/gc_cases_fp32_c" --cases block_sparse,varlen,strided_mqa --dtypes fp32
+  # fp32 compiles and runs ~3x longer: one process per case (groups of three hit a 250 s box after
+  # two of three on 2026-11-30 15:37, with ~20 steps sharing 16 cores)
+  for case in ${CASES9//,/ }; do
+    par "gc_fp32_$case" "$BOX" $GC --out "$RES/gc_fp32_$case" --cases "$case" --dtypes fp32
+  done
   # The campaign of our Triton kernel, sharded by hypothesis seed: each shard runs its whole budget
   # (complete) unless the time box ends it (INCOMPLETE, exit 3 — never counted as passed).
   # "triton" fuzzes the deterministic backward (and checks it bitwise), "triton-atomic" the default one.
