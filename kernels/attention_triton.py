@@ -178,6 +178,33 @@ def autotuned(name, shapes=None):
 
 _FWD, _DKDV, _DQ, _DKDV_DQ = (autotuned(n) for n in ("fwd", "dkdv", "dq", "dkdv_dq"))
 
+#: (autotuner, interpreter-config mode, q's dtype, its key values) -> the configuration it chose.
+#: A launch whose key was seen goes straight to the kernel with that configuration: Triton 3.6's
+#: ``Autotuner.run`` rebuilds its key on every call with a list scan per argument (~65 arguments
+#: here; ~0.1 ms of host time a launch in a cProfile on the H200 machine), which bounds small calls.
+_CHOSEN: dict = {}
+
+
+def _launch(tuner, grid, *args, **kwargs):
+    """``tuner[grid](*args, **kwargs)``, through the configuration ``tuner`` chose for this key once
+    it has chosen one (its config pre-hook, which sets descriptor block shapes, still runs). Every
+    key entry of our autotuners is a keyword argument; the tensors' dtypes follow q's."""
+    if not hasattr(tuner, "keys"):  # a test's wrapper around an autotuner: launch through it
+        return tuner[grid](*args, **kwargs)
+    q = args[0]
+    dtype = getattr(q, "base", q).dtype
+    key = (tuner, first_only(), dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))
+    cfg = _CHOSEN.get(key)
+    if cfg is None:
+        tuner[grid](*args, **kwargs)
+        _CHOSEN[key] = tuner.best_config
+        return
+    full = {**kwargs, **cfg.all_kwargs()}
+    if cfg.pre_hook is not None:
+        cfg.pre_hook({**dict(zip(tuner.arg_names, args)), **full})
+    tuner.fn[grid](*args, **full)
+
+
 #: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
 #: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
 #: path at d = 128 (255 registers and spills in the fused kernel, one scalar fp32 atomic per element),
@@ -285,7 +312,7 @@ def forward(q, k, v, prob):
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     descs = _descriptors(prob, q, k, v) if USE_DESCRIPTORS else None
     fma = FWD_FMA and prob.scale > 0 and c["DOT_PREC"] != "ieee"
-    _FWD[grid](*(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
+    _launch(_FWD, grid, *(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
                Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
                c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),
@@ -333,15 +360,15 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     if not prob.deterministic and ATOMIC_DQ:
         dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
         # pointers, not descriptors: see attn_bwd_dkdv_dq
-        _DKDV_DQ[grid_kv](q, k, v, dout, lse, delta, dk, dv, dq_acc, *tail, *strides, *dq_acc.stride(),
+        _launch(_DKDV_DQ, grid_kv, q, k, v, dout, lse, delta, dk, dv, dq_acc, *tail, *strides, *dq_acc.stride(),
                           *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=False)
         BACKWARD_LAUNCHES["dkdv_dq"] += 1
         return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
-    _DKDV[grid_kv](*head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common_kv)
+    _launch(_DKDV, grid_kv, *head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common_kv)
     BACKWARD_LAUNCHES["dkdv"] += 1
     dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    _DQ[grid_q](q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
+    _launch(_DQ, grid_q, q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
                 c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
                 *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
     BACKWARD_LAUNCHES["dq"] += 1

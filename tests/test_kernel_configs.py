@@ -48,3 +48,25 @@ def test_each_tuned_configuration_meets_the_oracle(name, shape, monkeypatch):
         check_case(case, torch.float16, "triton")
     assert tuner.best_config.kwargs["BLOCK_M"] == shape[0] and tuner.best_config.kwargs["BLOCK_N"] == shape[1], \
         "the configuration under test was pruned away"
+
+
+def test_known_keys_launch_directly_with_the_chosen_configuration(monkeypatch):
+    """``attention_triton._launch``: the first call of a key goes through the autotuner; later calls
+    of that key launch the chosen configuration directly — its pre-hook included (a 32-row
+    configuration needs the descriptors' block shapes set to 32 rows; the interpreter's 16-row
+    default would hide a skipped hook) — and give bitwise the same result; a new key (causal) goes
+    through the autotuner again."""
+    tuner = at.autotuned("fwd", [(32, 32, 4, 1)])
+    monkeypatch.setattr(at, "_FWD", tuner)
+    runs = []
+    real_run = tuner.run
+    monkeypatch.setattr(tuner, "run", lambda *a, **kw: runs.append(1) or real_run(*a, **kw))
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 70, 32, generator=g) for _ in range(3))
+    with torch.no_grad():
+        first = attention(q, k, v, backend="triton")
+        second = attention(q, k, v, backend="triton")
+        assert len(runs) == 1, "the second call of a known key should not enter the autotuner"
+        assert torch.equal(first, second)
+        attention(q, k, v, causal=True, backend="triton")
+        assert len(runs) == 2, "a new key goes through the autotuner"
