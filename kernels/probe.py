@@ -8,7 +8,8 @@
    so host overhead and kernel time are told apart; the plan build alone.
 3. Backward variants: tensor-descriptor loads (``attention_triton.BWD_DESCRIPTORS``) on and off;
    ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
-   gradients compared. 4. ``host``: cProfile of the block-sparse call's host side.
+   gradients compared. 4. ``host``: cProfile of the block-sparse call's host side; ``launch``: its
+   enqueue time with and without the direct launch of known autotuning keys.
 
 Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
 """
@@ -158,6 +159,40 @@ def host_profile(rows, reps=20):
     rows.append(dict(part="host", d=128, n=8192, causal=False, variant="sparse step (cProfile on)", host_ms=host))
 
 
+def launch_overhead(rows, reps=30):
+    """Host time to enqueue one block-sparse forward + backward (d = 128, N = 8192, 10 % of tiles)
+    with the direct launch of known autotuning keys (``attention_triton._launch``) and without it
+    (its cache cleared before every call, so each launch goes through ``Autotuner.run``), next to
+    the call's wall time."""
+    from triton.testing import do_bench
+
+    from . import attention_triton as at
+    from .attention import BlockSparseMask, attention
+    (q, k, v), B, H = _qkv(128, 8192, seed=3)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < 0.1
+    bm = BlockSparseMask(t, 128, 128)
+    do = torch.randn_like(q)
+    for direct in (True, False):
+        def step():
+            if not direct:
+                at._CHOSEN.clear()
+            q.grad = k.grad = v.grad = None
+            attention(q, k, v, mask=bm, backend="triton").backward(do)
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            step()
+        host = (time.perf_counter() - t0) / reps * 1e3
+        torch.cuda.synchronize()
+        wall = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
+        rows.append(dict(part="launch", d=128, n=8192, causal=False, variant=f"direct={direct}", host_ms=host,
+                         step_ms=wall))
+        print(rows[-1], flush=True)
+
+
 def atomic_variants(shapes, rows):
     """deterministic=False through the two-kernel path (7 products) and through the atomic-dQ kernel
     (5 products, one scalar fp32 atomic per dQ element), gradients compared."""
@@ -237,7 +272,7 @@ def backward_variants(shapes, rows):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m flashproof.kernels.probe", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/probe")
-    p.add_argument("--parts", default="fwd,sparse,bwd,atomic")
+    p.add_argument("--parts", default="fwd,sparse,bwd,atomic,launch")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("probe: needs a CUDA GPU")
@@ -252,6 +287,8 @@ def main(argv=None) -> int:
     try:
         if "host" in parts:
             host_profile(rows)
+        if "launch" in parts:
+            launch_overhead(rows)
         if "sparse" in parts:
             sparse_breakdown(rows)
         if "fwd" in parts:
