@@ -66,7 +66,7 @@ USE_DESCRIPTORS = True
 #: the same for the backward's streamed operands: Q and dO in the dK/dV kernels, K and V in the dQ kernel
 BWD_DESCRIPTORS = True
 #: Forward variants of the interior (unmasked) loop, switches so that one benchmark run can A/B them
-#: (``scripts/gpu_probe.py``) and the tests cover both sides:
+#: (``kernels/probe.py``) and the tests cover both sides:
 #: FWD_FMA — the scale folded into one FMA per score (fp16/bf16, scale > 0; see ``_fwd_step``);
 #: FWD_LAZY — rescale acc and l only when some row's max grew by more than 2^8 (needs FWD_FMA).
 #: (Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile this
@@ -351,26 +351,25 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
-    qd = _descriptors(prob, q, dout) if BWD_DESCRIPTORS else None  # streamed by the dK/dV kernels
-    kd = _descriptors(prob, k, v) if BWD_DESCRIPTORS else None  # streamed by the dQ kernel
-    common_kv = dict(common, USE_DESC=qd is not None)
-    head = (qd[0] if qd else q, k, v, qd[1] if qd else dout, lse, delta, dk, dv)
     tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
     if not prob.deterministic and ATOMIC_DQ:
         dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
         # pointers, not descriptors: see attn_bwd_dkdv_dq
         _launch(_DKDV_DQ, grid_kv, q, k, v, dout, lse, delta, dk, dv, dq_acc, *tail, *strides, *dq_acc.stride(),
-                          *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=False)
+                *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=False)
         BACKWARD_LAUNCHES["dkdv_dq"] += 1
         return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
-    _launch(_DKDV, grid_kv, *head, *tail, *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common_kv)
+    qd = _descriptors(prob, q, dout) if BWD_DESCRIPTORS else None  # streamed by the dK/dV kernel
+    kd = _descriptors(prob, k, v) if BWD_DESCRIPTORS else None  # streamed by the dQ kernel
+    _launch(_DKDV, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, delta, dk, dv, *tail, *strides,
+            *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
     BACKWARD_LAUNCHES["dkdv"] += 1
     dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     _launch(_DQ, grid_q, q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
-                c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
-                *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
+            c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
+            *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
     BACKWARD_LAUNCHES["dq"] += 1
     return dq, dk, dv
 

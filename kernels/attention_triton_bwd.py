@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .attention_triton_fwd import allowed_pairs, allowed_tile, key_range, seq_bounds
+from .attention_triton_fwd import allowed_pairs, allowed_tile, key_range, load_kv, seq_bounds
 
 
 @triton.jit
@@ -228,24 +228,17 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
         if HAS_TILES:
             SUBS: tl.constexpr = TILE_Q // BLOCK_M
             t_off = (bb * Hq + h) * TK + n0 // TILE_K
-            n_part = tl.load(Q_NUM + 2 * t_off)
-            n_full = tl.load(Q_NUM + 2 * t_off + 1)
             idx = Q_IDX + t_off * TQ
-            for it in range(0, n_part * SUBS):  # partial tiles: one flat loop, no branch (pipelinable)
-                start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
-                dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
-                                    sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
-                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC)
-            idx += n_part
-            for it in range(0, n_full * SUBS):  # full tiles: no predicate
-                start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
-                dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
-                                    sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
-                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    desc_b, desc_h, BLOCK_M, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC)
+            for grp in tl.static_range(2):  # grp = 0: partial tiles (predicate on); grp = 1: full tiles
+                n_g = tl.load(Q_NUM + 2 * t_off + grp)
+                for it in range(0, n_g * SUBS):  # one flat loop, no branch (pipelinable)
+                    start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
+                    dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
+                                        sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
+                                        diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
+                                        desc_b, desc_h, BLOCK_M, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                                        DOT_PREC, ATOMIC_DQ, USE_DESC)
+                idx += n_g
         else:
             for start_m in range(a, c1, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
@@ -318,15 +311,8 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    if USE_DESC:  # k_base, v_base: (B, Hkv, Nk, D|DV) tensor descriptors; TMA zero-fills rows >= Nk, cols >= D
-        k = k_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_d.shape[0]])
-        v = v_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_dv.shape[0]])
-    else:
-        in_k = offs_n < k_len
-        k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
-                    mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
-        v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
-                    mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
+    k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
+                   BLOCK_N, USE_DESC)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
     p = tl.math.exp2(s - lse2[:, None])
     if MASKED:
@@ -398,21 +384,17 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, HAS_MASK)
     if HAS_TILES:
         t_off = (bb * Hq + h) * TQ + m0 // TILE_Q
-        n_part = tl.load(KV_NUM + 2 * t_off)
-        n_full = tl.load(KV_NUM + 2 * t_off + 1)
         idx = KV_IDX + t_off * TK
         SUBS: tl.constexpr = TILE_K // BLOCK_N
-        for it in range(0, n_part * SUBS):  # partial tiles: one flat loop, no branch (pipelinable)
-            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
-            dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
-                          offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-                          qk_scale, desc_b, desc_h, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
-        idx += n_part
-        for it in range(0, n_full * SUBS):  # full tiles: no predicate
-            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
-            dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
-                          offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-                          qk_scale, desc_b, desc_h, BLOCK_N, HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+        for grp in tl.static_range(2):  # grp = 0: partial tiles (predicate on); grp = 1: full tiles
+            n_g = tl.load(KV_NUM + 2 * t_off + grp)
+            for it in range(0, n_g * SUBS):  # one flat loop, no branch (pipelinable)
+                start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
+                dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
+                              offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
+                              qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                              DOT_PREC, USE_DESC)
+            idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,

@@ -97,6 +97,24 @@ def key_range(m0, q_len, k_len, left, right, BLOCK_M: tl.constexpr, BLOCK_N: tl.
 
 
 @triton.jit
+def load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
+            BLOCK_N: tl.constexpr, USE_DESC: tl.constexpr):
+    """The (BN, BD) K and (BN, BDV) V tiles of keys offs_n = start_n + [0, BLOCK_N), zero past k_len
+    and past D / DV: k_base, v_base are (B, Hkv, Nk, ·) tensor descriptors loaded by TMA, whose zero
+    fill does the masking (USE_DESC), or pointers to this sequence's rows (predicated loads)."""
+    if USE_DESC:
+        k = k_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_d.shape[0]])
+        v = v_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_dv.shape[0]])
+    else:
+        in_k = offs_n < k_len
+        k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
+                    mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)
+        v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
+                    mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)
+    return k, v
+
+
+@triton.jit
 def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
               q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
@@ -104,15 +122,8 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
               NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr,
               FMA: tl.constexpr, LAZY: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    if USE_DESC:  # k_base, v_base: (B, Hkv, Nk, D) tensor descriptors; TMA fills rows >= Nk, columns >= D with 0
-        k = k_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_d.shape[0]])
-        v = v_base.load([desc_b, desc_h, start_n, 0]).reshape([BLOCK_N, offs_dv.shape[0]])
-    else:
-        in_k = offs_n < k_len
-        k = tl.load(k_base + offs_n[:, None].to(tl.int64) * skn + offs_d[None, :] * skd,
-                    mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
-        v = tl.load(v_base + offs_n[:, None].to(tl.int64) * svn + offs_dv[None, :] * svd,
-                    mask=in_k[:, None] & (offs_dv[None, :] < DV), other=0.0)  # (BN, BDV)
+    k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
+                   BLOCK_N, USE_DESC)
     if FMA and not MASKED:
         # interior step, qk_scale > 0 (host): rowmax(qk) · c = rowmax(qk · c) exactly (rounding is
         # monotone), so the scale folds into one FMA per score, qk · c − m, instead of a multiply
@@ -229,22 +240,17 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
         # so the loads are software-pipelined like the dense loop's (a nested loop with an `if` is not).
         SUBS: tl.constexpr = TILE_K // BLOCK_N
         t_off = (bb * Hq + h) * TQ + m0 // TILE_Q
-        n_part = tl.load(KV_NUM + 2 * t_off)
-        n_full = tl.load(KV_NUM + 2 * t_off + 1)
         idx = KV_IDX + t_off * TK
-        for it in range(0, n_part * SUBS):
-            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
-            acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
-                                      offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
-                                      smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT,
-                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
-        idx += n_part
-        for it in range(0, n_full * SUBS):
-            start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
-            acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
-                                      offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
-                                      smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, ALL_MASKED, HAS_LEFT,
-                                      HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY)
+        for g in tl.static_range(2):  # g = 0: partial tiles (predicate on); g = 1: full tiles
+            n_g = tl.load(KV_NUM + 2 * t_off + g)
+            for it in range(0, n_g * SUBS):
+                start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
+                acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n,
+                                          offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
+                                          smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, g == 0 or ALL_MASKED,
+                                          HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC,
+                                          FMA, LAZY)
+            idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,

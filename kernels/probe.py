@@ -78,20 +78,43 @@ def _best(autotuner):
     return None if cfg is None else (cfg.kwargs.get("BLOCK_M"), cfg.kwargs.get("BLOCK_N"), cfg.num_warps, cfg.num_stages)
 
 
+def _sparse_problem(frac=0.1):
+    """(q, k, v, mask, dO) of the block-sparse probes: d = 128, N = 8192, ``frac`` of 128×128 tiles."""
+    from .attention import BlockSparseMask
+    (q, k, v), B, H = _qkv(128, 8192, seed=3)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < frac
+    return q, k, v, BlockSparseMask(t, 128, 128), torch.randn_like(q)
+
+
+def _enqueue_ms(step, reps, profiler=None):
+    """Mean host time of ``reps`` calls of ``step`` (after 3 warm-up calls), without waiting for the
+    GPU inside; ``profiler`` (e.g. a cProfile.Profile) is enabled around the timed calls."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    for _ in range(reps):
+        step()
+    if profiler is not None:
+        profiler.disable()
+    ms = (time.perf_counter() - t0) / reps * 1e3
+    torch.cuda.synchronize()
+    return ms
+
+
 def sparse_breakdown(rows, frac=0.1):
     from triton.testing import do_bench
 
     from .bench import gpu_ms as _gpu_ms
 
     from . import attention_triton as at
-    from .attention import BlockSparseMask, _validate, attention
-    for d, n, causal in [(128, 8192, False), (128, 8192, True)]:
-        (q, k, v), B, H = _qkv(d, n, seed=3)
-        q, k, v = (t.requires_grad_() for t in (q, k, v))
-        g = torch.Generator(device="cuda").manual_seed(3)
-        t = torch.rand(1, H, n // 128, n // 128, device="cuda", generator=g) < frac
-        bm = BlockSparseMask(t, 128, 128)
-        do = torch.randn_like(q)
+    from .attention import _validate, attention
+    q, k, v, bm, do = _sparse_problem(frac)
+    B, H, n, d = q.shape
+    for causal in (False, True):
         for label, mask in (("dense", None), ("sparse", bm)):
             def fwd():
                 with torch.no_grad():
@@ -103,15 +126,10 @@ def sparse_breakdown(rows, frac=0.1):
             fwd_ms = do_bench(fwd, warmup=10, rep=50, return_mode="median")
             step_ms = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
             kern = _gpu_ms(step)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(20):
-                step()
-            host_ms = (time.perf_counter() - t0) / 20 * 1e3  # time to enqueue (the GPU may still be busy)
-            torch.cuda.synchronize()
+            host_ms = _enqueue_ms(step, 20)  # time to enqueue (the GPU may still be busy)
             rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant=label, fwd_ms=fwd_ms, step_ms=step_ms,
                              gpu_ms=sum(kern.values()), host_ms=host_ms, kernels={k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]},
-                             present=t.float().mean().item() if mask is not None else 1.0))
+                             present=bm.tiles.float().mean().item() if mask is not None else 1.0))
             print(rows[-1], flush=True)
 
         def plan():
@@ -130,27 +148,14 @@ def host_profile(rows, reps=20):
     import io
     import pstats
 
-    from .attention import BlockSparseMask, attention
-    (q, k, v), B, H = _qkv(128, 8192, seed=3)
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < 0.1
-    bm = BlockSparseMask(t, 128, 128)
-    do = torch.randn_like(q)
+    from .attention import attention
+    q, k, v, bm, do = _sparse_problem()
 
     def step():
         q.grad = k.grad = v.grad = None
         attention(q, k, v, mask=bm, backend="triton").backward(do)
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
     prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
-    for _ in range(reps):
-        step()
-    prof.disable()
-    host = (time.perf_counter() - t0) / reps * 1e3
-    torch.cuda.synchronize()
+    host = _enqueue_ms(step, reps, prof)
     out = io.StringIO()
     st = pstats.Stats(prof, stream=out)
     st.sort_stats("tottime").print_stats(25)
@@ -167,26 +172,15 @@ def launch_overhead(rows, reps=30):
     from triton.testing import do_bench
 
     from . import attention_triton as at
-    from .attention import BlockSparseMask, attention
-    (q, k, v), B, H = _qkv(128, 8192, seed=3)
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < 0.1
-    bm = BlockSparseMask(t, 128, 128)
-    do = torch.randn_like(q)
+    from .attention import attention
+    q, k, v, bm, do = _sparse_problem()
     for direct in (True, False):
         def step():
             if not direct:
                 at._CHOSEN.clear()
             q.grad = k.grad = v.grad = None
             attention(q, k, v, mask=bm, backend="triton").backward(do)
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            step()
-        host = (time.perf_counter() - t0) / reps * 1e3
-        torch.cuda.synchronize()
+        host = _enqueue_ms(step, reps)
         wall = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
         rows.append(dict(part="launch", d=128, n=8192, causal=False, variant=f"direct={direct}", host_ms=host,
                          step_ms=wall))

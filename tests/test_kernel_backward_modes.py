@@ -13,8 +13,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
-import subprocess
 import sys
 
 import pytest
@@ -201,41 +199,26 @@ def test_empty_problem_gradients_are_zero_in_both_modes():
 def _compile_atomic_kernel(compiled: list) -> list:
     """Compile attn_bwd_dkdv_dq (the kernel ``tests/test_kernel_compile.py`` does not list) for
     sm_90 in fp32/bf16/fp16 × that test's two feature variants; returns the failures."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from flashproof.kernels.attention_triton_bwd import attn_bwd_dkdv_dq
-    from test_kernel_compile import BASE, VARIANTS, _signature
+    from test_kernel_compile import BASE, VARIANTS, _signature, compile_sm90
 
     failures = []
     for dt, prec in (("fp32", "ieee"), ("bf16", "tf32"), ("fp16", "tf32")):
         for variant, opts in VARIANTS.items():
             if opts.get("LAZY") and prec == "ieee":
                 continue  # as in test_kernel_compile
-            name = f"attn_bwd_dkdv_dq/{dt}/{variant}"
-            compiled.append(name)
             # the host launches it with pointers only (USE_DESC=False): see attn_bwd_dkdv_dq
             sig, consts = _signature(attn_bwd_dkdv_dq, dt, {**BASE, **opts, "DOT_PREC": prec, "USE_DESC": False})
             sig.update(DQ_ACC="*fp32", DV=f"*{dt}")
-            try:
-                k = triton.compile(ASTSource(fn=attn_bwd_dkdv_dq, signature=sig, constexprs=consts),
-                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
-                assert k.asm.get("cubin"), "no cubin"
-                assert "atom.global.gpu.relaxed.add.f32" in k.asm["ptx"], "no relaxed fp32 atomic add in the PTX"
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+            compile_sm90(attn_bwd_dkdv_dq, sig, consts, f"attn_bwd_dkdv_dq/{dt}/{variant}", compiled, failures,
+                         ptx_needs="atom.global.gpu.relaxed.add.f32")
     return failures
 
 
 @pytest.mark.slow
 def test_atomic_kernel_compiles_to_sm90_cubins():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(__file__))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    m = re.search(r"compiled (\d+) of (\d+)", r.stdout)
-    assert m and m.group(1) == m.group(2) and int(m.group(2)) >= 11, r.stdout[-2000:]
+    from test_kernel_compile import run_compile_script
+    run_compile_script(__file__, 11)
 
 
 if __name__ == "__main__":

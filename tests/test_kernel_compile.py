@@ -61,13 +61,39 @@ VARIANTS = {
 }
 
 
-def compile_all(compiled: list) -> list:
-    """Compile every kernel × dtype × variant for sm_90 (their names appended to ``compiled``);
-    returns the failures (name, error)."""
+def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_needs=None):
+    """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``); ``name``
+    goes to ``compiled``, and to ``failures`` with the error if it fails."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    compiled.append(name)
+    try:
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
+        assert k.asm.get("cubin"), "no cubin"
+        if ptx_needs:
+            assert ptx_needs in k.asm["ptx"], f"no {ptx_needs} in the PTX"
+    except Exception as e:  # noqa: BLE001 - reported by the test
+        failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+
+
+def run_compile_script(path, minimum):
+    """Run a compile script (``path``'s ``__main__``) without TRITON_INTERPRET, which the test
+    session sets and under which kernels cannot be compiled; require that all of its (at least
+    ``minimum``) compilations succeeded."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, path], env=env, capture_output=True, text=True, timeout=900,
+                       cwd=os.path.dirname(os.path.abspath(path)))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    m = re.search(r"compiled (\d+) of (\d+)", r.stdout)
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) >= minimum, r.stdout[-2000:]
+
+
+def compile_all(compiled: list) -> list:
+    """Compile every kernel × dtype × variant for sm_90 (their names appended to ``compiled``);
+    returns the failures (name, error)."""
     from flashproof.kernels.attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
     from flashproof.kernels.attention_triton_fwd import attn_fwd
 
@@ -79,37 +105,21 @@ def compile_all(compiled: list) -> list:
                     continue  # the delta kernel takes no descriptors
                 if opts.get("LAZY") and prec == "ieee":
                     continue  # fp32 never takes the FMA interior (the host turns FMA off)
-                compiled.append(f"{fn.__name__}/{dt}/{variant}")
                 sig, consts = _signature(fn, dt, dict(BASE, **opts, DOT_PREC=prec))
-                try:
-                    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
-                                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
-                    assert k.asm.get("cubin"), "no cubin"
-                except Exception as e:  # noqa: BLE001 - reported by the test
-                    failures.append((f"{fn.__name__}/{dt}/{variant}", f"{type(e).__name__}: {e}"[:400]))
+                compile_sm90(fn, sig, consts, f"{fn.__name__}/{dt}/{variant}", compiled, failures)
     from flashproof.kernels.attention_triton_plan import tile_plan
     for transposed in (False, True):
-        compiled.append(f"tile_plan/transposed={transposed}")
         sig = {p.name: "i32" for p in tile_plan.params if not p.is_constexpr}
         sig.update(TILES="*u8", NUM="*i32", IDX="*i32")
         consts = dict(HAS_LEFT=True, HAS_RIGHT=True, HAS_DENSE=False, TRANSPOSED=transposed, BLOCK=64)
         sig.update({n: "constexpr" for n in consts})
-        try:
-            k = triton.compile(ASTSource(fn=tile_plan, signature=sig, constexprs=consts),
-                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
-            assert k.asm.get("cubin"), "no cubin"
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            failures.append((f"tile_plan/transposed={transposed}", f"{type(e).__name__}: {e}"[:400]))
+        compile_sm90(tile_plan, sig, consts, f"tile_plan/transposed={transposed}", compiled, failures)
     return failures
 
 
 @pytest.mark.slow
 def test_kernels_compile_to_sm90_cubins():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    m = re.search(r"compiled (\d+) of (\d+)", r.stdout)
-    assert m and m.group(1) == m.group(2) and int(m.group(2)) >= 41, r.stdout[-2000:]
+    run_compile_script(__file__, 41)
 
 
 if __name__ == "__main__":
