@@ -13,6 +13,7 @@ import os
 import torch
 import triton
 
+from . import attention_gluon
 from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
 from .attention_triton_plan import tile_plan
@@ -73,6 +74,14 @@ BWD_DESCRIPTORS = True
 #: loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
 FWD_FMA = True
 FWD_LAZY = False
+#: FWD_POLY — 1/FWD_POLY of the interior's exponentials (2, 4 or 8; 0: none) by a polynomial on the
+#: FMA pipe instead of MUFU (``attention_triton_fwd.exp2_mixed``; needs FWD_FMA, not with FWD_LAZY)
+FWD_POLY = 0
+#: GLUON_FWD — dense fp16/bf16 d = 128 forwards (Nq = Nk, a multiple of 128, causal or not) on an
+#: sm_90 GPU go to the warp-specialised Gluon kernel (``attention_gluon``; ``reason`` lists the rules)
+GLUON_FWD = True
+#: BWD_POLY — the same for P's recomputation in the unmasked steps of the gradient kernels (not fp32)
+BWD_POLY = 0
 
 
 def _descriptors(prob, *ts):
@@ -157,13 +166,13 @@ _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK",
 TUNED = {
     "fwd": (attn_fwd, [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3),
                        (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
-            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY"], {}),
+            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY", "POLY"], {}),
     "dkdv": (attn_bwd_dkdv, [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2),
-                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
+                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "POLY"], {}),
     "dq": (attn_bwd_dq, [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2),
-                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
+                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "POLY"], {}),
     "dkdv_dq": (attn_bwd_dkdv_dq, [(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3),
-                                   (16, 32, 4, 2)], ["GQA_MAP"], {"reset_to_zero": ["DQ_ACC"]}),
+                                   (16, 32, 4, 2)], ["GQA_MAP", "POLY"], {"reset_to_zero": ["DQ_ACC"]}),
 }
 
 
@@ -303,6 +312,8 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
 
 def forward(q, k, v, prob):
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32."""
+    if GLUON_FWD and attention_gluon.reason(q, k, v, prob) is None:
+        return attention_gluon.forward(q, k, v, prob)
     B, Hq, Nq, _ = q.shape
     out = torch.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
@@ -321,7 +332,7 @@ def forward(q, k, v, prob):
                TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
                NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
                TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-               FMA=fma, LAZY=fma and FWD_LAZY)
+               FMA=fma, LAZY=fma and FWD_LAZY, POLY=FWD_POLY if fma and not FWD_LAZY else 0)
     return out, lse
 
 
@@ -347,7 +358,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     BACKWARD_LAUNCHES["delta"] += 1
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"],
+                  POLY=BWD_POLY if c["DOT_PREC"] != "ieee" else 0)
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731

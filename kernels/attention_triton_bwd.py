@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .attention_triton_fwd import allowed_pairs, allowed_tile, key_range, load_kv, seq_bounds
+from .attention_triton_fwd import allowed_pairs, allowed_tile, exp2_mixed, key_range, load_kv, seq_bounds
 
 
 @triton.jit
@@ -92,7 +92,7 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
                start_m, offs_n, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                qk_scale, sm_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-               USE_DESC: tl.constexpr):
+               USE_DESC: tl.constexpr, POLY: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
@@ -136,7 +136,10 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
     lse = tl.load(lse_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(delta_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)  # natural -> exp2 domain
-    pT = tl.math.exp2(sT - lse2[None, :])
+    if MASKED:
+        pT = tl.math.exp2(sT - lse2[None, :])
+    else:  # every pair allowed, so sT − lse₂ <= ~0 (lse >= the row max): POLY's range
+        pT = exp2_mixed(sT - lse2[None, :], POLY)
     live = rows
     if MASKED:
         okT = allowed_pairs(offs_m[None, :], offs_n[:, None], q_len, k_len, diag, left, right, mask_base, smi, smj,
@@ -166,7 +169,7 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_DESC: tl.constexpr):
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
     """The body of ``attn_bwd_dkdv`` (ATOMIC_DQ False: DQ_ACC and its strides are unused) and of
     ``attn_bwd_dkdv_dq``. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M,
     BLOCK_D|BLOCK_DV]) streamed by TMA; the host checked TMA's layout rules (not varlen)."""
@@ -237,7 +240,7 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                                         sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                         diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
                                         desc_b, desc_h, BLOCK_M, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                        DOT_PREC, ATOMIC_DQ, USE_DESC)
+                                        DOT_PREC, ATOMIC_DQ, USE_DESC, POLY)
                 idx += n_g
         else:
             for start_m in range(a, c1, BLOCK_M):
@@ -245,19 +248,19 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC)
+                                    USE_DESC, POLY)
             for start_m in range(c1, c2, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
                                     desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC)
+                                    USE_DESC, POLY)
             for start_m in range(c2, hi, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
                                     sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC)
+                                    USE_DESC, POLY)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
              dk.to(DK.dtype.element_ty), mask=in_k[:, None] & (offs_d[None, :] < D))
@@ -273,7 +276,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
     """deterministic=True. Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV)
     in the input dtype."""
     _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DK, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
@@ -281,7 +284,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, 0, 0, 0, 0, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
                   BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, False, USE_DESC)
+                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, False, USE_DESC, POLY)
 
 
 @triton.jit
@@ -292,7 +295,7 @@ def attn_bwd_dkdv_dq(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, 
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                      IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                      HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
     """deterministic=False. As ``attn_bwd_dkdv``, and also DQ_ACC (B, Hq, Nq, D) fp32, zeroed by
     the caller, += sm_scale · dS K by atomic adds (the host casts it to the input dtype). The host
     passes USE_DESC=False: with Q/dO descriptors this kernel hit an illegal memory access on the
@@ -302,19 +305,22 @@ def attn_bwd_dkdv_dq(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, 
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
                   BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, True, USE_DESC)
+                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, True, USE_DESC, POLY)
 
 
 @triton.jit
 def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
+             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
-    p = tl.math.exp2(s - lse2[:, None])
+    if MASKED:
+        p = tl.math.exp2(s - lse2[:, None])
+    else:
+        p = exp2_mixed(s - lse2[:, None], POLY)
     if MASKED:
         ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                           HAS_LEFT, HAS_RIGHT, HAS_MASK)
@@ -337,7 +343,7 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                 IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
     """deterministic=True. Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype.
     USE_DESC: K and V are 4-D tensor descriptors (blocks [1, 1, BLOCK_N, BLOCK_D|BLOCK_DV]) streamed
     by TMA; the host checked TMA's layout rules (not varlen)."""
@@ -393,21 +399,21 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                               offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                               qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                              DOT_PREC, USE_DESC)
+                              DOT_PREC, USE_DESC, POLY)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC, POLY)
         for start_n in range(c1, c2, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC, POLY)
         for start_n in range(c2, hi, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC, POLY)
     dq = dq * sm_scale
     tl.store(DQ + bb * sdqb + h.to(tl.int64) * sdqh + q_off * sdqn + offs_d[None, :] * sdqd,
              dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))

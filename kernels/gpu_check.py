@@ -80,6 +80,12 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("varlen", (1, 4, 2, 0, 0, 128, 128), {"lens": ([0, 1, 513, 64, 1025], [3, 0, 513, 65, 1000]), "causal": True}),
     ("strided_mqa", (2, 6, 1, 333, 333, 64, 64), {"noncontig": True, "causal": True}),
     ("huge_logits", (1, 2, 2, 257, 257, 64, 64), {"scale": 4.0}),
+    # shapes the warp-specialised Gluon forward takes in fp16/bf16 (attention_gluon.reason); the
+    # check also asserts which forward ran
+    ("gluon_plain", (2, 4, 4, 2048, 2048, 128, 128), {"gluon": True}),
+    ("gluon_causal_gqa", (2, 8, 2, 1024, 1024, 128, 128), {"causal": True, "gluon": True}),
+    ("gluon_huge_logits", (1, 2, 2, 256, 256, 128, 128), {"scale": 4.0, "gluon": True}),
+    ("gluon_ties_flat", (1, 4, 4, 1024, 1024, 128, 128), {"ties": True, "causal": True, "gluon": True}),
 ]
 #: run right after determinism (earlier GPU runs ran out of time before reaching them)
 PRIORITY = ("determinism", "huge_logits", "poison")
@@ -108,6 +114,9 @@ def _build(cid, shape, opt, dtype, seed):
         q, k, v = rnd(B, Hq, nq, D), rnd(B, Hkv, nk, D), rnd(B, Hkv, nk, Dv)
     if opt.get("scale"):
         q = q * 8  # logits up to ~ 4 · 8 · √d · O(1): far beyond e^88
+    if opt.get("ties"):  # the row max tied exactly in two key tiles; flat (q = 0) rows in the first tile
+        k[:, :, nk // 2:] = k[:, :, :nk - nk // 2]
+        q[:, :, :64] = 0
     mask = None
     if opt.get("mask") == "late":
         start = torch.randint(0, nk + 40, (nq, 1), device=DEVICE, generator=gen)
@@ -127,7 +136,10 @@ def check_case(cid, shape, opt, dname, seed=0):
     dtype = DTYPES[dname]
     q, k, v, kw, allowed = _build(cid, shape, opt, dtype, seed)
     scale = kw["scale"] or 1 / math.sqrt(q.shape[-1])
+    from . import attention_gluon
+    launches = attention_gluon.LAUNCHES["gluon_fwd"]
     res = attention(q, k, v, return_lse=True, backend="triton", **kw)
+    took_gluon = attention_gluon.LAUNCHES["gluon_fwd"] > launches
     ref = dense(q, k, v, allowed, scale, torch.float64)
     naive = dense(q, k, v, allowed, scale, dtype)
     gen = torch.Generator(device=DEVICE).manual_seed(seed + 1)
@@ -139,6 +151,8 @@ def check_case(cid, shape, opt, dname, seed=0):
     base = [naive[0], naive[1], *_loss_grads(naive[0], naive[1], leaves, G, g)]
     empty = ~allowed.any(-1)
     worst, problems = {}, []
+    if opt.get("gluon") and took_gluon != (dname != "fp32" and torch.cuda.get_device_capability() == (9, 0)):
+        problems.append(f"forward path: Gluon kernel ran = {took_gluon}, expected the opposite")
     if not torch.equal(res.lse.isneginf(), empty):
         problems.append("lse is not -inf exactly on the empty rows")
     if (res.out[empty] != 0).any():

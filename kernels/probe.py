@@ -1,13 +1,13 @@
 """A/B timings behind issue 7, one CUDA run: ``python -m flashproof.kernels.probe --out DIR``.
 
-1. Forward variants of the interior loop (``attention_triton.FWD_FMA`` / ``FWD_LAZY``), each
+1. Forward variants of the interior loop (``attention_triton.FWD_POLY``: exponentials on the FMA pipe), each
    autotuned, against SDPA's cuDNN backend in the same process, with each variant's max error
    against SDPA's math backend in float32 (a fast variant that is wrong is reported as wrong).
 2. Block-sparse (10 % of 128×128 tiles) broken down: forward alone and forward + backward, dense
    and sparse, wall time (``do_bench``) next to the GPU time of the kernels (``torch.profiler``),
    so host overhead and kernel time are told apart; the plan build alone.
-3. Backward variants: tensor-descriptor loads (``attention_triton.BWD_DESCRIPTORS``) on and off;
-   ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
+3. Backward variants (``attention_triton.BWD_POLY``: share of P's exponentials on the FMA pipe),
+   gradients against the first variant's; ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
    gradients compared. 4. ``host``: cProfile of the block-sparse call's host side; ``launch``: its
    enqueue time with and without the direct launch of known autotuning keys.
 
@@ -47,9 +47,9 @@ def forward_variants(shapes, rows):
 
     from . import attention_triton as at
     from .attention import attention
-    variants = [("mul+sub", dict(FWD_FMA=False, FWD_LAZY=False)), ("fma", dict(FWD_FMA=True, FWD_LAZY=False)),
-                ("fma+lazy", dict(FWD_FMA=True, FWD_LAZY=True))]
-    saved = {n: getattr(at, n) for n in ("FWD_FMA", "FWD_LAZY")}
+    variants = [("fma", dict(FWD_FMA=True, FWD_LAZY=False, FWD_POLY=0))] + [
+        (f"fma+poly{k}", dict(FWD_FMA=True, FWD_LAZY=False, FWD_POLY=k)) for k in (2, 4, 8)]
+    saved = {n: getattr(at, n) for n in ("FWD_FMA", "FWD_LAZY", "FWD_POLY")}
     for d, n, causal in shapes:
         (q, k, v), B, H = _qkv(d, n)
         flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
@@ -228,39 +228,43 @@ def atomic_variants(shapes, rows):
 
 
 def backward_variants(shapes, rows):
+    """Backward variants (module switches of attention_triton), gradients of each against the first's."""
     from triton.testing import do_bench
 
     from . import attention_triton as at
     from .attention import attention
-    if not hasattr(at, "BWD_DESCRIPTORS"):
-        return
-    saved = at.BWD_DESCRIPTORS
+    variants = [("desc", dict(BWD_DESCRIPTORS=True, BWD_POLY=0))] + [
+        (f"desc+poly{k}", dict(BWD_DESCRIPTORS=True, BWD_POLY=k)) for k in (2, 4)]
+    saved = {n: getattr(at, n) for n in ("BWD_DESCRIPTORS", "BWD_POLY")}
     for d, n, causal in shapes:
         (q, k, v), B, H = _qkv(d, n, seed=5)
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         do = torch.randn_like(q)
         flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
-        for on in (False, True):
-            at.BWD_DESCRIPTORS = on
+        base = None
+        for name, flags in variants:
+            for f, val in flags.items():
+                setattr(at, f, val)
+            row = dict(part="bwd", d=d, n=n, causal=causal, variant=name)
             try:
                 out = attention(q, k, v, causal=causal, backend="triton")
                 ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
                               grad_to_none=[q, k, v], return_mode="median")
                 out.backward(do, retain_graph=True)
-                g = [t.grad.clone() for t in (q, k, v)]
-                rows.append(dict(part="bwd", d=d, n=n, causal=causal, variant=f"descriptors={on}",
-                                 tflops=flops / ms * 1e-9, grads=g))
+                g = [t.grad.float() for t in (q, k, v)]
+                row["tflops"] = flops / ms * 1e-9
+                if base is None:
+                    base = g
+                else:  # relative to the first variant's gradients, per tensor
+                    row["err"] = max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(g, base))
             except Exception as e:  # noqa: BLE001
-                rows.append(dict(part="bwd", d=d, n=n, causal=causal, variant=f"descriptors={on}",
-                                 tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}"))
+                row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
             for x in (q, k, v):
                 x.grad = None
-        a, b = rows[-2].pop("grads", None), rows[-1].pop("grads", None)
-        if a is not None and b is not None:
-            rows[-1]["same_grads_as_pointer_path"] = all(torch.equal(x, y) for x, y in zip(a, b))
-            rows[-1]["max_grad_diff"] = max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
-        print(rows[-2], rows[-1], flush=True)
-    at.BWD_DESCRIPTORS = saved
+            rows.append(row)
+            print(row, flush=True)
+    for f, val in saved.items():
+        setattr(at, f, val)
 
 
 def main(argv=None) -> int:

@@ -50,6 +50,7 @@ par() {  # par NAME SECONDS CMD...: a step in the background, at most JOBS at a 
   step "$@" &
 }
 GC="$PY -m flashproof.kernels.gpu_check --fuzz-budget 0 --minutes 60"
+CASESG=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat  # the Gluon forward's shapes
 CASES9=causal_1025_gqa,causal_nq_lt_nk,causal_nq_gt_nk_empty_rows,plain_d256,window_d96_dv64,mask_late_keys,block_sparse,varlen,strided_mqa
 kernel_steps() {
   par gc_determinism "$BOX" $GC --out "$RES/gc_determinism" --cases determinism --dtypes bf16
@@ -57,6 +58,7 @@ kernel_steps() {
     par "gc_priority_$dt" "$BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
   done
   for dt in bf16 fp16; do par "gc_cases_$dt" "$BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt; done
+  for dt in bf16 fp16; do par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt; done
   # fp32 compiles and runs ~3x longer: one process per case (groups of three hit a 250 s box after
   # two of three on 2026-11-30 15:37, with ~20 steps sharing 16 cores)
   for case in ${CASES9//,/ }; do

@@ -51,10 +51,11 @@ def _signature(fn, dt, consts):
 
 BASE = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=64, BLOCK_DV=64, IS_VARLEN=False, HAS_LEFT=False, HAS_RIGHT=True,
             HAS_MASK=False, HAS_TILES=False, TILE_Q=0, TILE_K=0, GQA_MAP=False, NO_ALPHA=False, NO_MAX=False,
-            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, LAZY=False)
+            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, LAZY=False, POLY=0)
 VARIANTS = {
     "plain": {},
     "descriptors_lazy": dict(USE_DESC=True, LAZY=True, BLOCK_M=128, BLOCK_D=128, BLOCK_DV=128),
+    "descriptors_poly": dict(USE_DESC=True, POLY=4, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "descriptors_tiles": dict(USE_DESC=True, HAS_TILES=True, TILE_Q=128, TILE_K=128, BLOCK_D=128, BLOCK_DV=64),
     "varlen_window_mask_tiles": dict(IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True, HAS_TILES=True, TILE_Q=64,
                                      TILE_K=64, BLOCK_D=32, BLOCK_DV=128),
@@ -103,10 +104,11 @@ def compile_all(compiled: list) -> list:
             for variant, opts in VARIANTS.items():
                 if "USE_DESC" in opts and "USE_DESC" not in {p.name for p in fn.params}:
                     continue  # the delta kernel takes no descriptors
-                if opts.get("LAZY") and prec == "ieee":
-                    continue  # fp32 never takes the FMA interior (the host turns FMA off)
+                if (opts.get("LAZY") or opts.get("POLY")) and prec == "ieee":
+                    continue  # fp32 never takes the FMA interior or the polynomial (the host turns them off)
                 sig, consts = _signature(fn, dt, dict(BASE, **opts, DOT_PREC=prec))
                 compile_sm90(fn, sig, consts, f"{fn.__name__}/{dt}/{variant}", compiled, failures)
+    failures += compile_gluon(compiled)
     from flashproof.kernels.attention_triton_plan import tile_plan
     for transposed in (False, True):
         sig = {p.name: "i32" for p in tile_plan.params if not p.is_constexpr}
@@ -117,9 +119,42 @@ def compile_all(compiled: list) -> list:
     return failures
 
 
+def compile_gluon(compiled: list) -> list:
+    """The warp-specialised Gluon forward (fp16/bf16 × causal or not) down to sm_90 cubins, with
+    its register split (setmaxnreg) and no spills."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from flashproof.kernels import attention_gluon as G
+    failures = []
+    for dt, gdt in (("bf16", gl.bfloat16), ("fp16", gl.float16)):
+        for causal in (False, True):
+            name = f"gluon_fwd/{dt}/causal={causal}"
+            compiled.append(name)
+            qdesc, kvdesc = ([rows, G.HEAD_DIM] for rows in (G.BLOCK_M_WG, G.BLOCK_N))
+            desc = {n: f"tensordesc<{dt}[{b[0]}, {b[1]}],{gl.NVMMASharedLayout.get_default_for(b, gdt)!r}>"
+                    for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
+            consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
+                          CONSUMER_REGS=G.CONSUMER_REGS)
+            sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
+                   **{n: "constexpr" for n in consts}}
+            try:
+                k = triton.compile(GluonASTSource(fn=G._attn_fwd_ws, signature=sig, constexprs=consts),
+                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": G.MAXNREG})
+                assert k.asm.get("cubin"), "no cubin"
+                ptx = k.asm["ptx"]
+                assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
+                assert "ld.local" not in ptx, "spills (local loads) in the PTX"
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+    return failures
+
+
 @pytest.mark.slow
 def test_kernels_compile_to_sm90_cubins():
-    run_compile_script(__file__, 41)
+    run_compile_script(__file__, 51)
 
 
 if __name__ == "__main__":
