@@ -31,6 +31,7 @@ fuzz campaign run it against the float64 oracle on the H200.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -62,9 +63,14 @@ def reason(q, k, v, prob):
     """None if this kernel computes the call, else why not (a short phrase)."""
     if not AVAILABLE or INTERPRET:
         return "Gluon unavailable (or the interpreter)"
-    if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device) != (9, 0):
+    if q.device.type != "cuda" or _capability(q.device.index) != (9, 0):
         return "not an sm_90 GPU"
     return shape_reason(q, k, v, prob)
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index):
+    return torch.cuda.get_device_capability(index)
 
 
 def shape_reason(q, k, v, prob):
