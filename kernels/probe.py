@@ -9,7 +9,8 @@
 3. Backward variants (``attention_triton.BWD_POLY``: share of P's exponentials on the FMA pipe),
    gradients against the first variant's; ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
    gradients compared. 4. ``host``: cProfile of the block-sparse call's host side; ``launch``: its
-   enqueue time with and without the direct launch of known autotuning keys.
+   enqueue time with and without the direct launch of known autotuning keys. 5. ``gluon``: the
+   Gluon forward's wall, GPU and host times, with and without autograd, next to the Triton forward.
 
 Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
 """
@@ -164,6 +165,43 @@ def host_profile(rows, reps=20):
     rows.append(dict(part="host", d=128, n=8192, causal=False, variant="sparse step (cProfile on)", host_ms=host))
 
 
+def gluon_forward(rows):
+    """The Gluon forward (d = 128) split into its parts: the wall time of the default call with and
+    without autograd, the kernel's GPU time (profiler), the host time to enqueue one call, and the
+    Triton forward (``GLUON_FWD`` off) next to cuDNN, per shape."""
+    from triton.testing import do_bench
+
+    from . import attention_triton as at
+    from .attention import attention
+    from .bench import gpu_ms as _gpu_ms
+    for d, n, causal in ((128, 4096, False), (128, 8192, False), (128, 16384, False), (128, 8192, True)):
+        (q, k, v), B, H = _qkv(d, n)
+        flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
+        rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
+        for on in (True, False):
+            at.GLUON_FWD = on
+            name = "gluon" if on else "triton"
+            try:
+                with torch.no_grad():
+                    err = _err_vs_math(attention(q, k, v, causal=causal, backend="triton"), q, k, v, causal)
+                    ms = do_bench(lambda: attention(q, k, v, causal=causal, backend="triton"), warmup=25, rep=100,
+                                  return_mode="median")
+                    gpu = sum(_gpu_ms(lambda: attention(q, k, v, causal=causal, backend="triton")).values())
+                    host = _enqueue_ms(lambda: attention(q, k, v, causal=causal, backend="triton"), 30)
+                ms_grad = do_bench(lambda: attention(qg, kg, vg, causal=causal, backend="triton"), warmup=25,
+                                   rep=100, return_mode="median")
+                rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=flops / ms * 1e-9,
+                                 err=err, fwd_ms=ms, step_ms=ms_grad, gpu_ms=gpu, host_ms=host,
+                                 note=f"with autograd {flops / ms_grad * 1e-9:.0f}; GPU-time rate {flops / gpu * 1e-9:.0f} "))
+            except Exception as e:  # noqa: BLE001
+                rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=float("nan"),
+                                 note=f"{type(e).__name__}: {str(e)[:160]}"))
+            print(rows[-1], flush=True)
+        at.GLUON_FWD = True
+
+
 def launch_overhead(rows, reps=30):
     """Host time to enqueue one block-sparse forward + backward (d = 128, N = 8192, 10 % of tiles)
     with the direct launch of known autotuning keys (``attention_triton._launch``) and without it
@@ -285,6 +323,8 @@ def main(argv=None) -> int:
     try:
         if "host" in parts:
             host_profile(rows)
+        if "gluon" in parts:
+            gluon_forward(rows)
         if "launch" in parts:
             launch_overhead(rows)
         if "sparse" in parts:
