@@ -71,6 +71,11 @@ kernel_steps() {
     par "fuzz_${kern}_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel $kern --dtype $dt --seed $seed \
         --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
+  # the Hopper (Gluon) forward's shapes: d = 128, Nq = Nk multiples of 128 (fuzz --profile gluon)
+  for dt in bf16 fp16; do
+    par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton --dtype $dt --seed 0 \
+        --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_gluon_$dt.json"
+  done
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
       --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"

@@ -72,3 +72,35 @@ def test_gpu_profile_reaches_every_family():
     for fam, pred in probes.items():  # a fixed seed: an unseeded search missed "special_lengths" once in ~10 runs
         assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None), random=Random(0))), fam
 
+
+
+def _gluon_strategy():
+    return _strategy(targets.get("triton"), "cuda", dict(PROFILES["gluon"]))
+
+
+@settings(max_examples=40, database=None, deadline=None)
+@given(_gluon_strategy())
+def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
+    """Every problem of ``--profile gluon`` is routed to the Gluon forward on an sm_90 GPU: the
+    validated call of the built problem, in bf16, passes ``attention_gluon.shape_reason``."""
+    import torch
+
+    from flashproof.fuzz.problem import build
+    from flashproof.kernels import attention_gluon
+    from flashproof.kernels.attention import _validate
+
+    p = build(spec)
+    q, k, v = (t.to(torch.bfloat16) for t in (p.q, p.k, p.v))
+    causal = spec.causal
+    prob = _validate(q, k, v, causal=causal, window=spec.window, mask=None, scale=p.scale, cu_seqlens_q=None,
+                     cu_seqlens_k=None, backend="torch", deterministic=False, bugs=frozenset(), return_lse=True)
+    assert attention_gluon.shape_reason(q, k, v, prob) is None, spec
+
+
+def test_gluon_profile_reaches_its_families():
+    strat = _gluon_strategy()
+    for fam, pred in {"causal": lambda s: s.causal, "huge_logits": lambda s: s.huge_logits > 0,
+                      "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q, "late_max": lambda s: s.late_max,
+                      "gqa": lambda s: s.heads_q > s.heads_kv, "batch": lambda s: s.batch > 1,
+                      "long": lambda s: s.n_q == 1024}.items():
+        assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None), random=Random(0))), fam

@@ -43,6 +43,12 @@ PROFILES = {
     "ci": dict(max_nq=12, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
                 lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000),
+    # the shapes our Hopper forward takes (kernels/attention_gluon.reason: d = 128, Nq = Nk a multiple
+    # of 128, no window/mask/varlen, contiguous), with the families that keep them so; on a GPU
+    # without sm_90, or with special_lengths drawn, the same problems go to the Triton kernels
+    "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=4, max_batch=2,
+                  lengths=(128, 256, 384, 1024), dims=(128,), square=True, oracle_work=100_000,
+                  families=("causal", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch")),
 }
 #: profile keys that are not strategy caps
 _RUN_KEYS = ("oracle_work",)
@@ -62,9 +68,9 @@ class _OutOfTime(BaseException):
 
 def _strategy(target, device: str, profile: dict):
     lacks = target.lacks(device)
-    families = [f for f in FAMILIES if _NEEDS.get(f) not in lacks]
-    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
     caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
+    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
+    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
     return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
 
 

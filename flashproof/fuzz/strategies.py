@@ -43,11 +43,12 @@ HUGE_LOGITS = (1e2, 1e3, 3e4, 6e4)
 def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, max_heads_kv: int = 2,
                        max_group: int = 8, max_batch: int = 2, families=FAMILIES, blocks=(16,),
                        square_causal: bool = False, lengths: tuple | None = None,
-                       dims: tuple | None = None) -> st.SearchStrategy[ProblemSpec]:
+                       dims: tuple | None = None, square: bool = False) -> st.SearchStrategy[ProblemSpec]:
     """Problems with Nq ≤ max_nq, Nk ≤ max_nk, D, Dv ≤ max_d, Hkv ≤ max_heads_kv, Hq/Hkv ≤
     max_group, B ≤ max_batch. ``families`` lists the switches that may turn on (others stay off);
     ``blocks`` are the tile sizes the mask families aim at; ``square_causal`` forces Nk = Nq when
-    causal (for kernels whose causal flag is top-left and who take no mask).
+    causal (for kernels whose causal flag is top-left and who take no mask); ``square`` forces Nk = Nq
+    always (kernels, or fast paths, that need it: ours on Hopper at d = 128).
 
     ``lengths`` / ``dims``: when given, sequence lengths (also each varlen sequence's, or 0) and
     head dims are drawn from these small sets (those under the caps) instead of every integer, so
@@ -68,8 +69,8 @@ def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, ma
         if vals is not None and (not vals or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in vals)):
             raise ValueError(f"{name} must be None or a non-empty tuple of ints >= 1, received {vals!r}")
     return _problems(max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, frozenset(families),
-                     tuple(blocks), square_causal, None if lengths is None else tuple(sorted(set(lengths))),
-                     None if dims is None else tuple(sorted(set(dims))))
+                     tuple(blocks), square_causal or square, None if lengths is None else tuple(sorted(set(lengths))),
+                     None if dims is None else tuple(sorted(set(dims))), square)
 
 
 def _under(vals: tuple, cap: int) -> list:
@@ -79,7 +80,7 @@ def _under(vals: tuple, cap: int) -> list:
 
 @st.composite
 def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, families, blocks, square_causal,
-              lengths, dims):
+              lengths, dims, square=False):
     def on(family: str) -> bool:
         return family in families and draw(st.booleans())
 
@@ -109,7 +110,7 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
         n_seq = draw(st.integers(1, 4))
         cap_q, cap_k = max(1, max_nq // n_seq), max(1, max_nk // n_seq)
         pairs = [[seq_length(cap_q), seq_length(cap_k)] for _ in range(n_seq)]
-        if square_causal and causal:
+        if square_causal and (causal or square):
             for pr in pairs:
                 pr[1] = pr[0]
         if sum(a for a, _ in pairs) == 0:
@@ -120,7 +121,7 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
         n_q, n_k = sum(a for a, _ in seqlens), sum(b for _, b in seqlens)
     else:
         n_q = length(max_nq)
-        n_k = n_q if (square_causal and causal) else length(max_nk)
+        n_k = n_q if (square_causal and (causal or square)) else length(max_nk)
     window = (draw(st.integers(0, max_nk)), draw(st.integers(0, max_nk))) if on("window") else None
     mask_kind = draw(st.sampled_from(MASK_KINDS[1:])) if on("mask") else "none"
     block = draw(st.sampled_from(blocks))
