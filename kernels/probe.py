@@ -165,27 +165,65 @@ def host_profile(rows, reps=20):
     rows.append(dict(part="host", d=128, n=8192, causal=False, variant="sparse step (cProfile on)", host_ms=host))
 
 
+_PINGPONG_SMOKE = """
+import torch
+from flashproof.kernels import attention_gluon as ag
+from flashproof.kernels.attention import attention
+q, k, v = (torch.randn(2, 4, 1024, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+outs = []
+for ping in (False, True):
+    ag.PINGPONG = ping
+    for causal in (False, True):
+        outs.append(attention(q, k, v, causal=causal, backend="triton"))
+torch.cuda.synchronize()
+print("bitwise", all(torch.equal(a, b) for a, b in zip(outs[:2], outs[2:])), "launches", ag.LAUNCHES)
+"""
+
+
+def _pingpong_smoke(rows) -> bool:
+    """The ping-pong variant in a child process with a time limit first (a wrong mbarrier protocol
+    deadlocks, and must not take the rest of the probe with it); True if it ran and matched."""
+    import subprocess
+    import sys
+    try:
+        r = subprocess.run([sys.executable, "-c", _PINGPONG_SMOKE], capture_output=True, text=True, timeout=120)
+        ok, text = r.returncode == 0 and "bitwise True" in r.stdout, (r.stdout + r.stderr)[-300:]
+    except subprocess.TimeoutExpired:
+        ok, text = False, "timed out (deadlock?)"
+    rows.append(dict(part="gluon", d=128, n=1024, causal=False, variant="pingpong-smoke", note=f"ok={ok}: {text}"))
+    print(rows[-1], flush=True)
+    return ok
+
+
 def gluon_forward(rows):
     """The Gluon forward (d = 128) split into its parts: the wall time of the default call with and
     without autograd, the kernel's GPU time (profiler), the host time to enqueue one call, and the
     Triton forward (``GLUON_FWD`` off) next to cuDNN, per shape."""
     from triton.testing import do_bench
 
+    from . import attention_gluon as ag
     from . import attention_triton as at
     from .attention import attention
     from .bench import gpu_ms as _gpu_ms
+    saved = ag.PINGPONG
+    variants = [("gluon", True, False), ("triton", False, False)]
+    if _pingpong_smoke(rows):
+        variants.insert(1, ("gluon+pingpong", True, True))
     for d, n, causal in ((128, 4096, False), (128, 8192, False), (128, 16384, False), (128, 8192, True)):
         (q, k, v), B, H = _qkv(d, n)
         flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
         ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
         rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
-        for on in (True, False):
-            at.GLUON_FWD = on
-            name = "gluon" if on else "triton"
+        first = None
+        for name, on, ping in variants:
+            at.GLUON_FWD, ag.PINGPONG = on, ping
             try:
                 with torch.no_grad():
-                    err = _err_vs_math(attention(q, k, v, causal=causal, backend="triton"), q, k, v, causal)
+                    o = attention(q, k, v, causal=causal, backend="triton")
+                    err = _err_vs_math(o, q, k, v, causal)
+                    same = None if first is None else torch.equal(o, first)
+                    first = o if first is None else first
                     ms = do_bench(lambda: attention(q, k, v, causal=causal, backend="triton"), warmup=25, rep=100,
                                   return_mode="median")
                     gpu = sum(_gpu_ms(lambda: attention(q, k, v, causal=causal, backend="triton")).values())
@@ -202,12 +240,13 @@ def gluon_forward(rows):
                 rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=flops / ms * 1e-9,
                                  err=err, fwd_ms=ms, step_ms=ms_grad, gpu_ms=gpu, host_ms=host,
                                  note=f"with autograd {flops / ms_grad * 1e-9:.0f}; GPU-time rate {flops / gpu * 1e-9:.0f}; "
-                                      f"CUDA graph (L2 still flushed) {flops / ms_graph * 1e-9:.0f} "))
+                                      f"CUDA graph (L2 still flushed) {flops / ms_graph * 1e-9:.0f}; "
+                                      f"bitwise = gluon: {same} "))
             except Exception as e:  # noqa: BLE001
                 rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=float("nan"),
                                  note=f"{type(e).__name__}: {str(e)[:160]}"))
             print(rows[-1], flush=True)
-        at.GLUON_FWD = True
+        at.GLUON_FWD, ag.PINGPONG = True, saved
 
 
 def launch_overhead(rows, reps=30):

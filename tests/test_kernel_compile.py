@@ -129,15 +129,17 @@ def compile_gluon(compiled: list) -> list:
 
     from flashproof.kernels import attention_gluon as G
     failures = []
-    for dt, gdt in (("bf16", gl.bfloat16), ("fp16", gl.float16)):
-        for causal in (False, True):
-            name = f"gluon_fwd/{dt}/causal={causal}"
+    for dt, gdt, causal, pingpong in (("bf16", gl.bfloat16, False, False), ("bf16", gl.bfloat16, True, False),
+                                      ("fp16", gl.float16, False, False), ("fp16", gl.float16, True, False),
+                                      ("bf16", gl.bfloat16, False, True), ("bf16", gl.bfloat16, True, True)):
+        if True:
+            name = f"gluon_fwd/{dt}/causal={causal}/pingpong={pingpong}"
             compiled.append(name)
             qdesc, kvdesc = ([rows, G.HEAD_DIM] for rows in (G.BLOCK_M_WG, G.BLOCK_N))
             desc = {n: f"tensordesc<{dt}[{b[0]}, {b[1]}],{gl.NVMMASharedLayout.get_default_for(b, gdt)!r}>"
                     for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
             consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
-                          CONSUMER_REGS=G.CONSUMER_REGS)
+                          CONSUMER_REGS=G.CONSUMER_REGS, PINGPONG=pingpong)
             sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
                    **{n: "constexpr" for n in consts}}
             try:
@@ -154,7 +156,7 @@ def compile_gluon(compiled: list) -> list:
 
 @pytest.mark.slow
 def test_kernels_compile_to_sm90_cubins():
-    run_compile_script(__file__, 51)
+    run_compile_script(__file__, 53)
 
 
 if __name__ == "__main__":
