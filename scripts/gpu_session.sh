@@ -6,6 +6,7 @@
 #   bash scripts/gpu_session.sh all      # check, then bench
 #   bash scripts/gpu_session.sh probe    # kernels/probe.py: A/B timings of kernel variants, block-sparse breakdown
 #   bash scripts/gpu_session.sh attn-bench  # the attention bench alone
+#   bash scripts/gpu_session.sh gluon    # the Gluon forward: its check cases and fuzz profile, then its probe
 # The correctness steps run as parallel processes (JOBS of them at a time, default: the CPU count):
 # almost all of their time is Triton/torch.compile compiling a new kernel variant on the CPU, so one
 # process per case group / dtype / fuzz seed turns a run that took ~10 min serially into ~4 min.
@@ -58,7 +59,6 @@ kernel_steps() {
     par "gc_priority_$dt" "$BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
   done
   for dt in bf16 fp16; do par "gc_cases_$dt" "$BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt; done
-  for dt in bf16 fp16; do par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt; done
   # fp32 compiles and runs ~3x longer: one process per case (groups of three hit a 250 s box after
   # two of three on 2026-11-30 15:37, with ~20 steps sharing 16 cores)
   for case in ${CASES9//,/ }; do
@@ -71,11 +71,7 @@ kernel_steps() {
     par "fuzz_${kern}_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel $kern --dtype $dt --seed $seed \
         --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
-  # the Hopper (Gluon) forward's shapes: d = 128, Nq = Nk multiples of 128 (fuzz --profile gluon)
-  for dt in bf16 fp16; do
-    par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton --dtype $dt --seed 0 \
-        --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_gluon_$dt.json"
-  done
+  gluon_steps  # the Hopper (Gluon) forward's cases and fuzz profile (d = 128, Nq = Nk multiples of 128)
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
       --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"
@@ -96,6 +92,13 @@ probe() {  # A/B timings (kernels/probe.py); PROBE_PARTS narrows it (fwd,sparse,
       ${PROBE_PARTS:+--parts "$PROBE_PARTS"}
 }
 verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; cat "$OUT/verdict.txt"; pack; }
+gluon_steps() {  # the Hopper (Gluon) forward alone: its gpu_check cases and its fuzz profile
+  for dt in bf16 fp16; do
+    par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt
+    par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton --dtype $dt --seed 0 \
+        --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_gluon_$dt.json"
+  done
+}
 case "${1:-check}" in
 check)   kernel_steps; sampler_tests; wait; verdict; sampler_bench ;;
 kernel)  kernel_steps; wait; verdict ;;
@@ -103,6 +106,7 @@ sampler) sampler_tests; wait; verdict; sampler_bench ;;
 bench)   attn_bench; sampler_bench ;;
 all)     kernel_steps; sampler_tests; wait; verdict; sampler_bench; attn_bench ;;
 probe)   probe ;;
+gluon)   gluon_steps; wait; verdict; PROBE_PARTS=${PROBE_PARTS:-gluon} probe ;;
 attn-bench) attn_bench ;;
-*) echo "usage: $0 check|kernel|sampler|bench|attn-bench|all|probe" >&2; exit 2 ;;
+*) echo "usage: $0 check|kernel|sampler|bench|attn-bench|all|probe|gluon" >&2; exit 2 ;;
 esac
