@@ -88,10 +88,11 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_s
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), or
     ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (B, Hq, Nq)). See the module docstring
     for the masking conventions. ``deterministic=True`` promises bitwise-identical gradients run to
-    run. ``False`` allows the Triton backward to add dQ up with fp32 atomics (5 instead of 7 N²d
-    products; dQ may then differ in its last bits between runs) when ``attention_triton.ATOMIC_DQ``
-    is on; it is off by default (that kernel measured slower on the H200), so today both values give
-    the deterministic two-kernel backward.
+    run. ``False`` allows a backward that adds dQ up with fp32 atomics (5 instead of 7 N²d products;
+    dQ may then differ in its last bits between runs): on an sm_90 GPU the Gluon backward for the
+    dense d = 128 calls ``kernels.attention_gluon.reason`` accepts with Hq = Hkv, and the Triton
+    atomic-dQ kernel when ``attention_triton.ATOMIC_DQ`` is on (off by default: it measured slower
+    on the H200); every other call takes the deterministic two-kernel Triton backward.
     """
     backend = _resolve_backend(backend, q)
     prob = _validate(q, k, v, causal=causal, window=window, mask=mask, scale=scale,

@@ -13,7 +13,7 @@ import os
 import torch
 import triton
 
-from . import attention_gluon
+from . import attention_gluon, attention_gluon_bwd
 from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
 from .attention_triton_fwd import LOG2E, attn_fwd
 from .attention_triton_plan import tile_plan
@@ -80,6 +80,9 @@ FWD_POLY = 0
 #: GLUON_FWD — dense fp16/bf16 d = 128 forwards (Nq = Nk, a multiple of 128, causal or not) on an
 #: sm_90 GPU go to the warp-specialised Gluon kernel (``attention_gluon``; ``reason`` lists the rules)
 GLUON_FWD = True
+#: GLUON_BWD — the deterministic=False backward of those calls (when Hq = Hkv) goes to the Gluon
+#: backward (``attention_gluon_bwd``: one kernel, 5 products, dQ by fp32 atomics)
+GLUON_BWD = True
 #: BWD_POLY — the same for P's recomputation in the unmasked steps of the gradient kernels (not fp32)
 BWD_POLY = 0
 
@@ -356,6 +359,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
         out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],
         BLOCK_M=BM_D, BLOCK_DV=c["BLOCK_DV"], HAS_DLSE=has_dlse)
     BACKWARD_LAUNCHES["delta"] += 1
+    if GLUON_BWD and not prob.deterministic and Hq == c["Hkv"] and attention_gluon.reason(q, k, v, prob) is None:
+        return attention_gluon_bwd.backward(q, k, v, dout, lse.contiguous(), delta, prob)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
                   TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"],

@@ -136,8 +136,9 @@ def check_case(cid, shape, opt, dname, seed=0):
     dtype = DTYPES[dname]
     q, k, v, kw, allowed = _build(cid, shape, opt, dtype, seed)
     scale = kw["scale"] or 1 / math.sqrt(q.shape[-1])
-    from . import attention_gluon
+    from . import attention_gluon, attention_gluon_bwd
     launches = attention_gluon.LAUNCHES["gluon_fwd"]
+    bwd_launches = attention_gluon_bwd.LAUNCHES["gluon_bwd"]
     res = attention(q, k, v, return_lse=True, backend="triton", **kw)
     took_gluon = attention_gluon.LAUNCHES["gluon_fwd"] > launches
     ref = dense(q, k, v, allowed, scale, torch.float64)
@@ -151,8 +152,12 @@ def check_case(cid, shape, opt, dname, seed=0):
     base = [naive[0], naive[1], *_loss_grads(naive[0], naive[1], leaves, G, g)]
     empty = ~allowed.any(-1)
     worst, problems = {}, []
-    if opt.get("gluon") and took_gluon != (dname != "fp32" and torch.cuda.get_device_capability() == (9, 0)):
-        problems.append(f"forward path: Gluon kernel ran = {took_gluon}, expected the opposite")
+    if opt.get("gluon"):  # the default call (deterministic=False): Gluon forward, and backward when Hq = Hkv
+        hopper = dname != "fp32" and torch.cuda.get_device_capability() == (9, 0)
+        took_bwd = attention_gluon_bwd.LAUNCHES["gluon_bwd"] > bwd_launches
+        for part, took, expect in (("forward", took_gluon, hopper), ("backward", took_bwd, hopper and shape[1] == shape[2])):
+            if took != expect:
+                problems.append(f"{part} path: Gluon kernel ran = {took}, expected {expect}")
     if not torch.equal(res.lse.isneginf(), empty):
         problems.append("lse is not -inf exactly on the empty rows")
     if (res.out[empty] != 0).any():

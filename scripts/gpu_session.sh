@@ -95,7 +95,8 @@ verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; c
 gluon_steps() {  # the Hopper (Gluon) forward alone: its gpu_check cases and its fuzz profile
   for dt in bf16 fp16; do
     par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt
-    par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton --dtype $dt --seed 0 \
+    # triton-atomic: deterministic=False, the default call, so the Gluon backward runs too (Hq = Hkv)
+    par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton-atomic --dtype $dt --seed 0 \
         --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_gluon_$dt.json"
   done
 }

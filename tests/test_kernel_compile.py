@@ -120,8 +120,9 @@ def compile_all(compiled: list) -> list:
 
 
 def compile_gluon(compiled: list) -> list:
-    """The warp-specialised Gluon forward (fp16/bf16 × causal or not) down to sm_90 cubins, with
-    its register split (setmaxnreg) and no spills."""
+    """The warp-specialised Gluon forward (fp16/bf16 × causal or not, ping-pong on and off) and
+    backward (fp16/bf16 × causal or not) down to sm_90 cubins: the forward's register split
+    (setmaxnreg), the backward's dQ atomics, no spills in either."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
@@ -151,12 +152,34 @@ def compile_gluon(compiled: list) -> list:
                 assert "ld.local" not in ptx, "spills (local loads) in the PTX"
             except Exception as e:  # noqa: BLE001 - reported by the test
                 failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+    from flashproof.kernels import attention_gluon_bwd as GB
+    for dt, gdt in (("bf16", gl.bfloat16), ("fp16", gl.float16)):
+        for causal in (False, True):
+            name = f"gluon_bwd/{dt}/causal={causal}"
+            compiled.append(name)
+            q_layout, kv_layout = GB.desc_layouts(gdt)
+            qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
+            kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
+            vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
+            consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
+                          PRODUCER_REGS=GB.PRODUCER_REGS)
+            sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
+                   "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
+                   **{n: "constexpr" for n in consts}}
+            try:
+                k = triton.compile(GluonASTSource(fn=GB._attn_bwd_ws, signature=sig, constexprs=consts),
+                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": GB.MAXNREG})
+                assert k.asm.get("cubin"), "no cubin"
+                assert "red.global.add.f32" in k.asm["ptx"] or "atom.global" in k.asm["ptx"], "no dQ atomics"
+                assert "ld.local" not in k.asm["ptx"], "spills (local loads) in the PTX"
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                failures.append((name, f"{type(e).__name__}: {e}"[:400]))
     return failures
 
 
 @pytest.mark.slow
 def test_kernels_compile_to_sm90_cubins():
-    run_compile_script(__file__, 53)
+    run_compile_script(__file__, 57)
 
 
 if __name__ == "__main__":

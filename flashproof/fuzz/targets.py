@@ -329,7 +329,7 @@ _TARGETS = {
                      lambda d: frozenset({"fp64"}), "fwd+bwd", _ours_tiles()),
     # the default call, deterministic=False: the backward adds dQ with atomics (order varies run to
     # run), so only the forward is promised bitwise; "triton" above fuzzes the deterministic backward
-    "triton-atomic": Target("triton-atomic", "ours, Triton kernel, deterministic=False with the atomic-dQ backward",
+    "triton-atomic": Target("triton-atomic", "ours, deterministic=False: the atomic-dQ backward (Gluon on sm_90 for the shapes it takes, else Triton)",
                             lambda c, det: _atomic(c), _ours_unavailable("triton"),
                             lambda d: frozenset({"fp64"}), "fwd", _ours_tiles()),
     "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,
