@@ -10,7 +10,8 @@
    gradients against the first variant's; ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
    gradients compared. 4. ``host``: cProfile of the block-sparse call's host side; ``launch``: its
    enqueue time with and without the direct launch of known autotuning keys. 5. ``gluon``: the
-   Gluon forward's wall, GPU and host times, with and without autograd, next to the Triton forward.
+   Gluon forward's wall, GPU and host times, with and without autograd, next to the Triton forward;
+   ``gluon-bwd``: the backward paths (Triton deterministic, Gluon with scalar / vector dQ atomics).
 
 Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
 """
@@ -249,6 +250,56 @@ def gluon_forward(rows):
         at.GLUON_FWD, ag.PINGPONG = True, saved
 
 
+def gluon_backward(rows):
+    """Backward variants at d = 128, each next to cuDNN's backward: the deterministic Triton
+    two-kernel path, and the Gluon backward (deterministic=False) with scalar and with 4-wide dQ
+    reductions (``attention_gluon_bwd.VEC_ATOMIC``); gradients against the deterministic ones."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    from . import attention_gluon_bwd as gb
+    from .attention import attention
+    saved = getattr(gb, "VEC_ATOMIC", None)
+    variants = [("triton-det", True, None), ("gluon", False, False)]
+    if saved is not None:
+        variants.append(("gluon+vec4", False, True))
+    for d, n, causal in ((128, 8192, False), (128, 16384, False), (128, 8192, True), (128, 4096, False)):
+        (q, k, v), B, H = _qkv(d, n, seed=5)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        do = torch.randn_like(q)
+        flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100, grad_to_none=[q, k, v],
+                      return_mode="median")
+        rows.append(dict(part="gluon-bwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
+        base = None
+        for name, det, vec in variants:
+            if vec is not None:
+                gb.VEC_ATOMIC = vec
+            row = dict(part="gluon-bwd", d=d, n=n, causal=causal, variant=name)
+            try:
+                before = gb.LAUNCHES["gluon_bwd"]
+                out = attention(q, k, v, causal=causal, backend="triton", deterministic=det)
+                ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
+                              grad_to_none=[q, k, v], return_mode="median")
+                out.backward(do, retain_graph=True)
+                g = [t.grad.float() for t in (q, k, v)]
+                row.update(tflops=flops / ms * 1e-9, note=f"gluon ran: {gb.LAUNCHES['gluon_bwd'] > before} ")
+                if base is None:
+                    base = g
+                else:
+                    row["err"] = max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(g, base))
+            except Exception as e:  # noqa: BLE001
+                row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
+            for x in (q, k, v):
+                x.grad = None
+            rows.append(row)
+            print(row, flush=True)
+    if saved is not None:
+        gb.VEC_ATOMIC = saved
+
+
 def launch_overhead(rows, reps=30):
     """Host time to enqueue one block-sparse forward + backward (d = 128, N = 8192, 10 % of tiles)
     with the direct launch of known autotuning keys (``attention_triton._launch``) and without it
@@ -372,6 +423,8 @@ def main(argv=None) -> int:
             host_profile(rows)
         if "gluon" in parts:
             gluon_forward(rows)
+        if "gluon-bwd" in parts:
+            gluon_backward(rows)
         if "launch" in parts:
             launch_overhead(rows)
         if "sparse" in parts:
