@@ -3,7 +3,9 @@ the Gluon forward takes (``attention_gluon.reason``) when Hq = Hkv; everything e
 ``deterministic=True`` call, runs the Triton kernels (two kernels, no atomics).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
-dQ added with fp32 atomics (so its last bits depend on the order the CTAs run in).
+dQ added with fp32 atomics (so its last bits depend on the order the CTAs run in): one 16-byte
+``red.relaxed.gpu.global.add.v4.f32`` per four dQ elements through inline PTX (``VEC_ATOMIC``), or one
+scalar atomic per element (Gluon 3.6 emits scalar fp32 atomics only).
 
 One kernel, 5 N²d matrix products per (query block, key block) pair.
 
@@ -73,6 +75,16 @@ NUM_STAGES = 2  # Q/dO ring slots
 MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
+#: dQ added with 16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32``, sm_90, PTX ISA ≥ 8.1)
+#: through inline PTX: 1/4 as many reduction instructions; False: one scalar red.global.add.f32 per
+#: element (the kernel as it was)
+VEC_ATOMIC = True
+#: VEC_ATOMIC's register shuffle: False (default) converts dQ to 8 rows × 4 columns per thread through
+#: shared memory (+32 KiB scratch, warp-local, no CTA barrier; a warp's v4 reduction covers 2 rows ×
+#: 256 contiguous bytes); True exchanges half the registers with the neighbour lane (16 shfl + 32 selp,
+#: no shared memory; a v4 reduction covers 16 rows × 32 bytes) — but ptxas then keeps the shared
+#: memory base on the stack (an 8-byte STL/LDL, one LDL per consumer iteration).
+VEC_SHUFFLE = gl.constexpr(False) if AVAILABLE else False
 
 
 # ----------------------------------------------------------------------------------------
@@ -106,7 +118,7 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 # Consumer warpgroup.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
+def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, VEC: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
               q_empty, do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0, i0,
               n_qblk, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -171,16 +183,56 @@ def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols,
     mbarrier.arrive(do_empty.index(slot), count=1)
 
     # dQ accumulation: fire-and-forget fp32 reductions (red.global.add)
-    r = gl.arange(0, BM, layout=gl.SliceLayout(1, dq_layout))
-    c = gl.arange(0, DQW, layout=gl.SliceLayout(0, dq_layout))
     dq_base = dq_ptr + qrow.to(gl.int64) * D + WG * DQW  # scalar base; per-element i32 offsets
-    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
-    gl.atomic_add(dq_base + offs, dq, sem="relaxed")
+    if VEC:
+        _dq_red_v4(dq_base, dq, D)
+    else:
+        r = gl.arange(0, BM, layout=gl.SliceLayout(1, dq_layout))
+        c = gl.arange(0, DQW, layout=gl.SliceLayout(0, dq_layout))
+        offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
+        gl.atomic_add(dq_base + offs, dq, sem="relaxed")
     return dk, dv
 
 
 @_jit
-def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
+def _dq_red_v4(dq_base, dq, D: gl.constexpr):
+    """dq_base[r·D + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
+    16-byte ``red.relaxed.gpu.global.add.v4.f32`` per 4 consecutive columns.  Gluon 3.6 emits scalar
+    fp32 atomics only, so: convert dq (whose threads hold column PAIRS) to a layout whose first two
+    register bits are columns +1, +2 (4 consecutive columns per 4 consecutive registers; each warp
+    keeps its 16 rows, so the conversion is warp-local), and hand each 4-register pack to inline PTX
+    (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
+    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
+    column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
+    allocation).  The values go in as their i32 bit patterns: inline_asm_elementwise broadcasts its
+    arguments with the binary-operator type check, which rejects pointer ⊕ float.  The asm must
+    have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
+    BM: gl.constexpr = dq.type.shape[0]
+    DQW: gl.constexpr = dq.type.shape[1]
+    gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
+    if VEC_SHUFFLE:
+        # the accumulator layout with register bit 1 (row +8) and lane bit 0 (column +2) swapped:
+        # an intra-warp exchange between lane pairs
+        red_layout: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [0, 8], [0, 16], [0, 32]], lane_bases=[[8, 0], [0, 4], [1, 0], [2, 0], [4, 0]],
+            warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[BM, DQW])
+    else:
+        # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
+        red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
+                                                    warps_per_cta=[4, 1], order=[1, 0])
+    dq4 = gl.convert_layout(dq, red_layout)
+    r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
+    c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
+    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
+    gl.inline_asm_elementwise(
+        "red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};\n"
+        "mov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;",
+        "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [dq_base + offs, dq4.to(gl.int32, bitcast=True)], dtype=gl.int32,
+        is_pure=False, pack=4)
+
+
+@_jit
+def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, VEC: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
                   do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem,
                   qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
     BM: gl.constexpr = q_smem.type.shape[1]
@@ -206,16 +258,16 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     if CAUSAL:
         # query blocks 2j and 2j+1 overlap the diagonal: masked
         for t in gl.static_range(2):
-            dk, dv = _bwd_iter(t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+            dk, dv = _bwd_iter(t, dk, dv, WG, True, VEC, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                                do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
                                i0, n_qblk, s_layout, a_layout, dq_layout)
         for t in range(2, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+            dk, dv = _bwd_iter(t, dk, dv, WG, False, VEC, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                                do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
                                i0, n_qblk, s_layout, a_layout, dq_layout)
     else:
         for t in range(0, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+            dk, dv = _bwd_iter(t, dk, dv, WG, False, VEC, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                                do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
                                i0, n_qblk, s_layout, a_layout, dq_layout)
 
@@ -231,7 +283,7 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter,
                   n_qblk):
-    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+    _bwd_consumer(0, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
                   i0, n_iter, n_qblk)
 
@@ -240,7 +292,7 @@ def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_
 def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter,
                   n_qblk):
-    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+    _bwd_consumer(1, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
                   i0, n_iter, n_qblk)
 
@@ -249,7 +301,7 @@ def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_
 def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0,
                     n_iter, n_qblk):
-    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+    _bwd_consumer(0, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
                   i0, n_iter, n_qblk)
 
@@ -258,15 +310,47 @@ def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, 
 def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0,
                     n_iter, n_qblk):
-    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+    _bwd_consumer(1, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
                   i0, n_iter, n_qblk)
 
 
 @_jit
+def _bwd_wg0_full_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(0, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _bwd_wg1_full_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(1, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _bwd_wg0_causal_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(0, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _bwd_wg1_causal_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(1, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX,
                  NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr):
+                 PRODUCER_REGS: gl.constexpr, VEC_ATOMIC: gl.constexpr = False):
     BM: gl.constexpr = q_desc.block_type.shape[0]
     D: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[0]
@@ -314,18 +398,33 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
             dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
-    if CAUSAL:
-        gl.warp_specialize([
-            (_bwd_wg0_causal, args),
-            (_bwd_wg1_causal, args),
-            (_bwd_load_partition, load_args),
-        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
+    if VEC_ATOMIC:
+        if CAUSAL:
+            gl.warp_specialize([
+                (_bwd_wg0_causal_vec, args),
+                (_bwd_wg1_causal_vec, args),
+                (_bwd_load_partition, load_args),
+            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_bwd_wg0_full_vec, args),
+                (_bwd_wg1_full_vec, args),
+                (_bwd_load_partition, load_args),
+            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
-        gl.warp_specialize([
-            (_bwd_wg0_full, args),
-            (_bwd_wg1_full, args),
-            (_bwd_load_partition, load_args),
-        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+        if CAUSAL:
+            gl.warp_specialize([
+                (_bwd_wg0_causal, args),
+                (_bwd_wg1_causal, args),
+                (_bwd_load_partition, load_args),
+            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_bwd_wg0_full, args),
+                (_bwd_wg1_full, args),
+                (_bwd_load_partition, load_args),
+            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 # ----------------------------------------------------------------------------------------
@@ -364,6 +463,7 @@ def backward(q, k, v, dout, lse, delta, prob):
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
     _attn_bwd_ws[(N // BLOCK_N, B * H)](*descs, dq_acc, dk, dv, float(prob.scale), N, NUM_STAGES=NUM_STAGES,
                                         CAUSAL=prob.window == (None, 0), CONSUMER_REGS=CONSUMER_REGS,
-                                        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+                                        PRODUCER_REGS=PRODUCER_REGS, VEC_ATOMIC=VEC_ATOMIC, num_warps=4,
+                                        maxnreg=MAXNREG)
     LAUNCHES["gluon_bwd"] += 1
     return (dq_acc * prob.scale).to(q.dtype), dk, dv

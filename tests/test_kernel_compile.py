@@ -153,16 +153,18 @@ def compile_gluon(compiled: list) -> list:
             except Exception as e:  # noqa: BLE001 - reported by the test
                 failures.append((name, f"{type(e).__name__}: {e}"[:400]))
     from flashproof.kernels import attention_gluon_bwd as GB
-    for dt, gdt in (("bf16", gl.bfloat16), ("fp16", gl.float16)):
-        for causal in (False, True):
-            name = f"gluon_bwd/{dt}/causal={causal}"
+    for dt, gdt, causal, vec in (("bf16", gl.bfloat16, False, False), ("bf16", gl.bfloat16, True, False),
+                                 ("fp16", gl.float16, False, False), ("fp16", gl.float16, True, False),
+                                 ("bf16", gl.bfloat16, False, True), ("bf16", gl.bfloat16, True, True)):
+        if True:
+            name = f"gluon_bwd/{dt}/causal={causal}/vec_atomic={vec}"
             compiled.append(name)
             q_layout, kv_layout = GB.desc_layouts(gdt)
             qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
             kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
             vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
             consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                          PRODUCER_REGS=GB.PRODUCER_REGS)
+                          PRODUCER_REGS=GB.PRODUCER_REGS, VEC_ATOMIC=vec)
             sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
                    "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
                    **{n: "constexpr" for n in consts}}
@@ -170,7 +172,8 @@ def compile_gluon(compiled: list) -> list:
                 k = triton.compile(GluonASTSource(fn=GB._attn_bwd_ws, signature=sig, constexprs=consts),
                                    target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": GB.MAXNREG})
                 assert k.asm.get("cubin"), "no cubin"
-                assert "red.global.add.f32" in k.asm["ptx"] or "atom.global" in k.asm["ptx"], "no dQ atomics"
+                red = "red.relaxed.gpu.global.add.v4.f32" if vec else "atom.global.gpu.relaxed.add.f32"
+                assert red in k.asm["ptx"], f"no {red} (the dQ reductions) in the PTX"
                 assert "ld.local" not in k.asm["ptx"], "spills (local loads) in the PTX"
             except Exception as e:  # noqa: BLE001 - reported by the test
                 failures.append((name, f"{type(e).__name__}: {e}"[:400]))
@@ -179,7 +182,7 @@ def compile_gluon(compiled: list) -> list:
 
 @pytest.mark.slow
 def test_kernels_compile_to_sm90_cubins():
-    run_compile_script(__file__, 57)
+    run_compile_script(__file__, 59)
 
 
 if __name__ == "__main__":
