@@ -3,9 +3,9 @@ the Gluon forward takes (``attention_gluon.reason``) when Hq = Hkv; everything e
 ``deterministic=True`` call, runs the Triton kernels (two kernels, no atomics).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
-dQ added with fp32 atomics (so its last bits depend on the order the CTAs run in): one 16-byte
-``red.relaxed.gpu.global.add.v4.f32`` per four dQ elements through inline PTX (``VEC_ATOMIC``), or one
-scalar atomic per element (Gluon 3.6 emits scalar fp32 atomics only).
+dQ added with fp32 atomics (so its last bits depend on the order the CTAs run in): one scalar atomic
+per element (Gluon 3.6 emits scalar fp32 atomics only), or — ``VEC_ATOMIC``, off, not yet run on a
+GPU — one 16-byte ``red.relaxed.gpu.global.add.v4.f32`` per four elements through inline PTX.
 
 One kernel, 5 N²d matrix products per (query block, key block) pair.
 
@@ -75,10 +75,12 @@ NUM_STAGES = 2  # Q/dO ring slots
 MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
-#: dQ added with 16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32``, sm_90, PTX ISA ≥ 8.1)
-#: through inline PTX: 1/4 as many reduction instructions; False: one scalar red.global.add.f32 per
-#: element (the kernel as it was)
-VEC_ATOMIC = True
+#: dQ added with 16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32``, sm_90, PTX ISA >= 8.1)
+#: through inline PTX: 1/4 as many reduction instructions. OFF: it compiles (tests/test_kernel_compile.py:
+#: 16-byte REDG.E.ADD.F32x4 in the SASS, no spills) but has never run on a GPU — the session that wrote
+#: it had no device time left (kernels/probe.py --parts gluon-bwd A/Bs it against the scalar path). False:
+#: one scalar atomic per element, the kernel the H200 runs verified.
+VEC_ATOMIC = False
 #: VEC_ATOMIC's register shuffle: False (default) converts dQ to 8 rows × 4 columns per thread through
 #: shared memory (+32 KiB scratch, warp-local, no CTA barrier; a warp's v4 reduction covers 2 rows ×
 #: 256 contiguous bytes); True exchanges half the registers with the neighbour lane (16 shfl + 32 selp,
