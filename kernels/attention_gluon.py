@@ -344,9 +344,14 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
         ], [4, 1], [CONSUMER_REGS, 24])
 
 
+def gl_dtype(dtype):
+    """Gluon's element type of a torch fp16/bf16 dtype."""
+    return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+
+
 def _descs(q, k, v, o):
     """2-D TMA descriptors over the (B·H·N, D) row views."""
-    dt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+    dt = gl_dtype(q.dtype)
     q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M_WG, HEAD_DIM], dt)
     kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dt)
     rows = lambda t: t.view(-1, HEAD_DIM)  # noqa: E731

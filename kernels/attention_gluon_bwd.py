@@ -54,17 +54,14 @@ from __future__ import annotations
 
 import torch
 
-try:
-    from triton.experimental import gluon
+from .attention_gluon import AVAILABLE, _jit, gl_dtype
+
+if AVAILABLE:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    AVAILABLE = True
-except ImportError:  # an older Triton: the Triton kernels serve every call
-    AVAILABLE = False
 
-_jit = gluon.jit if AVAILABLE else (lambda fn: fn)
 #: launches of this kernel since import (tests and the GPU check see which backward ran)
 LAUNCHES = {"gluon_bwd": 0}
 
@@ -81,12 +78,6 @@ PRODUCER_REGS = 24
 #: it had no device time left (kernels/probe.py --parts gluon-bwd A/Bs it against the scalar path). False:
 #: one scalar atomic per element, the kernel the H200 runs verified.
 VEC_ATOMIC = False
-#: VEC_ATOMIC's register shuffle: False (default) converts dQ to 8 rows × 4 columns per thread through
-#: shared memory (+32 KiB scratch, warp-local, no CTA barrier; a warp's v4 reduction covers 2 rows ×
-#: 256 contiguous bytes); True exchanges half the registers with the neighbour lane (16 shfl + 32 selp,
-#: no shared memory; a v4 reduction covers 16 rows × 32 bytes) — but ptxas then keeps the shared
-#: memory base on the stack (an 8-byte STL/LDL, one LDL per consumer iteration).
-VEC_SHUFFLE = gl.constexpr(False) if AVAILABLE else False
 
 
 # ----------------------------------------------------------------------------------------
@@ -212,16 +203,9 @@ def _dq_red_v4(dq_base, dq, D: gl.constexpr):
     BM: gl.constexpr = dq.type.shape[0]
     DQW: gl.constexpr = dq.type.shape[1]
     gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
-    if VEC_SHUFFLE:
-        # the accumulator layout with register bit 1 (row +8) and lane bit 0 (column +2) swapped:
-        # an intra-warp exchange between lane pairs
-        red_layout: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 1], [0, 2], [0, 8], [0, 16], [0, 32]], lane_bases=[[8, 0], [0, 4], [1, 0], [2, 0], [4, 0]],
-            warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[BM, DQW])
-    else:
-        # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
-        red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
-                                                    warps_per_cta=[4, 1], order=[1, 0])
+    # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
+    red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
+                                                warps_per_cta=[4, 1], order=[1, 0])
     dq4 = gl.convert_layout(dq, red_layout)
     r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
     c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
@@ -354,7 +338,6 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
                  NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                  PRODUCER_REGS: gl.constexpr, VEC_ATOMIC: gl.constexpr = False):
     BM: gl.constexpr = q_desc.block_type.shape[0]
-    D: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[0]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
     dt: gl.constexpr = q_desc.dtype
@@ -432,10 +415,6 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
 # ----------------------------------------------------------------------------------------
 # Host side.
 # ----------------------------------------------------------------------------------------
-def _gl_dtype(dtype):
-    return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
-
-
 def desc_layouts(gdt):
     """(Q/dO tile layout, K/V tile layout) — shared with compile_check."""
     return (gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gdt),
@@ -454,7 +433,7 @@ def backward(q, k, v, dout, lse, delta, prob):
     dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
     dq_acc = torch.zeros(B, H, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    gdt = _gl_dtype(q.dtype)
+    gdt = gl_dtype(q.dtype)
     q_layout, kv_layout = desc_layouts(gdt)
     rows = lambda t: t.view(-1, D)  # noqa: E731
     descs = (TensorDescriptor.from_tensor(rows(q), [BLOCK_M, D], q_layout),

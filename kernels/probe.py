@@ -278,22 +278,11 @@ def gluon_backward(rows):
             if vec is not None:
                 gb.VEC_ATOMIC = vec
             row = dict(part="gluon-bwd", d=d, n=n, causal=causal, variant=name)
-            try:
-                before = gb.LAUNCHES["gluon_bwd"]
-                out = attention(q, k, v, causal=causal, backend="triton", deterministic=det)
-                ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
-                              grad_to_none=[q, k, v], return_mode="median")
-                out.backward(do, retain_graph=True)
-                g = [t.grad.float() for t in (q, k, v)]
-                row.update(tflops=flops / ms * 1e-9, note=f"gluon ran: {gb.LAUNCHES['gluon_bwd'] > before} ")
-                if base is None:
-                    base = g
-                else:
-                    row["err"] = max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(g, base))
-            except Exception as e:  # noqa: BLE001
-                row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
-            for x in (q, k, v):
-                x.grad = None
+            before = gb.LAUNCHES["gluon_bwd"]
+            g = _backward_row(row, lambda: attention(q, k, v, causal=causal, backend="triton", deterministic=det),
+                              do, (q, k, v), flops, base)
+            row.setdefault("note", f"gluon ran: {gb.LAUNCHES['gluon_bwd'] > before} ")
+            base = g if base is None else base
             rows.append(row)
             print(row, flush=True)
     if saved is not None:
@@ -363,10 +352,30 @@ def atomic_variants(shapes, rows):
     at.ATOMIC_DQ = saved
 
 
+def _backward_row(row, run, do, leaves, flops, base):
+    """Time ``run()``'s output's backward (``do_bench``, median) into ``row`` (TFLOP/s for ``flops``),
+    and its gradients' largest relative difference from ``base`` (the first variant's, per tensor)
+    as ``row["err"]``; an exception is recorded in the row. Returns the gradients (None on failure)."""
+    from triton.testing import do_bench
+    g = None
+    try:
+        out = run()
+        ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100, grad_to_none=list(leaves),
+                      return_mode="median")
+        out.backward(do, retain_graph=True)
+        g = [t.grad.float() for t in leaves]
+        row["tflops"] = flops / ms * 1e-9
+        if base is not None:
+            row["err"] = max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(g, base))
+    except Exception as e:  # noqa: BLE001 - a variant that fails is reported
+        row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
+    for x in leaves:
+        x.grad = None
+    return g
+
+
 def backward_variants(shapes, rows):
     """Backward variants (module switches of attention_triton), gradients of each against the first's."""
-    from triton.testing import do_bench
-
     from . import attention_triton as at
     from .attention import attention
     variants = [("desc", dict(BWD_DESCRIPTORS=True, BWD_POLY=0))] + [
@@ -382,21 +391,9 @@ def backward_variants(shapes, rows):
             for f, val in flags.items():
                 setattr(at, f, val)
             row = dict(part="bwd", d=d, n=n, causal=causal, variant=name)
-            try:
-                out = attention(q, k, v, causal=causal, backend="triton")
-                ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
-                              grad_to_none=[q, k, v], return_mode="median")
-                out.backward(do, retain_graph=True)
-                g = [t.grad.float() for t in (q, k, v)]
-                row["tflops"] = flops / ms * 1e-9
-                if base is None:
-                    base = g
-                else:  # relative to the first variant's gradients, per tensor
-                    row["err"] = max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(g, base))
-            except Exception as e:  # noqa: BLE001
-                row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
-            for x in (q, k, v):
-                x.grad = None
+            g = _backward_row(row, lambda: attention(q, k, v, causal=causal, backend="triton"), do, (q, k, v), flops,
+                              base)
+            base = g if base is None else base
             rows.append(row)
             print(row, flush=True)
     for f, val in saved.items():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 pytest.importorskip("triton")
 
@@ -62,22 +63,32 @@ VARIANTS = {
 }
 
 
-def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_needs=None):
-    """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``); ``name``
-    goes to ``compiled``, and to ``failures`` with the error if it fails."""
+def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_needs=None, *, gluon=False,
+                 options=None, check=None):
+    """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``, and passes
+    ``check(ptx)``, which raises AssertionError otherwise); ``name`` goes to ``compiled``, and to
+    ``failures`` with the error if it fails. ``gluon``: ``fn`` is a Gluon kernel."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource
 
     compiled.append(name)
     try:
-        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
-                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
+        source = (GluonASTSource if gluon else ASTSource)(fn=fn, signature=sig, constexprs=consts)
+        k = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                           options=options or {"num_warps": 4, "num_stages": 2})
         assert k.asm.get("cubin"), "no cubin"
         if ptx_needs:
             assert ptx_needs in k.asm["ptx"], f"no {ptx_needs} in the PTX"
+        if check:
+            check(k.asm["ptx"])
     except Exception as e:  # noqa: BLE001 - reported by the test
         failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+
+
+def _no_spills(ptx):
+    assert "ld.local" not in ptx, "spills (local loads) in the PTX"
 
 
 def run_compile_script(path, minimum):
@@ -121,62 +132,44 @@ def compile_all(compiled: list) -> list:
 
 def compile_gluon(compiled: list) -> list:
     """The warp-specialised Gluon forward (fp16/bf16 × causal or not, ping-pong on and off) and
-    backward (fp16/bf16 × causal or not) down to sm_90 cubins: the forward's register split
-    (setmaxnreg), the backward's dQ atomics, no spills in either."""
-    import triton
-    from triton.backends.compiler import GPUTarget
+    backward (fp16/bf16 × causal or not, vector dQ reductions on and off) down to sm_90 cubins:
+    the forward's register split (setmaxnreg), the backward's dQ reductions, no spills in either."""
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     from flashproof.kernels import attention_gluon as G
-    failures = []
-    for dt, gdt, causal, pingpong in (("bf16", gl.bfloat16, False, False), ("bf16", gl.bfloat16, True, False),
-                                      ("fp16", gl.float16, False, False), ("fp16", gl.float16, True, False),
-                                      ("bf16", gl.bfloat16, False, True), ("bf16", gl.bfloat16, True, True)):
-        if True:
-            name = f"gluon_fwd/{dt}/causal={causal}/pingpong={pingpong}"
-            compiled.append(name)
-            qdesc, kvdesc = ([rows, G.HEAD_DIM] for rows in (G.BLOCK_M_WG, G.BLOCK_N))
-            desc = {n: f"tensordesc<{dt}[{b[0]}, {b[1]}],{gl.NVMMASharedLayout.get_default_for(b, gdt)!r}>"
-                    for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
-            consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
-                          CONSUMER_REGS=G.CONSUMER_REGS, PINGPONG=pingpong)
-            sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
-                   **{n: "constexpr" for n in consts}}
-            try:
-                k = triton.compile(GluonASTSource(fn=G._attn_fwd_ws, signature=sig, constexprs=consts),
-                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": G.MAXNREG})
-                assert k.asm.get("cubin"), "no cubin"
-                ptx = k.asm["ptx"]
-                assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
-                assert "ld.local" not in ptx, "spills (local loads) in the PTX"
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                failures.append((name, f"{type(e).__name__}: {e}"[:400]))
     from flashproof.kernels import attention_gluon_bwd as GB
-    for dt, gdt, causal, vec in (("bf16", gl.bfloat16, False, False), ("bf16", gl.bfloat16, True, False),
-                                 ("fp16", gl.float16, False, False), ("fp16", gl.float16, True, False),
-                                 ("bf16", gl.bfloat16, False, True), ("bf16", gl.bfloat16, True, True)):
-        if True:
-            name = f"gluon_bwd/{dt}/causal={causal}/vec_atomic={vec}"
-            compiled.append(name)
-            q_layout, kv_layout = GB.desc_layouts(gdt)
-            qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
-            kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
-            vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
-            consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                          PRODUCER_REGS=GB.PRODUCER_REGS, VEC_ATOMIC=vec)
-            sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
-                   "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
-                   **{n: "constexpr" for n in consts}}
-            try:
-                k = triton.compile(GluonASTSource(fn=GB._attn_bwd_ws, signature=sig, constexprs=consts),
-                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": GB.MAXNREG})
-                assert k.asm.get("cubin"), "no cubin"
-                red = "red.relaxed.gpu.global.add.v4.f32" if vec else "atom.global.gpu.relaxed.add.f32"
-                assert red in k.asm["ptx"], f"no {red} (the dQ reductions) in the PTX"
-                assert "ld.local" not in k.asm["ptx"], "spills (local loads) in the PTX"
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+    failures = []
+    variants = [("bf16", False, False), ("bf16", True, False), ("fp16", False, False), ("fp16", True, False),
+                ("bf16", False, True), ("bf16", True, True)]  # (dtype, causal, ping-pong / vector reductions)
+
+    def fwd_check(ptx):
+        assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
+        _no_spills(ptx)
+
+    for dt, causal, pingpong in variants:
+        gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dt]
+        qdesc, kvdesc = ([rows, G.HEAD_DIM] for rows in (G.BLOCK_M_WG, G.BLOCK_N))
+        desc = {n: f"tensordesc<{dt}[{b[0]}, {b[1]}],{gl.NVMMASharedLayout.get_default_for(b, gdt)!r}>"
+                for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
+        consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
+                      CONSUMER_REGS=G.CONSUMER_REGS, PINGPONG=pingpong)
+        sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
+               **{n: "constexpr" for n in consts}}
+        compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}/pingpong={pingpong}", compiled,
+                     failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
+    for dt, causal, vec in variants:
+        q_layout, kv_layout = GB.desc_layouts(G.gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
+        qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
+        kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
+        vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
+        consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
+                      PRODUCER_REGS=GB.PRODUCER_REGS, VEC_ATOMIC=vec)
+        sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
+               "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
+               **{n: "constexpr" for n in consts}}
+        red = "red.relaxed.gpu.global.add.v4.f32" if vec else "atom.global.gpu.relaxed.add.f32"  # the dQ reductions
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/vec_atomic={vec}", compiled,
+                     failures, red, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=_no_spills)
     return failures
 
 
