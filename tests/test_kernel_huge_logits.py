@@ -21,4 +21,3 @@ def test_fp32_huge_logits_gradients_within_the_naive_rule(monkeypatch, n, seed):
     (cid, shape, opt), = [c for c in gpu_check.CASES if c[0] == "huge_logits"]
     r = gpu_check.check_case(cid, (shape[0], shape[1], shape[2], n, n, shape[5], shape[6]), opt, "fp32", seed=seed)
     assert r["passed"], r
-    assert max(r["err_over_bound"].values()) < 0.7
