@@ -23,9 +23,9 @@ import sympy as sp
 
 from flashproof.verified import attention as att
 
-from . import mutants
-from .core import Outcome, control, obligation
-from .counting import CountingNum, Live, counted_mask
+from flashproof.proofs.mutants import attention as mutants
+from flashproof.proofs.engine.core import Outcome, control, obligation
+from flashproof.proofs.numbers.counting import CountingNum, Live, counted_mask
 
 n_, d_, v_, b_, T_ = sp.symbols("n d v b T", positive=True, integer=True)
 OPS_BASIS = [sp.Integer(1), n_, d_, v_, n_ * d_, n_ * v_, n_**2, n_**2 * d_, n_**2 * v_, n_ * T_, n_ * T_ * v_,

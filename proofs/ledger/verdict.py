@@ -1,18 +1,15 @@
-"""The claims ledger as obligations, and the verdict rule.
-
-For every recomputable claim of ``flashproof.spec.claims`` this module registers
-
-* the obligation ``RECOMPUTE-<id>``: the recomputation's verdict must match the claim's
-  ``expect`` (``holds`` → confirmed; ``fails`` → an erratum the recomputation refutes);
-* its negative control ``RECOMPUTE-<id>/perturbed``: the same check on a planted error — for a
-  ``value`` claim the first stated figure moved by two units in its last printed digit (for an
-  erratum: replaced by the correctly rounded value), for a ``bound``/``identity`` claim the bug
-  named in ``claims_recompute``. The control must come out refuted.
+"""The claims ledger's verdict rule, and ``check_claim`` that the RECOMPUTE obligations run.
 
 Verdict rule (derived, never typed): a stated figure is *confirmed* when the recomputed value lies
 within half a unit of the figure's last significant digit (trailing zeros of an integer are not
 significant: "200" is ±50, "4096" is ±0.5); otherwise it is *off by X%* (relative to the stated
 figure; the largest over a claim's figures). Citations and not-checkable claims get no verdict.
+
+``check_claim(id)`` decides one claim as an obligation outcome; ``check_claim(id, as_control=True)``
+decides its negative control: for a ``value`` claim the first stated figure moved by two units in
+its last printed digit (for an erratum: replaced by the correctly rounded value), for a
+``bound``/``identity`` claim the bug named in ``flashproof.proofs.ledger.recompute``. The
+obligations themselves are registered by ``flashproof.proofs.obligations.claims.seed_claims``.
 
 ``ledger()`` recomputes everything (≈1 s) and returns one ``LedgerRow`` per claim, for the report.
 """
@@ -23,10 +20,10 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from flashproof.spec import claims as spec
+from flashproof.spec import seed_claims as spec
 
-from .claims_recompute import BUGS, ILLUSTRATE, RECOMPUTE, Recomputed
-from .core import Outcome, control, obligation
+from .recompute import BUGS, ILLUSTRATE, RECOMPUTE, Recomputed
+from flashproof.proofs.engine.core import Outcome
 
 __all__ = ["Verdict", "LedgerRow", "half_unit", "verdict", "check_claim", "ledger", "missing_recomputations"]
 
@@ -185,29 +182,3 @@ def ledger() -> list[LedgerRow]:
         agrees = _agrees(c, v) if spec.recomputable(c) else None
         rows.append(LedgerRow(c, rec, shown, v, agrees, ill, time.perf_counter() - t0))
     return rows
-
-
-# ----------------------------------------------------------------------- obligations and controls
-
-def _register() -> None:
-    for c in spec.CLAIMS:
-        if not spec.recomputable(c) or c.id not in RECOMPUTE:
-            continue  # a missing function is reported by missing_recomputations()
-        oid = spec.obligation_id(c.id)
-
-        def ob(ctx, _id=c.id):
-            return check_claim(_id)
-
-        def ctl(ctx, _id=c.id):
-            return check_claim(_id, as_control=True)
-
-        ob.__doc__ = f"Recompute seed claim {c.id}: {c.topic}\n\n{c.method}"
-        ob.__qualname__ = f"claim_{c.id}"
-        ctl.__qualname__ = f"claim_{c.id}_control"
-        obligation(oid, checks=[c.id], bounds={}, solver="exact")(ob)
-        bug = BUGS.get(c.id) or ("the stated figure replaced by the correctly rounded value (the erratum removed)"
-                                 if c.expect == "fails" else "the first stated figure moved by two units in its last digit")
-        control(f"{oid}/perturbed", of=oid, bug=bug)(ctl)
-
-
-_register()

@@ -1,5 +1,5 @@
 """An independent cross-check of merge associativity that does not use the exp-domain substitution
-(EXT-ANY-ORDER): ``merge`` runs on the log-domain z3 system (``proofs.logdom``) with exp uninterpreted,
+(EXT-ANY-ORDER): ``merge`` runs on the log-domain z3 system (``proofs.numbers.logdom``) with exp uninterpreted,
 and the claim is proved in each of the 6 orders of the three maxima from ground instances of
 E(x)·E(y) = E(x+y) (assumption A-EXP-HOM). v = 1: every z coordinate has the form of ℓ.
 A ``sat`` model is re-evaluated with mpmath's real exp before it is reported as a counterexample."""
@@ -15,9 +15,9 @@ from flashproof.verified import attention as att
 from flashproof.verified.attention import Summary
 from flashproof.verified.numbers import MpmathNum
 
-from . import mutants
-from .core import Outcome, _model_dict, control, fresh_solver, obligation
-from .logdom import LogZ3Num
+from flashproof.proofs.mutants import attention as mutants
+from flashproof.proofs.engine.core import Outcome, control, fresh_solver, model_dict, obligation
+from flashproof.proofs.numbers.logdom import LogZ3Num
 
 NAMES = "abc"
 
@@ -56,7 +56,7 @@ def merge_assoc_logdom(ctx):
         s = fresh_solver(inst + [ms[0] <= ms[1], ms[1] <= ms[2], z3.Not(claim)], ctx)
         r = s.check()
         if r == z3.sat:
-            model = _model_dict(s.model())
+            model = model_dict(s.model())
             differs, extra = _real_exp_differs(model)
             if differs:
                 return Outcome("refuted", counterexample={**model, **extra, "order": "≤".join(NAMES[i] for i in order)},

@@ -26,9 +26,9 @@ from flashproof.verified import speculative as sp
 from flashproof.verified.branching import BranchingNum, canonical, emission_law
 from flashproof.verified.numbers import resolve
 
-from . import speculative_mutants as mut
-from .core import Outcome, control, obligation, z3_prove
-from .speculative_tables import PrefixTables, step_cases
+from flashproof.proofs.mutants import speculative as mut
+from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove
+from flashproof.proofs.support.distribution_tables import PrefixTables, step_cases
 
 CHECKS_STEP = ["SPEC-THM-STEP", "SPEC-DEF-STEP"]
 ASSUME = ["A-UNIFORM", "A-SOLVER-TRUST"]

@@ -1,8 +1,8 @@
-"""Recomputations of the seed claims (``flashproof.spec.claims``), one function per claim id.
+"""Recomputations of the seed claims (``flashproof.spec.seed_claims``), one function per claim id.
 
 A function ``f(control: bool) -> Recomputed`` recomputes what the claim asserts. For ``value``
 claims it returns the numbers (``values``, in the figures' order and units) and ignores ``control``:
-their negative control perturbs the *stated* figure instead (``proofs.claims``). For ``bound`` and
+their negative control perturbs the *stated* figure instead (``proofs.ledger.verdict``). For ``bound`` and
 ``identity`` claims it returns ``holds``; with ``control=True`` it runs the same check with the one
 planted bug named in its ``@recompute(..., bug=...)``, which must flip the answer.
 

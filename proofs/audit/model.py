@@ -23,16 +23,16 @@ from __future__ import annotations
 import inspect
 from typing import Iterable
 
-from . import cache
-from .runner import command_for
-from .status import record_ok, transitive_assumptions
+from flashproof.proofs.engine import cache
+from flashproof.proofs.engine.runner import command_for
+from flashproof.proofs.engine.status import record_ok, transitive_assumptions
 
 __all__ = ["SCHEMA", "STATUSES", "PAGE", "record_states", "item_statuses", "sections", "build"]
 
 SCHEMA = "flashproof.audit-report/1"
 STATUSES = ("fully-checked", "checked", "unchecked", "stale", "failed", "assumed")
 PAGE = "004_b37f59f788102f1f.txt"
-CLAIMS_MODULE = "flashproof.spec.claims"
+CLAIMS_MODULE = "flashproof.spec.seed_claims"
 
 
 def _current_hash(ob, rec: dict, obligations: dict) -> str | None:
@@ -180,7 +180,7 @@ def _ob_row(oid: str, obligations: dict, states: dict) -> dict:
 
 
 def _ledger_row(row, obligations: dict, states: dict) -> dict:
-    from flashproof.spec.claims import obligation_id, recomputable
+    from flashproof.spec.seed_claims import obligation_id, recomputable
 
     c = row.claim
     figs = []

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import cache, runner, trail
-from .core import collect as collect_obligations
+from .discover import collect as collect_obligations
 from .status import name_errors
 
 __all__ = ["add_arguments", "run", "select"]

@@ -6,7 +6,7 @@ algorithm) and discharges it with a solver. A **control** (negative control, ``@
 deliberately wrong variant of an obligation (the reference patched at ONE small place); the runner
 requires the same checker to *refute* it with a concrete counterexample.
 
-    from flashproof.proofs.core import obligation, control, Outcome, z3_prove
+    from flashproof.proofs.engine.core import obligation, control, Outcome, z3_prove
 
     @obligation("ATT-MERGE-ASSOC", checks=["DEF-SUMMARY"], bounds={"v": 16},
                 assumptions=["A-EXP-ISO"], solver="z3")
@@ -24,22 +24,18 @@ recorded), ``unknown`` (the solver gave up), ``timeout`` (killed by the runner),
 exception). An obligation succeeds only when ``proved``; a control only when ``refuted`` *with* a
 counterexample. ``unknown`` and ``timeout`` are never success.
 
-Discovery: the runner imports the submodules of ``flashproof.proofs`` whose names start with one
-of ``OBLIGATION_MODULE_PREFIXES`` (``ob_``, ``speculative``, ``claims``); a module that exists but
-fails to import becomes an ``error`` record, so a broken area fails the run rather than vanishing.
+Where obligations live: every module under ``flashproof.proofs.obligations`` (found by
+``flashproof.proofs.engine.discover``, which also reports a module that fails to import or
+registers nothing).
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import traceback
 from typing import Any, Callable, NamedTuple
 
 __all__ = ["STATUSES", "Outcome", "Context", "Obligation", "obligation", "control", "OBLIGATIONS",
-           "collect", "z3_prove", "z3_witness", "fresh_solver", "OBLIGATION_MODULE_PREFIXES"]
+           "resolve_control", "z3_prove", "z3_witness", "fresh_solver", "model_dict"]
 
 STATUSES = ("proved", "refuted", "unknown", "timeout", "error")
-OBLIGATION_MODULE_PREFIXES = ("ob_", "speculative", "claims")
 
 
 class Outcome(NamedTuple):
@@ -144,28 +140,10 @@ def resolve_control(ob: Obligation) -> Obligation:
                        assumptions=base.assumptions, solver=ob.solver or base.solver)
 
 
-def obligation_modules() -> list[str]:
-    """Names of the ``flashproof.proofs`` submodules that hold obligations (by prefix)."""
-    import flashproof.proofs as pkg
-
-    return sorted(f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
-                  if m.name.startswith(OBLIGATION_MODULE_PREFIXES))
-
-
-def collect() -> tuple[dict[str, Obligation], dict[str, str]]:
-    """Import every obligation module; return (id -> Obligation, module -> import error text)."""
-    errors = {}
-    for name in obligation_modules():
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 — reported as an error record, never swallowed
-            errors[name] = traceback.format_exc(limit=3)
-    return {k: resolve_control(v) for k, v in OBLIGATIONS.items()}, errors
-
-
 # ---------------------------------------------------------------------------------------- z3 helpers
 
-def _model_dict(model) -> dict:
+def model_dict(model) -> dict:
+    """A z3 model as {constant name: value text} (fractions as ``p/q``), sorted by name."""
     out = {}
     for d in model.decls():
         if d.arity() > 0:  # interpretations of x/0 and the like: not part of the counterexample input
@@ -207,7 +185,7 @@ def z3_prove(claim, ctx: Context, *, hypotheses=(), logic: str | None = None) ->
     if r == z3.unsat:
         return Outcome("proved", solver="z3", detail="negation unsat")
     if r == z3.sat:
-        return Outcome("refuted", counterexample=_model_dict(s.model()), solver="z3", detail="negation sat")
+        return Outcome("refuted", counterexample=model_dict(s.model()), solver="z3", detail="negation sat")
     return Outcome("unknown", solver="z3", detail=f"z3: {s.reason_unknown()}")
 
 
@@ -220,7 +198,7 @@ def z3_witness(formula, ctx: Context, *, logic: str | None = None) -> Outcome:
     s = fresh_solver([formula], ctx, logic=logic)
     r = s.check()
     if r == z3.sat:
-        return Outcome("proved", witness=_model_dict(s.model()), solver="z3", detail="witness found (sat)")
+        return Outcome("proved", witness=model_dict(s.model()), solver="z3", detail="witness found (sat)")
     if r == z3.unsat:
         return Outcome("refuted", counterexample={"unsat": True}, solver="z3", detail="no witness exists (unsat)")
     return Outcome("unknown", solver="z3", detail=f"z3: {s.reason_unknown()}")

@@ -16,9 +16,9 @@ from flashproof.verified import attention as att
 from flashproof.verified.attention import Summary
 from flashproof.verified.expdomain import Z3ExpNum
 
-from . import mutants
-from .core import Outcome, control, obligation, z3_prove, z3_witness
-from .fpnum import FORMATS, FPNum
+from flashproof.proofs.mutants import attention as mutants
+from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove, z3_witness
+from flashproof.proofs.numbers.fpnum import FORMATS, FPNum
 
 B, V = 2, 1
 EMAX = {"fp16": 15, "bf16": 127, "fp32": 127}

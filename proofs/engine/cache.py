@@ -2,7 +2,7 @@
 
 An obligation's hash covers: its id and kind, the bounds in force, the source of its module and of
 every ``flashproof.proofs`` module that module uses (transitively), every source file of
-``flashproof.verified`` (the reference it runs), ``proofs/core.py``, and the versions of Python, z3
+``flashproof.verified`` (the reference it runs), ``proofs/engine/core.py``, and the versions of Python, z3
 and sympy. A control also hashes the obligation it mutates. Change any of these and the cached
 result is stale, so the obligation runs again.
 
@@ -62,11 +62,12 @@ def _proof_deps(modname: str, seen: set) -> None:
             _proof_deps(dep, seen)
 
 
-def _reference_files() -> list[str]:
+def _reference_files() -> dict[str, str]:
+    """module name -> file of every source file of ``flashproof.verified``."""
     import flashproof.verified as ver
 
     root = Path(ver.__file__).parent
-    return sorted(str(p) for p in root.glob("*.py"))
+    return {f"{ver.__name__}.{p.stem}": str(p) for p in sorted(root.glob("*.py"))}
 
 
 def content_hash(ob, *, bounds: dict, base=None) -> str:
@@ -76,14 +77,14 @@ def content_hash(ob, *, bounds: dict, base=None) -> str:
     for o in (ob, base):
         if o is not None:
             _proof_deps(o.module, mods)
-    mods.add("flashproof.proofs.core")
-    files = sorted({f for f in (_module_file(m) for m in mods) if f} | set(_reference_files()))
+    mods.add("flashproof.proofs.engine.core")
+    files = {m: f for m, f in ((m, _module_file(m)) for m in mods) if f} | _reference_files()
     h = hashlib.sha256()
     h.update(json.dumps({"id": ob.id, "expected": ob.expected, "of": ob.of, "bounds": bounds,
                          "versions": versions()}, sort_keys=True, default=str).encode())
-    for f in files:
-        h.update(os.path.basename(f).encode() + b"\0")
-        h.update(Path(f).read_bytes())
+    for name in sorted(files):  # by module name: two rooms may each hold a file of the same name
+        h.update(name.encode() + b"\0")
+        h.update(Path(files[name]).read_bytes())
     return h.hexdigest()
 
 

@@ -10,9 +10,9 @@ import sympy as sp
 from flashproof.verified import attention as att
 from flashproof.verified.numbers import SympyNum
 
-from . import base2
-from .core import Outcome, control, obligation
-from .ob_grad import _mat, _witness, _zero
+from flashproof.proofs.numbers import base2
+from flashproof.proofs.engine.core import Outcome, control, obligation
+from flashproof.proofs.support.sympy_gradient import matrix, nonzero_point, vanishes
 
 CASES = [(2, 1, 1, 1, None), (3, 1, 1, 2, [{0}, {0, 1}, {0, 1, 2}])]
 
@@ -22,7 +22,7 @@ def _as_exp(e):
 
 
 def _check(n, d, v, b, allowed):
-    Q, K, V, G = _mat("q", n, d), _mat("k", n, d), _mat("v", n, v), _mat("g", n, v)
+    Q, K, V, G = matrix("q", n, d), matrix("k", n, d), matrix("v", n, v), matrix("g", n, v)
     c = sp.Rational(1, 2)
     nat_num, b2_num = SympyNum(), base2.Base2SympyNum()
     fw = att.tiled_forward(Q, K, V, scale=c, block=b, allowed=allowed, num=nat_num)
@@ -37,13 +37,13 @@ def _check(n, d, v, b, allowed):
         for i, (rw, rg) in enumerate(zip(want, got)):
             for r, (x, y) in enumerate(zip(rw, rg)):
                 diff = _as_exp(x - y)
-                if not _zero(diff):
+                if not vanishes(diff):
                     return {"case": f"n={n} d={d} v={v} b={b}", "entry": f"{name}[{i}][{r}]",
-                            **(_witness(diff, syms) or {"note": "did not simplify"})}
+                            **(nonzero_point(diff, syms) or {"note": "did not simplify"})}
     for i, (x, y) in enumerate(zip(fw.lse, conv.lse)):
         diff = sp.expand_log(_as_exp(x - y), force=True)
-        if not _zero(sp.simplify(diff)):
-            return {"case": f"n={n} d={d} v={v} b={b}", "entry": f"lse[{i}]", **(_witness(diff, syms) or {})}
+        if not vanishes(sp.simplify(diff)):
+            return {"case": f"n={n} d={d} v={v} b={b}", "entry": f"lse[{i}]", **(nonzero_point(diff, syms) or {})}
     return None
 
 

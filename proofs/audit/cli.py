@@ -59,9 +59,9 @@ def _cpu_model() -> str:
 
 def provenance() -> dict:
     """Date, flashproof commit (``+dirty`` when tracked files differ from it), checker versions, machine."""
-    from .cache import versions
+    from flashproof.proofs.engine.cache import versions
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
         commit = "unknown (not a git checkout)"
@@ -91,9 +91,9 @@ def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache")
     """Registry + obligations + trail (+ the prover's result cache) + ledger → the report dict."""
     from flashproof.spec.registry import collect as collect_items
 
-    from . import audit_model
-    from .claims import ledger
-    from .core import collect as collect_obligations
+    from . import model as audit_model
+    from flashproof.proofs.ledger.verdict import ledger
+    from flashproof.proofs.engine.discover import collect as collect_obligations
 
     items = collect_items()
     obligations, _ = collect_obligations()
@@ -102,8 +102,8 @@ def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache")
 
 def write_report(report: dict, out: Path) -> Path:
     """Write index.html, index.md, graph.svg and index.json under ``out``; return the HTML path."""
-    from . import audit_html, audit_md
-    from .audit_svg import graph_svg
+    from . import html as audit_html, md as audit_md
+    from .svg import graph_svg
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,10 @@ import z3
 
 from flashproof.verified import attention as att
 
-from . import mutants
-from .core import Outcome, control, obligation, z3_prove
-from .ob_grad import _check_case as _grad_case
-from .symbolic import Represents, num, reals, summary
+from flashproof.proofs.mutants import attention as mutants
+from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove
+from flashproof.proofs.support.sympy_gradient import gradient_mismatch
+from flashproof.proofs.numbers.symbolic import Represents, num, reals, summary
 
 
 @obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 4, "v": 2},
@@ -238,7 +238,7 @@ def empty_row(ctx):
     if out.status != "proved":
         return out
     # gradients (sympy): the empty row gets dQ = 0 and adds nothing to dK, dV (= ∂Φ over the other rows)
-    bad = _grad_case(3, 1, 2, 2, [set(), {0, 1}, {0, 1, 2}], empty_rows="zero")
+    bad = gradient_mismatch(3, 1, 2, 2, [set(), {0, 1}, {0, 1, 2}], empty_rows="zero")
     if bad is not None:
         return Outcome("refuted", counterexample=bad, solver="sympy", detail="empty-row gradients")
     return out._replace(solver="z3+sympy", detail="forward: z3 (symbolic mask); gradients: sympy (n=3, row 0 empty)")

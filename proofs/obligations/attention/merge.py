@@ -9,9 +9,9 @@ import z3
 
 from flashproof.verified import attention as att
 
-from . import mutants
-from .core import control, obligation, z3_prove
-from .symbolic import Represents, num, reals, summary, summary_eq
+from flashproof.proofs.mutants import attention as mutants
+from flashproof.proofs.engine.core import control, obligation, z3_prove
+from flashproof.proofs.numbers.symbolic import Represents, num, reals, summary, summary_eq
 
 V_BOUNDS = {"v": 16}
 DEEP = {"v": 64}

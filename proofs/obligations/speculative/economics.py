@@ -13,8 +13,8 @@ import sympy
 from flashproof.verified import speculative as sp
 from flashproof.verified.branching import emission_law
 
-from . import speculative_mutants as mut
-from .core import Outcome, control, obligation
+from flashproof.proofs.mutants import speculative as mut
+from flashproof.proofs.engine.core import Outcome, control, obligation
 
 ASSUME = ["A-UNIFORM", "A-IID-ACCEPT", "A-SOLVER-TRUST"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from .audit_svg import COLOURS, graph_svg
+from .svg import COLOURS, graph_svg
 
 __all__ = ["render", "chip"]
 

@@ -2,8 +2,9 @@
 
 Each ``Claim`` names its seed file, says what the seed claims *in our words*, copies only the
 figures the seed prints (``Figure.stated``, decimal point normalised to ``.``), and says how we
-check it. The recomputations live in ``flashproof.proofs.claims`` (one function per recomputable
-claim, looked up by id); verdicts are derived there, never typed here.
+check it. The recomputations live in ``flashproof.proofs.ledger.recompute`` (one function per
+recomputable claim, looked up by id); verdicts are derived in ``flashproof.proofs.ledger.verdict``,
+never typed here.
 
 ``check`` is one of
 

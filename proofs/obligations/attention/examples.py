@@ -10,8 +10,8 @@ import sympy as sp
 from flashproof.verified import attention as att
 from flashproof.verified.numbers import SympyNum
 
-from . import mutants
-from .core import Outcome, control, obligation
+from flashproof.proofs.mutants import attention as mutants
+from flashproof.proofs.engine.core import Outcome, control, obligation
 
 #: (block 1 scores, block 2 scores, printed ℓ after block 1, printed final ℓ, printed m after each block)
 EXAMPLES = [((2, 1), (3, 0), "1.368", "1.553", (2, 3)),

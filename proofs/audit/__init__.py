@@ -1,0 +1,1 @@
+"""The audit report: the data model, its Markdown, HTML and SVG renderings, and ``flashproof audit`` (``cli``)."""

@@ -1,0 +1,1 @@
+"""Obligations about tiled attention (merge, tiling, gradients, floating point, memory, worked examples)."""
