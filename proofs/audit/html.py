@@ -3,7 +3,7 @@
 ``render(report) -> str``. The page's script only checks the page: it marks
 ``<body data-audit-ready="ok">`` when it ran without an error and every item section carries a
 status chip (``data-audit-ready="missing-status:<ids>"`` or ``"error:<message>"`` otherwise), so a
-headless browser can tell that the page loaded and rendered (``tests/test_audit_browser.py``).
+headless browser can tell that the page loaded and rendered (``tests/audit/test_audit_browser.py``).
 """
 from __future__ import annotations
 

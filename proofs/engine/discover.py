@@ -14,7 +14,8 @@ import os
 import pkgutil
 import traceback
 
-from .core import OBLIGATIONS, Obligation, resolve_control
+from . import core
+from .core import Obligation, resolve_control
 
 __all__ = ["PACKAGE", "obligation_modules", "collect"]
 
@@ -48,7 +49,7 @@ def collect() -> tuple[dict[str, Obligation], dict[str, str]]:
         except Exception:  # noqa: BLE001 — reported as an error record, never swallowed
             errors[name] = traceback.format_exc(limit=3)
             continue
-        if not any(ob.module == name for ob in OBLIGATIONS.values()):
+        if not any(ob.module == name for ob in core.OBLIGATIONS.values()):
             errors[name] = (f"{name} is under {PACKAGE} but registers no obligation; expected every module "
                             "there to register one (shared helpers belong in flashproof.proofs.support)")
-    return {k: resolve_control(v) for k, v in OBLIGATIONS.items()}, errors
+    return {k: resolve_control(v) for k, v in core.OBLIGATIONS.items()}, errors

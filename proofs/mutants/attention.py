@@ -155,12 +155,12 @@ def backward_l_wrong_row(Q, K, V, G, forward, **kw):
     return _REAL_TILED_BACKWARD(Q, K, V, G, forward._replace(l=_rotated(forward.l)), **kw)
 
 
-_REAL_QK_PROBLEM = A._qk_problem  # captured at import, before any control patches it
+_REAL_QK_INPUTS = A._qk_inputs  # captured at import, before any control patches it
 
 
-def qk_problem_score_cache(*args, **kw):
+def qk_inputs_score_cache(*args, **kw):
     """scores are cached across rows in a dict: an n×n score array is kept alive."""
-    p, Qc, Kc = _REAL_QK_PROBLEM(*args, **kw)
+    p, Qc, Kc = _REAL_QK_INPUTS(*args, **kw)
     cache = {}
 
     def score(i, j):

@@ -136,11 +136,11 @@ def memory_fwd_untiled(ctx):
 
 @control("ATT-MEMORY-FWD/score-cache", of="ATT-MEMORY-FWD", bug="scores are cached across rows (an n×n array)")
 def memory_fwd_score_cache(ctx):
-    with patch.object(att, "_qk_problem", mutants.qk_problem_score_cache):
+    with patch.object(att, "_qk_inputs", mutants.qk_inputs_score_cache):
         return memory_fwd(ctx)
 
 
 @control("ATT-MEMORY-BWD/score-cache", of="ATT-MEMORY-BWD", bug="scores are cached across rows (an n×n array)")
 def memory_bwd_score_cache(ctx):
-    with patch.object(att, "_qk_problem", mutants.qk_problem_score_cache):
+    with patch.object(att, "_qk_inputs", mutants.qk_inputs_score_cache):
         return memory_bwd(ctx)

@@ -10,7 +10,9 @@ from typing import NamedTuple
 from hypothesis import strategies as st
 
 
-class Problem(NamedTuple):
+class ReferenceCase(NamedTuple):
+    """One small attention problem for the reference's own tests: Q (n, d), K (n, d), V (n, v)."""
+
     Q: list
     K: list
     V: list
@@ -53,4 +55,4 @@ def problems(draw, max_n: int = 6, max_d: int = 3, max_v: int = 3):
     V = draw(matrix(n_k, v))
     allowed = draw(nonempty_masks(n_q, n_k))
     scale = draw(st.sampled_from([1.0, 0.5, 2.0, 0.25]))
-    return Problem(Q, K, V, allowed, scale)
+    return ReferenceCase(Q, K, V, allowed, scale)

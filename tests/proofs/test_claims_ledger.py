@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from flashproof.proofs import claims as C
-from flashproof.proofs.claims_recompute import RECOMPUTE, Recomputed
-from flashproof.spec import claims as spec
-from flashproof.spec.claims import Claim, Figure
+from flashproof.proofs.ledger import verdict as C
+from flashproof.proofs.ledger.recompute import RECOMPUTE, Recomputed
+from flashproof.spec import seed_claims as spec
+from flashproof.spec.seed_claims import Claim, Figure
 
 RECOMPUTABLE = [c.id for c in spec.CLAIMS if spec.recomputable(c)]
-SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
+SEEDS = Path(__file__).resolve().parents[2].parent / "shared" / "seeds"
 
 
 def test_names_resolve():
@@ -22,13 +22,13 @@ def test_names_resolve():
 
 
 def test_claim_items_and_obligations_are_registered():
-    from flashproof.proofs.core import collect
-    from flashproof.proofs.status import name_errors
+    from flashproof.proofs.engine.discover import collect
+    from flashproof.proofs.engine.status import name_errors
     from flashproof.spec.registry import collect as collect_items
 
     items = collect_items()
     obligations, errs = collect()
-    assert "flashproof.proofs.claims" not in errs
+    assert "flashproof.proofs.obligations.claims.seed_claims" not in errs
     for cid in RECOMPUTABLE:
         oid = spec.obligation_id(cid)
         assert items[cid].checked_by == (oid,)

@@ -1,5 +1,6 @@
 """The verified sampler reference: policies, the fixed-point float draw vs the exact draw, greedy,
-the branching backend, and the obligations' fast checks (all run from here in CI as well)."""
+and the branching backend (the speculative obligations' outcomes are checked in
+tests/proofs/test_speculative_obligations.py)."""
 from __future__ import annotations
 
 import random
@@ -8,9 +9,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
-from flashproof.proofs import core
-from flashproof.proofs import speculative as S  # noqa: F401 (registers the obligations)
-from flashproof.proofs import speculative_economics as E  # noqa: F401
+from flashproof.proofs.support.distribution_tables import PrefixTables
 from flashproof.verified import speculative as sp
 from flashproof.verified.branching import BranchingNum, canonical, emission_law
 
@@ -73,7 +72,7 @@ def test_greedy_is_the_target_argmax_chain():
 
 
 def test_greedy_cycle_equals_greedy_target_decoding():
-    tab = S.PrefixTables(3, 4, shape="random")
+    tab = PrefixTables(3, 4, shape="random")
     out = sp.speculative_cycle((), 3, tab.p_target, tab.p_draft, sp.CycleUniforms([], None, None), greedy=True)
     seq: tuple = ()
     for _ in range(len(out.tokens)):
@@ -104,16 +103,3 @@ def test_branching_rejects_arithmetic_it_cannot_model():
 def test_symbolic_number_system_is_refused_without_branching():
     with pytest.raises(TypeError, match="branching"):
         sp.inverse_cdf(sp.resolve("z3"), [1, 1], 0.5)
-
-
-SPEC_OBS = sorted(o for o in core.OBLIGATIONS if o.startswith("SPEC-"))
-
-
-@pytest.mark.parametrize("oid", SPEC_OBS)
-def test_obligation_outcome(oid):
-    """Every speculative obligation is proved and every control refuted with a counterexample."""
-    ob = core.resolve_control(core.OBLIGATIONS[oid])
-    out = ob.fn(core.Context(ob.bounds, 60_000, False))
-    assert out.status == ob.expected, (oid, out)
-    if ob.expected == "refuted":
-        assert out.counterexample is not None

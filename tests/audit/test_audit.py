@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from flashproof.proofs import audit, audit_html, audit_md, audit_model, cache
-from flashproof.proofs.audit_svg import graph_svg, layers
-from flashproof.proofs.core import Obligation, Outcome
-from flashproof.proofs.runner import make_record
-from flashproof.proofs.status import derive
+from flashproof.proofs.audit import cli as audit, html as audit_html, md as audit_md, model as audit_model
+from flashproof.proofs.engine import cache
+from flashproof.proofs.audit.svg import graph_svg, layers
+from flashproof.proofs.engine.core import Obligation, Outcome
+from flashproof.proofs.engine.runner import make_record
+from flashproof.proofs.engine.status import derive
 from flashproof.spec.registry import Item
 
 MOD = __name__
@@ -126,8 +127,8 @@ def test_layers_point_rightwards():
 @pytest.fixture(scope="module")
 def report():
     """The real registry and ledger, with results for the claims obligations only (fast)."""
-    from flashproof.proofs import runner, trail
-    from flashproof.proofs.core import collect
+    from flashproof.proofs.engine import runner, trail
+    from flashproof.proofs.engine.discover import collect
     from flashproof.spec.registry import collect as collect_items
 
     items = collect_items()
@@ -139,12 +140,12 @@ def report():
 
 
 def test_report_has_every_item_and_claim(report):
-    from flashproof.spec.claims import CLAIMS
+    from flashproof.spec.seed_claims import CLAIMS
     from flashproof.spec.registry import collect as collect_items
 
     items = collect_items()
     shown = [it["id"] for sec in report["sections"] for it in sec["items"]]
-    expected = [i for i, it in items.items() if it.module != "flashproof.spec.claims"]
+    expected = [i for i, it in items.items() if it.module != "flashproof.spec.seed_claims"]
     assert sorted(shown) == sorted(expected) and len(shown) == len(set(shown))
     assert [r["id"] for r in report["ledger"]] == [c.id for c in CLAIMS]
     assert all(it["status"] in audit_model.STATUSES for sec in report["sections"] for it in sec["items"])
@@ -209,5 +210,5 @@ def test_verb_rejects_a_foreign_json(tmp_path, capsys):
 def test_cli_wires_the_verb():
     from flashproof import cli
 
-    assert cli.VERBS["audit"][0] == "flashproof.proofs.audit"
-    assert sys.modules["flashproof.proofs.audit"] is audit
+    assert cli.VERBS["audit"][0] == "flashproof.proofs.audit.cli"
+    assert sys.modules["flashproof.proofs.audit.cli"] is audit

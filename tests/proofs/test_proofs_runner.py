@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from flashproof.proofs import cache, runner, trail
-from flashproof.proofs.core import Obligation, Outcome
+from flashproof.proofs.engine import cache, runner, trail
+from flashproof.proofs.engine.core import Obligation, Outcome
 
 
 def _fake_module(tmp_path, name, body="X = 1\n"):
@@ -93,7 +93,7 @@ def test_cache_hit_then_invalidated_by_source_change(tmp_path, monkeypatch):
     path = _fake_module(tmp_path, "fp_fake_c")
     ref = tmp_path / "reference.py"
     ref.write_text("def merge(): return 1\n")
-    monkeypatch.setattr(cache, "_reference_files", lambda: [str(ref)])
+    monkeypatch.setattr(cache, "_reference_files", lambda: {"flashproof.verified.reference": str(ref)})
     obs = [_ob("P", _proved, "fp_fake_c")]
     first = _run(obs, tmp_path)["P"]
     assert not first["cached"]
@@ -123,8 +123,8 @@ def test_unknown_is_not_cached(tmp_path):
 
 
 def test_select_by_item_and_unknown_id():
-    from flashproof.proofs.core import collect
-    from flashproof.proofs.run import select
+    from flashproof.proofs.engine.discover import collect
+    from flashproof.proofs.engine.cli import select
     from flashproof.spec.registry import collect as collect_items
 
     obs, _ = collect()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flashproof.proofs.core import Context, collect
+from flashproof.proofs.engine.core import Context
+from flashproof.proofs.engine.discover import collect
 
 OBS, _ERRS = collect()
 MINE = sorted(i for i in OBS if i.startswith("ATT-"))

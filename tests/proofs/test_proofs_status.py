@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from flashproof.proofs.core import Obligation
-from flashproof.proofs.status import derive, name_errors, record_ok, transitive_assumptions
+from flashproof.proofs.engine.core import Obligation
+from flashproof.proofs.engine.status import derive, name_errors, record_ok, transitive_assumptions
 from flashproof.spec.registry import Item
 
 
@@ -56,7 +56,7 @@ def test_name_check_reports(mutate, fragment):
 
 
 def test_real_registry_names_resolve():
-    from flashproof.proofs.core import collect
+    from flashproof.proofs.engine.discover import collect
     from flashproof.spec.registry import collect as collect_items
 
     obs, import_errs = collect()

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from flashproof.proofs import audit
+from flashproof.proofs.audit import cli as audit
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (CI installs it: scripts/ensure_chromium.sh)")
-ARTEFACTS = Path(__file__).resolve().parents[1] / "out" / "audit-browser"
+ARTEFACTS = Path(__file__).resolve().parents[2] / "out" / "audit-browser"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-extensions", "--hide-scrollbars", "--window-size=1280,2000", "--enable-logging=stderr", "--v=0"]
@@ -44,7 +44,7 @@ def _body(dom: str) -> dict:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     """The report of this checkout (using out/audit.json when it exists, else nothing proved)."""
-    trail = Path(__file__).resolve().parents[1] / "out" / "audit.json"
+    trail = Path(__file__).resolve().parents[2] / "out" / "audit.json"
     try:
         doc = audit._load_trail(trail)
     except ValueError:
@@ -98,7 +98,7 @@ def test_a_missing_chip_is_detected(page, tmp_path):
     report, _ = page
     first = next(it for s in report["sections"] for it in s["items"])
     rep = json.loads(json.dumps(report, default=str))
-    from flashproof.proofs import audit_html
+    from flashproof.proofs.audit import html as audit_html
 
     html = audit_html.render(rep)
     start = html.index(f'id="item-{first["id"]}"')

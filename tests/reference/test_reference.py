@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from flashproof.verified import (BOTTOM, block_ranges, dense_attention, dense_attention_from_scores, merge,
                                  resolve, summarize, tiled_backward, tiled_forward, tiled_forward_from_scores)
-from reference_problems import problems
+from support.reference_problems import problems
 
 U = 2.0 ** -53  # unit roundoff of float64
 
