@@ -2,8 +2,9 @@
 
 An obligation's hash covers: its id and kind, the bounds in force, the source of its module and of
 every ``flashproof.proofs`` module that module uses (transitively), every source file of
-``flashproof.verified`` (the reference it runs), ``proofs/engine/core.py``, and the versions of Python, z3
-and sympy. A control also hashes the obligation it mutates. Change any of these and the cached
+``flashproof.verified`` (the reference it runs), ``proofs/engine/core.py``, and the versions of
+Python, z3 and sympy, each file under its module name. A control also hashes the obligation it
+mutates. Change any of these and the cached
 result is stale, so the obligation runs again.
 
 Only definitive results (``proved``/``refuted``) are cached; ``unknown``, ``timeout`` and ``error``

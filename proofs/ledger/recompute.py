@@ -2,9 +2,9 @@
 
 A function ``f(control: bool) -> Recomputed`` recomputes what the claim asserts. For ``value``
 claims it returns the numbers (``values``, in the figures' order and units) and ignores ``control``:
-their negative control perturbs the *stated* figure instead (``proofs.ledger.verdict``). For ``bound`` and
-``identity`` claims it returns ``holds``; with ``control=True`` it runs the same check with the one
-planted bug named in its ``@recompute(..., bug=...)``, which must flip the answer.
+their negative control perturbs the *stated* figure instead (``proofs.ledger.verdict``). For
+``bound`` and ``identity`` claims it returns ``holds``; with ``control=True`` it runs the same check
+with the one planted bug named in its ``@recompute(..., bug=...)``, which must flip the answer.
 
 ``@illustrate`` functions add a computed (never typed) illustration to a citation or a
 not-checkable claim; they decide nothing.

@@ -4,7 +4,8 @@ It keeps the exp-domain substitution (A-EXP-ISO) out of the proof: an obligation
 instances of the homomorphism law E(x)·E(y) = E(x + y), E(0) = 1 and E(x) > 0 (assumption A-EXP-HOM)
 for the arguments the reference actually applied E to (recorded in ``exp_args``), case by case over the
 order of the maxima. A ``sat`` answer is only a model of those instances, not of the real exp, so a
-counterexample must be re-checked with a real exponential before it counts (``proofs.obligations.attention.logdom``).
+counterexample must be re-checked with a real exponential before it counts
+(``proofs.obligations.attention.logdom``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An independent cross-check of merge associativity that does not use the exp-domain substitution
-(EXT-ANY-ORDER): ``merge`` runs on the log-domain z3 system (``proofs.numbers.logdom``) with exp uninterpreted,
-and the claim is proved in each of the 6 orders of the three maxima from ground instances of
+(EXT-ANY-ORDER): ``merge`` runs on the log-domain z3 system (``proofs.numbers.logdom``) with exp
+uninterpreted, and the claim is proved in each of the 6 orders of the three maxima from ground instances of
 E(x)·E(y) = E(x+y) (assumption A-EXP-HOM). v = 1: every z coordinate has the form of ℓ.
 A ``sat`` model is re-evaluated with mpmath's real exp before it is reported as a counterexample."""
 from __future__ import annotations
