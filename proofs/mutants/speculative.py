@@ -1,5 +1,6 @@
 """Planted bugs for the speculative obligations: each is ``verify``'s ``Rules`` with ONE field
-replaced. A one-line docstring names the bug (the class of a known production bug)."""
+replaced. The replacing function's one-line docstring names the bug (the class of a known
+production bug); ``bonus_after_rejection`` flips a flag, named by its ``#:`` comment."""
 from __future__ import annotations
 
 import math
@@ -34,14 +35,18 @@ def _ratio_inverted(num, p_target_x, p_draft_x, u):
     return num.gt(p_draft_x, num.mul(u, p_target_x))
 
 
+def _uniform_reused(uniforms, i):
+    """Position 0's accept uniform is reused at every position (one draw for all k decisions)."""
+    return uniforms.accept[0]
+
+
 always_accept = sp.RULES._replace(accept=_always_accept)
 residual_is_target = sp.RULES._replace(residual=_residual_is_target)
 residual_softmax = sp.RULES._replace(residual=_residual_softmax)
 ratio_inverted = sp.RULES._replace(accept=_ratio_inverted)
 #: After a rejection, also emit a "bonus" token from the next target row.
 bonus_after_rejection = sp.RULES._replace(bonus_after_rejection=True)
-#: Position 0's accept uniform is reused at every position.
-uniform_reused = sp.RULES._replace(accept_uniform=lambda uniforms, i: uniforms.accept[0])
+uniform_reused = sp.RULES._replace(accept_uniform=_uniform_reused)
 
 MUTANTS = {
     "always-accept": always_accept,
