@@ -1,7 +1,7 @@
 """The ``flashproof`` command. Each verb lives in its own module and is loaded on demand:
 
-* ``prove``  — ``flashproof.proofs.run``   (discharge the obligations, write the audit JSON)
-* ``audit``  — ``flashproof.proofs.audit`` (the browsable report)
+* ``prove``  — ``flashproof.proofs.engine.cli``  (discharge the obligations, write the audit JSON)
+* ``audit``  — ``flashproof.proofs.audit.cli``   (the browsable report)
 * ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel against the oracle)
 * ``bench``  — ``flashproof.kernels.bench`` (timings against the anchors; needs a GPU)
 
@@ -14,8 +14,8 @@ import importlib
 import sys
 
 VERBS = {
-    "prove": ("flashproof.proofs.run", "discharge the proof obligations and write the audit trail"),
-    "audit": ("flashproof.proofs.audit", "write the browsable audit report (HTML, Markdown, JSON)"),
+    "prove": ("flashproof.proofs.engine.cli", "discharge the proof obligations and write the audit trail"),
+    "audit": ("flashproof.proofs.audit.cli", "write the browsable audit report (HTML, Markdown, JSON)"),
     "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel against the oracle"),
     "bench": ("flashproof.kernels.bench", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
 }

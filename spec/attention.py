@@ -1,5 +1,6 @@
 """Items of the theorem page ``004_b37f59f788102f1f.txt`` (exact tiled attention) and our
-extensions of it, each with the obligations (``flashproof.proofs.ob_*``) that check it."""
+extensions of it, each with the obligations (``flashproof.proofs.obligations.attention``) that
+check it."""
 from .registry import item
 
 PAGE = "004_b37f59f788102f1f.txt"

@@ -1,6 +1,7 @@
 """Items of seed ``000_e62e61cc03dea00a.txt`` on speculative decoding, with our stated policies, each
-with the obligations (``flashproof.proofs.speculative*``) that check it. ``p_target`` is the large
-model's distribution, ``p_draft`` the proposer's (the papers disagree on which is p and which is q)."""
+with the obligations (``flashproof.proofs.obligations.speculative``) that check it. ``p_target`` is
+the large model's distribution, ``p_draft`` the proposer's (the papers disagree on which is p and
+which is q)."""
 from .registry import assumption, item
 
 SEED = "000_e62e61cc03dea00a.txt"

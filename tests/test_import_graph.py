@@ -61,9 +61,9 @@ def test_verified_imports_only_stdlib_at_module_level(path):
 def test_the_checker_sees_a_planted_violation(tmp_path):
     bad = ROOT / "kernels" / "x.py"  # not written: we parse a string through the same helper
     src = tmp_path / "k.py"
-    src.write_text("from ..verified import tiled_forward\nimport flashproof.proofs.core\n")
+    src.write_text("from ..verified import tiled_forward\nimport flashproof.proofs.engine.core\n")
     names = [resolved(bad, m, lvl) for m, lvl in imports(src)]
-    assert names == ["flashproof.verified", "flashproof.proofs.core"]
+    assert names == ["flashproof.verified", "flashproof.proofs.engine.core"]
 
 
 def test_module_level_includes_guarded_imports_but_not_function_bodies(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from flashproof.kernels.sampler import SamplerUniforms, draw_uniforms, rejection_sample
-from flashproof.proofs import speculative_mutants as mut
+from flashproof.proofs.mutants import speculative as mut
 from flashproof.verified import speculative as sp
 from flashproof.verified.branching import canonical, emission_law
 

@@ -141,7 +141,11 @@ def _coerce(num: NumberSystem, mat):
     return [[num.const(x) for x in row] for row in mat]
 
 
-class _Problem(NamedTuple):
+class _ScoredInputs(NamedTuple):
+    """One call's validated inputs: n_q query rows, n_k keys, ``score(i, j)`` (s_ij, recomputed on
+    demand, never stored as an n_q×n_k array), V (n_k, v) coerced, and ``flag(i, j)`` (key j allowed
+    for row i)."""
+
     n_q: int
     n_k: int
     score: Callable[[int, int], Any]  # recomputes s_ij on demand
@@ -149,7 +153,7 @@ class _Problem(NamedTuple):
     flag: Callable[[int, int], Any]
 
 
-def _qk_problem(Q, K, V, scale, allowed, num, empty_rows, G=None) -> tuple[_Problem, list, list]:
+def _qk_inputs(Q, K, V, scale, allowed, num, empty_rows, G=None) -> tuple[_ScoredInputs, list, list]:
     n_q, d = validate.matrix("Q", Q)
     n_k, _ = validate.matrix("K", K, cols=d)
     validate.matrix("V", V, rows=n_k)
@@ -167,21 +171,21 @@ def _qk_problem(Q, K, V, scale, allowed, num, empty_rows, G=None) -> tuple[_Prob
             dot = num.add(dot, num.mul(qa, ka))
         return num.to_score(num.mul(c, dot))
 
-    return _Problem(n_q, n_k, score, _coerce(num, V), flag), Qc, Kc
+    return _ScoredInputs(n_q, n_k, score, _coerce(num, V), flag), Qc, Kc
 
 
-def _scores_problem(S, V, allowed, num, empty_rows) -> _Problem:
+def _scores_inputs(S, V, allowed, num, empty_rows) -> _ScoredInputs:
     n_q, n_k = validate.matrix("S", S)
     validate.matrix("V", V, rows=n_k)
     flag = validate.mask(allowed, n_q, n_k)
     validate.nonempty_rows(flag, n_q, n_k, validate.empty_rows_mode(empty_rows))
     Sc = [[x for x in row] for row in S]  # scores are passed through as given (weights in the exp domain)
-    return _Problem(n_q, n_k, lambda i, j: Sc[i][j], _coerce(num, V), flag)
+    return _ScoredInputs(n_q, n_k, lambda i, j: Sc[i][j], _coerce(num, V), flag)
 
 
 # ----------------------------------------------------------------------------------- dense
 
-def _dense(p: _Problem, num: NumberSystem) -> list:
+def _dense(p: _ScoredInputs, num: NumberSystem) -> list:
     """Y_i = Σ_{j∈A_i} e^{s_ij} V_j / Σ_{j∈A_i} e^{s_ij}, evaluated with every exponent shifted by
     the row maximum (the shift cancels; it keeps floats from overflowing)."""
     v = len(p.V[0])
@@ -218,19 +222,19 @@ def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str =
     scores at a time (this is the specification, not the memory-efficient algorithm).
     """
     num = resolve(num)
-    p, _, _ = _qk_problem(Q, K, V, scale, allowed, num, empty_rows)
+    p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
     return _dense(p, num)
 
 
 def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error") -> list:
     """``dense_attention`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
-    return _dense(_scores_problem(S, V, allowed, num, empty_rows), num)
+    return _dense(_scores_inputs(S, V, allowed, num, empty_rows), num)
 
 
 # ----------------------------------------------------------------------------------- tiled forward
 
-def _forward(p: _Problem, block: int, num: NumberSystem) -> TiledForward:
+def _forward(p: _ScoredInputs, block: int, num: NumberSystem) -> TiledForward:
     v = len(p.V[0])
     out, ms, ls, lses = [], [], [], []
     blocks = block_ranges(p.n_k, block)
@@ -274,7 +278,7 @@ def tiled_forward(Q, K, V, *, scale, block: int, allowed=None, num=None, empty_r
     """
     num = resolve(num)
     b = validate.block_size(block)
-    p, _, _ = _qk_problem(Q, K, V, scale, allowed, num, empty_rows)
+    p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
     return _forward(p, b, num)
 
 
@@ -282,7 +286,7 @@ def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty
     """``tiled_forward`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
     b = validate.block_size(block)
-    return _forward(_scores_problem(S, V, allowed, num, empty_rows), b, num)
+    return _forward(_scores_inputs(S, V, allowed, num, empty_rows), b, num)
 
 
 # ----------------------------------------------------------------------------------- reverse pass
@@ -299,7 +303,7 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     """
     num = resolve(num)
     b = validate.block_size(block)
-    p, Qc, Kc = _qk_problem(Q, K, V, scale, allowed, num, empty_rows, G=G)
+    p, Qc, Kc = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows, G=G)
     Gc, c = _coerce(num, G), num.const(scale)
     if len(forward.out) != p.n_q:
         raise ValueError(f"forward holds {len(forward.out)} rows, expected {p.n_q} (one per query row)")

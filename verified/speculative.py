@@ -1,6 +1,6 @@
 """The verified speculative-decoding sampler (seed ``000_e62e61cc03dea00a.txt``), with injected randomness.
 
-The rule (spec items SPEC-STEP and SPEC-CYCLE; proved in ``flashproof.proofs.speculative``):
+The rule (spec items SPEC-STEP and SPEC-CYCLE; proved in ``flashproof.proofs.obligations.speculative``):
     accept the drafted token x  iff  u · p_draft(x) < p_target(x)      (u ~ U[0, 1): prob min(1, p_target/p_draft))
     on the first rejection emit a draw from norm(max(0, p_target − p_draft)) and stop;
     if all k drafts are accepted, emit a bonus token drawn from the target's row k+1.
@@ -202,7 +202,7 @@ def _one_hot(num, x: int, V: int) -> list:
 
 class Rules(NamedTuple):
     """The replaceable parts of ``verify``; ``RULES`` is the verified sampler. A negative control
-    (``flashproof.proofs.speculative_controls``) replaces exactly one field."""
+    (``flashproof.proofs.mutants.speculative``) replaces exactly one field."""
 
     accept: Callable  # (num, p_target_x, p_draft_x, u) -> decision
     residual: Callable  # (num, p_target_row, p_draft_row) -> weights
