@@ -195,7 +195,8 @@ def _args(tmp_path, *extra):
 def test_verb_without_results_renders_unchecked(tmp_path, capsys):
     assert audit.run(_args(tmp_path, "--no-prove", "--cache-dir", str(tmp_path / "nocache"))) == 0
     rep = json.loads((tmp_path / "r" / "index.json").read_text())
-    assert rep["prove_run"] is None and any("no out/audit.json" in p for p in rep["problems"])
+    trail = tmp_path / "t" / "audit.json"
+    assert rep["prove_run"] is None and any(f"no {trail}" in p for p in rep["problems"])
     assert {it["status"] for s in rep["sections"] for it in s["items"]} <= {"unchecked", "assumed"}
     assert audit.run(_args(tmp_path, "--no-prove", "--no-cache", "--strict")) == 1
 
