@@ -4,8 +4,8 @@
                      [--cache-dir .prove-cache | --no-cache] [--strict]
 
 Reads the registry (``flashproof.spec``), the obligations (``flashproof.proofs``), the results of
-``flashproof prove`` (``--trail``) and recomputes the claims ledger; writes ``index.html`` (open it
-from disk, no server), ``index.md`` + ``graph.svg`` (for reviews) and ``index.json`` (for machines,
+``flashproof prove`` (``--trail``) and recomputes the claims ledger; writes ``index.html`` and its
+``static/`` folder (open it from disk, no server), ``index.md`` + ``graph.svg`` (for reviews) and ``index.json`` (for machines,
 schema ``flashproof.audit-report/1``, see ``docs/audit.md``).
 
 When the trail is missing (a fresh checkout) the proofs are run first (``flashproof prove --out
@@ -113,7 +113,8 @@ def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache")
 
 
 def write_report(report: dict, out: Path) -> Path:
-    """Write index.html, index.md, graph.svg and index.json under ``out``; return the HTML path."""
+    """Write index.html (with its static/ folder), index.md, graph.svg and index.json under ``out``;
+    return the HTML path."""
     from . import html as audit_html, md as audit_md
     from .svg import graph_svg
 
@@ -125,6 +126,7 @@ def write_report(report: dict, out: Path) -> Path:
     (out / "index.json").write_text(json.dumps(report, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     html = out / "index.html"
     html.write_text(audit_html.render(report), encoding="utf-8")
+    audit_html.copy_static(out)
     return html
 
 
