@@ -49,8 +49,9 @@ def record_states(obligations: dict, records: Iterable[dict], cache_dir=cache.DE
 
     The evidence is the trail's latest record when its hash matches the current sources
     (``source="trail"``). Otherwise, when the prover's result cache holds a definitive result under
-    the *current* hash, that result is fresh evidence (``source="cache"``): a partial
-    ``prove --only`` run overwrites the trail, but not the cache. Otherwise a trail record is stale
+    the *current* hash, that result is fresh evidence (``source="cache"``): a trail can be older
+    than the sources, or partial (``prove --only --out DIR``), while the cache keeps every
+    definitive result. Otherwise a trail record is stale
     and no record is missing. ``cache_dir=None`` ignores the cache."""
     by_id = {}
     for r in records:

@@ -22,7 +22,7 @@ from .args import directory, positive_int, positive_seconds, unknown_ids
 from .discover import collect as collect_obligations
 from .status import name_errors
 
-__all__ = ["add_arguments", "run", "select", "trail_target", "listing", "DEFAULT_OUT"]
+__all__ = ["add_arguments", "run", "select", "only_errors", "valid_ids", "trail_target", "listing", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("out")
 
@@ -48,6 +48,16 @@ def valid_ids(obligations: dict, items: dict) -> list[str]:
     """What ``--only`` accepts: obligation and control ids, and the ids of items that something checks
     (an assumption, or an item nothing checks, would select nothing)."""
     return sorted(set(obligations) | {i for i, it in items.items() if it.checked_by})
+
+
+def only_errors(only: list[str], obligations: dict, items: dict) -> list[str]:
+    """One message per ``--only`` id that would select nothing: an assumption or an item nothing
+    checks (said so), or an unknown id (with its close matches, else the checked items' ids)."""
+    empty = [i for i in only if i in items and not items[i].checked_by]
+    msgs = [f"--only {i!r}: " + ("an assumption (trusted, nothing checks it)" if items[i].kind == "assumption"
+                                 else "an item that no obligation checks") + ", so it selects nothing" for i in empty]
+    return msgs + unknown_ids([i for i in only if i not in empty], valid_ids(obligations, items),
+                              show=[i for i, it in items.items() if it.kind != "assumption" and it.checked_by])
 
 
 def select(only: list[str], obligations: dict, items: dict) -> list:
@@ -110,12 +120,7 @@ def run(args) -> int:
     items = collect_items()
     obligations, import_errs = collect_obligations()
     names = name_errors(items, obligations)
-    unchecked = [i for i in args.only if i in items and not items[i].checked_by]
-    bad = [f"--only {i!r}: " + ("an assumption (trusted, nothing checks it)" if items[i].kind == "assumption"
-                               else "an item that no obligation checks") + ", so it selects nothing"
-           for i in unchecked]
-    bad += unknown_ids([i for i in args.only if i not in unchecked], valid_ids(obligations, items),
-                       show=[i for i, it in items.items() if it.kind != "assumption" and it.checked_by])
+    bad = only_errors(args.only, obligations, items)
     if bad:
         for msg in bad:
             print(f"flashproof prove: {msg}", file=sys.stderr)
