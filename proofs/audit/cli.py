@@ -31,9 +31,9 @@ TRAIL_NAME = "audit.json"  # what `flashproof prove --out DIR` writes for a full
 
 
 def add_arguments(p) -> None:
-    from flashproof.proofs.engine.args import directory, positive_int
+    from flashproof.proofs.engine.args import directory, file_path, positive_int
 
-    p.add_argument("--trail", type=Path, default=Path("out") / TRAIL_NAME, help="results JSON of `flashproof prove`")
+    p.add_argument("--trail", type=file_path, default=Path("out") / TRAIL_NAME, help="results JSON of `flashproof prove`")
     p.add_argument("--out", type=directory, default=Path("out/audit"), help="folder for index.html/.md/.json")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--prove", action="store_true", help="run `flashproof prove` first (default when --trail is missing)")

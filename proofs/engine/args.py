@@ -16,7 +16,7 @@ import difflib
 import math
 from pathlib import Path
 
-__all__ = ["positive_int", "positive_seconds", "directory", "unknown_ids"]
+__all__ = ["positive_int", "positive_seconds", "directory", "file_path", "unknown_ids"]
 
 
 def positive_int(text: str) -> int:
@@ -48,6 +48,16 @@ def directory(text: str) -> Path:
     p = Path(text)
     if p.exists() and not p.is_dir():
         raise argparse.ArgumentTypeError(f"expected a folder, received {text!r}, which is a file")
+    return p
+
+
+def file_path(text: str) -> Path:
+    """A file that exists or may be written: not an existing folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file path, received an empty string")
+    p = Path(text)
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file, received {text!r}, which is a folder")
     return p
 
 

@@ -304,10 +304,14 @@ def test_cli_wires_the_verb():
 @pytest.mark.parametrize("argv, message", [
     (["--jobs", "0"], "--jobs: expected a positive integer, received 0"),
     (["--jobs", "-3"], "--jobs: expected a positive integer, received -3"),
-], ids=["jobs-zero", "jobs-negative"])
+    (["--trail", "{tmp}"], "--trail: expected a file, received"),
+    (["--out", "{tmp}/afile"], "--out: expected a folder, received"),
+    (["--cache-dir", "{tmp}/afile"], "--cache-dir: expected a folder, received"),
+], ids=["jobs-zero", "jobs-negative", "trail-is-a-folder", "out-is-a-file", "cache-dir-is-a-file"])
 def test_audit_bad_argument_exits_2(argv, message, tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
     with pytest.raises(SystemExit) as exc:
-        _args(tmp_path, *argv)
+        _args(tmp_path, *[a.format(tmp=tmp_path) for a in argv])
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
