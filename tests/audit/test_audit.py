@@ -235,6 +235,14 @@ def test_unknown_record_fields_are_shown_and_missing_ones_do_not_break(report):
     assert 'data-field="' not in audit_html.render(report)  # today's records carry no extra field
 
 
+def test_text_is_escaped(report):
+    rep = json.loads(json.dumps(report))
+    it = rep["sections"][0]["items"][0]
+    it["statement"] = "<script>alert(1)</script> & u < p"
+    html = audit_html.render(rep)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; u &lt; p" in html and "<script>alert" not in html
+
+
 def test_an_unknown_status_renders_a_chip_with_its_name():
     chip = str(audit_html.chip("checked-bounded"))
     assert 'data-status="checked-bounded"' in chip and ">checked-bounded<" in chip
