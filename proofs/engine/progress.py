@@ -43,8 +43,9 @@ class Progress:
         self.clock = clock
         self.t0 = clock()
         isatty = getattr(self.stream, "isatty", None)
-        self.bar = (tqdm(total=total, file=self.stream, leave=False, dynamic_ncols=True, unit="record",
-                         bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{postfix}]", postfix="eta ?")
+        # tqdm puts ", " before the postfix: the bar ends "[elapsed, eta m:ss]" (tqdm's clock, our ETA)
+        self.bar = (tqdm(total=total, file=self.stream, leave=False, unit="record", postfix="eta ?",
+                         bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
                     if isatty is not None and isatty() else None)
 
     def step(self, line: str, *, cached: bool = False) -> str:
@@ -54,7 +55,7 @@ class Progress:
         elapsed = self.clock() - self.t0
         left = eta(elapsed, self.ran, self.total - self.done)
         if self.bar is not None:
-            self.bar.set_postfix_str(f"elapsed {clock_text(elapsed)}, eta {clock_text(left)}", refresh=False)
+            self.bar.set_postfix_str(f"eta {clock_text(left)}", refresh=False)
             self.bar.update(1)
             self.bar.write(line, file=self.stream)
             return line
