@@ -2,7 +2,7 @@
 
 On a terminal a tqdm bar sits under the lines (tqdm redraws it in place); anywhere else (CI logs,
 pipes, files) there is no bar and no carriage return, only the plain lines, each ending in
-``[elapsed 0:12, eta 0:30]``. Both use one ETA rule, ``eta``.
+``[elapsed 00:12, eta 00:30]``. Both use one ETA rule, ``eta``.
 
     p = Progress(total=169, jobs=2)
     p.step(rec_line, cached=False)     # once per record
@@ -30,7 +30,7 @@ def eta(elapsed: float, ran: int, remaining: int) -> float | None:
 
 
 def clock_text(seconds: float | None) -> str:
-    """``m:ss`` (``h:mm:ss`` past an hour); ``?`` when unknown."""
+    """``mm:ss`` (``h:mm:ss`` past an hour), as tqdm writes it; ``?`` when unknown."""
     return "?" if seconds is None else tqdm.format_interval(round(seconds))
 
 
