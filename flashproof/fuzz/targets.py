@@ -15,7 +15,7 @@ the kernel does not expose it. Normalisations (see ``docs/fuzz.md``):
 A target that cannot take a problem raises ``Unsupported`` (the campaign skips that example); a
 target that is not installed, or needs a device that is absent, reports why via ``unavailable``.
 Names: ``torch``, ``triton`` (ours; ``triton-atomic``: the same with deterministic=False), ``sdpa-math``, ``sdpa-efficient``, ``sdpa-flash``,
-``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.kernels.mutants``.
+``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.fuzz.kernel_mutants``.
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def _atomic(c: Case) -> KernelOut:
     """Our Triton kernel with deterministic=False and the atomic-dQ backward switched on for the call
     (``attention_triton.ATOMIC_DQ``, off by default). The forward runs here; the backward that the
     checks run later reads the switch again, so it stays on once a campaign has used this target."""
-    from flashproof.kernels import attention_triton
+    from flashproof.kernels.attention.triton import host as attention_triton
     attention_triton.ATOMIC_DQ = True
     return _ours("triton")(c, False)
 
@@ -105,16 +105,16 @@ def _ours_unavailable(backend: str) -> Callable:
                 return "triton is not installed"
             if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
                 return "triton on CPU needs TRITON_INTERPRET=1"
-            if importlib.util.find_spec("flashproof.kernels.attention_triton") is None:
-                return "flashproof.kernels.attention_triton is not built yet"
+            if importlib.util.find_spec("flashproof.kernels.attention.triton.host") is None:
+                return "flashproof.kernels.attention.triton.host is not built yet"
         return _device_missing(device)
     return why
 
 
 def _ours_tiles() -> tuple:
     try:
-        from flashproof.kernels import attention_torch
-        return (attention_torch.BLOCK_N,)
+        from flashproof.kernels.attention.torch import BLOCK_N
+        return (BLOCK_N,)
     except (ImportError, AttributeError):
         return (64,)
 
@@ -344,7 +344,7 @@ for _n in _SDPA:
 
 
 def _mutant(bug: str) -> Target:
-    from flashproof.kernels import mutants
+    from . import kernel_mutants as mutants
 
     fn = mutants.MUTANTS[bug]
     return Target(f"mutant:{bug}", (fn.__doc__ or "").strip(), _ours(None, fn), _ours_unavailable("torch"),
@@ -352,9 +352,9 @@ def _mutant(bug: str) -> Target:
 
 
 def mutant_names() -> list[str]:
-    """``mutant:<bug>`` for every variant in ``flashproof.kernels.mutants`` (empty before it lands)."""
+    """``mutant:<bug>`` for every variant in ``flashproof.fuzz.kernel_mutants`` (empty before it lands)."""
     try:
-        from flashproof.kernels import mutants
+        from . import kernel_mutants as mutants
     except ImportError:
         return []
     return [f"mutant:{b}" for b in sorted(mutants.MUTANTS)]

@@ -254,9 +254,9 @@ def _seqlens(cu_q, cu_k, q, Nq, Nk):
 
 def _backend_module(backend):
     if backend == "torch":
-        from . import attention_torch as mod
+        from . import torch as mod
     else:
-        from . import attention_triton as mod
+        from .triton import host as mod
     return mod
 
 

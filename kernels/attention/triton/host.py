@@ -13,10 +13,11 @@ import os
 import torch
 import triton
 
-from . import attention_gluon, attention_gluon_bwd
-from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
-from .attention_triton_fwd import LOG2E, attn_fwd
-from .attention_triton_plan import tile_plan
+from ..gluon import bwd as attention_gluon_bwd
+from ..gluon import fwd as attention_gluon
+from .bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
+from .fwd import LOG2E, attn_fwd
+from .plan import tile_plan
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor

@@ -36,15 +36,13 @@ import os
 
 import torch
 
-try:
-    from triton.experimental import gluon
+from .common import AVAILABLE, gl_dtype, jit as _jit
+
+if AVAILABLE:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    AVAILABLE = True
-except ImportError:  # an older Triton: the Triton kernels serve every call
-    AVAILABLE = False
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -99,7 +97,6 @@ def shape_reason(q, k, v, prob):
     return None
 
 
-_jit = gluon.jit if AVAILABLE else (lambda fn: fn)
 
 
 # ----------------------------------------------------------------------------------------
@@ -342,11 +339,6 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
             (_attn_consumer_wg1_full, cons_args),
             (_attn_load_partition, load_args),
         ], [4, 1], [CONSUMER_REGS, 24])
-
-
-def gl_dtype(dtype):
-    """Gluon's element type of a torch fp16/bf16 dtype."""
-    return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
 
 
 def _descs(q, k, v, o):

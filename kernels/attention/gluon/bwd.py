@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import torch
 
-from .attention_gluon import AVAILABLE, _jit, gl_dtype
+from .common import AVAILABLE, gl_dtype, jit as _jit
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl

@@ -6,7 +6,7 @@ the Triton kernel. ``MUTANTS`` maps the bug switch name to the callable.
 """
 from __future__ import annotations
 
-from .attention import BUGS, attention
+from flashproof.kernels.attention.api import BUGS, attention
 
 
 def _mutant(bug, doc):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .attention_triton_fwd import allowed_pairs, allowed_tile, exp2_mixed, key_range, load_kv, seq_bounds
+from .fwd import allowed_pairs, allowed_tile, exp2_mixed, key_range, load_kv, seq_bounds
 
 
 @triton.jit
