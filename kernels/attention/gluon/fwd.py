@@ -53,11 +53,6 @@ HEAD_DIM = 128  # the only head dim routed here: at d = 64 this kernel measured 
 NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB (3 stages measured no faster)
 MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
 CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
-#: ping-pong: the two consumer warpgroups take turns issuing their matrix products (an mbarrier
-#: pair), so one's products run during the other's softmax (FlashAttention-3); False: they issue freely
-PINGPONG = False
-#: forward launches of this kernel since import (tests and the GPU check see which path ran)
-LAUNCHES = {"gluon_fwd": 0}
 
 
 def reason(q, k, v, prob):
@@ -134,9 +129,9 @@ def _apply_causal_mask(s, row0, col0, BM: gl.constexpr, BN: gl.constexpr, s_layo
 
 
 @_jit
-def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, row0,
+def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, qk_scale, row0,
                MASK: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, NUM_STAGES: gl.constexpr,
-               s_layout: gl.constexpr, p_layout: gl.constexpr, WG: gl.constexpr):
+               s_layout: gl.constexpr, p_layout: gl.constexpr):
     slot = j % NUM_STAGES
     phase = (j // NUM_STAGES) & 1
     pslot = (j - 1) % NUM_STAGES
@@ -146,16 +141,11 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 
     # S_j = Q K_j^T (async)
     mbarrier.wait(k_ready.index(slot), phase)
-    PINGPONG: gl.constexpr = turn.type.shape[0] == 2
-    if PINGPONG:  # this warpgroup's turn to issue (the other one issued iteration j−1's products)
-        mbarrier.wait(turn.index(WG), (j - 1) & 1)
     s_zero = gl.zeros([BM, BN], gl.float32, s_layout)
     s_tok = warpgroup_mma(q_s, k_s.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     # O += P_{j-1} V_{j-1} (async)
     mbarrier.wait(v_ready.index(pslot), pphase)
     o_tok = warpgroup_mma(p_prev, v_s, acc, is_async=True)
-    if PINGPONG:  # the other warpgroup may issue now: its products run during this one's softmax
-        mbarrier.arrive(turn.index(1 - WG), count=1)
     # wait for S_j only; P.V stays in flight during the softmax
     s, q_s, k_s = warpgroup_mma_wait(num_outstanding=1, deps=[s_tok, q_s, k_s])
     mbarrier.arrive(k_empty.index(slot), count=1)
@@ -176,7 +166,7 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 
 @_jit
 def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, k_empty, v_empty, turn, qk_scale, q_row, lse_row, row_in_seq, n_kv):
+                   v_ready, k_empty, v_empty, qk_scale, q_row, lse_row, row_in_seq, n_kv):
     # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
     BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -215,14 +205,13 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
         n_main = n_kv
     for j in range(1, n_main):
         acc, m_i, l_i, p_prev = _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
-                                           v_empty, turn, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout,
-                                           WG)
+                                           v_empty, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout)
     # ---- diagonal block (masked), causal only ----
     if CAUSAL:
         if n_kv > 1:
             acc, m_i, l_i, p_prev = _attn_iter(n_kv - 1, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready,
-                                               v_ready, k_empty, v_empty, turn, qk_scale, row0, True, BM, BN, NUM_STAGES,
-                                               s_layout, p_layout, WG)
+                                               v_ready, k_empty, v_empty, qk_scale, row0, True, BM, BN, NUM_STAGES,
+                                               s_layout, p_layout)
 
     # ---- epilogue: last P.V ----
     jl = n_kv - 1
@@ -252,37 +241,37 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
 
 
 @_jit
-def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                             lse_row, row_in_seq, n_kv):
     _attn_consumer(0, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                               lse_row, row_in_seq, n_kv):
     _attn_consumer(0, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                             lse_row, row_in_seq, n_kv):
     _attn_consumer(1, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                               lse_row, row_in_seq, n_kv):
     _attn_consumer(1, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+                 CONSUMER_REGS: gl.constexpr):
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
@@ -308,22 +297,15 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    # issue turns of the two consumer warpgroups; the partitions read PINGPONG off this array's shape
-    # (constexprs do not pass through warp_specialize's argument tuples)
-    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)
         mbarrier.init(v_empty.index(i), count=2)
-    for i in gl.static_range(2 if PINGPONG else 1):
-        mbarrier.init(turn.index(i), count=1)
-    if PINGPONG:
-        mbarrier.arrive(turn.index(0), count=1)  # warpgroup 0 issues first
     fence_async_shared()
 
-    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                  lse_row, row_in_seq, n_kv)
     load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, q_row,
                  kv_row, n_kv)
@@ -361,6 +343,5 @@ def forward(q, k, v, prob):
     causal = prob.window == (None, 0)
     _attn_fwd_ws[(B * H, N // BLOCK_M)](*_descs(q, k, v, out), lse, float(prob.scale), N, H, prob.groups,
                                         HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=causal,
-                                        CONSUMER_REGS=CONSUMER_REGS, PINGPONG=PINGPONG, num_warps=4, maxnreg=MAXNREG)
-    LAUNCHES["gluon_fwd"] += 1
+                                        CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

@@ -15,7 +15,7 @@ import triton
 
 from ..gluon import bwd as attention_gluon_bwd
 from ..gluon import fwd as attention_gluon
-from .bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
+from .bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
 from .fwd import LOG2E, attn_fwd
 from .plan import tile_plan
 
@@ -62,30 +62,8 @@ def _configs(shapes, pre_hook=None, explicit=False):
             for m, n, w, s in shapes]
 
 
-#: the forward loads Q/K/V through TMA tensor descriptors where the layout allows (see ``_descriptors``);
-#: tests turn it off to cover the pointer path on the same inputs
-USE_DESCRIPTORS = True
-#: the same for the backward's streamed operands: Q and dO in the dK/dV kernels, K and V in the dQ kernel
-BWD_DESCRIPTORS = True
-#: Forward variants of the interior (unmasked) loop, switches so that one benchmark run can A/B them
-#: (``kernels/probe.py``) and the tests cover both sides:
-#: FWD_FMA — the scale folded into one FMA per score (fp16/bf16, scale > 0; see ``_fwd_step``);
-#: FWD_LAZY — rescale acc and l only when some row's max grew by more than 2^8 (needs FWD_FMA).
-#: (Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile this
-#: loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
-FWD_FMA = True
-FWD_LAZY = False
-#: FWD_POLY — 1/FWD_POLY of the interior's exponentials (2, 4 or 8; 0: none) by a polynomial on the
-#: FMA pipe instead of MUFU (``attention_triton_fwd.exp2_mixed``; needs FWD_FMA, not with FWD_LAZY)
-FWD_POLY = 0
-#: GLUON_FWD — dense fp16/bf16 d = 128 forwards (Nq = Nk, a multiple of 128, causal or not) on an
-#: sm_90 GPU go to the warp-specialised Gluon kernel (``attention_gluon``; ``reason`` lists the rules)
-GLUON_FWD = True
-#: GLUON_BWD — the deterministic=False backward of those calls (when Hq = Hkv) goes to the Gluon
-#: backward (``attention_gluon_bwd``: one kernel, 5 products, dQ by fp32 atomics)
-GLUON_BWD = True
-#: BWD_POLY — the same for P's recomputation in the unmasked steps of the gradient kernels (not fp32)
-BWD_POLY = 0
+#: (Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile the forward's
+#: interior loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
 
 
 def _descriptors(prob, *ts):
@@ -141,8 +119,7 @@ SMEM_BUDGET = 200 * 1024
 
 def _smem_estimate(c, args) -> int:
     """Bytes of the tiles a kernel keeps in shared memory: the resident operand once, the streamed
-    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernels) ``num_stages`` times, and the
-    atomic-dQ kernel's extra Kᵀ tile (fp32 d = 96 / dv = 64 asked for 241 KiB on the H200 without it).
+    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernels) ``num_stages`` times.
     Used by the first-configuration mode (which cannot fall back on the autotuner skipping a
     configuration that fails to compile): fp32 tiles are twice the bytes of bf16 ones, and the first
     configurations are sized for bf16 (an H200 run showed fp32 at d = 128 asking for 257 KiB)."""
@@ -152,8 +129,7 @@ def _smem_estimate(c, args) -> int:
     bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
     width = args["BLOCK_D"] + args["BLOCK_DV"]
     resident, streamed = (bn, bm) if "DK" in args else (bm, bn)
-    extra = bn * args["BLOCK_D"] if "DQ_ACC" in args else 0  # the atomic-dQ kernel's Kᵀ tile for dQ
-    return esize * (width * (resident + max(c.num_stages, 1) * streamed) + extra)
+    return esize * width * (resident + max(c.num_stages, 1) * streamed)
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
@@ -161,22 +137,14 @@ _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK",
 #: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
 #: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
 #: ``tests/test_kernel_configs.py`` runs each shape on its own against the float64 oracle.
-# dkdv_dq (deterministic=False with ATOMIC_DQ): dK/dV plus atomic dQ. Each (query block, key block) step adds BLOCK_M·D fp32
-# atomics, so atomic traffic per product falls as 1/BLOCK_N (hence the 128-key configurations); the
-# first (the one FLASHPROOF_TRITON_CONFIG=first runs) spilled least in ptxas -v for sm_90 at d = 128
-# (824 bytes of spill stores, against 2.1-10 KB for the others; the deterministic dK/dV kernel
-# spills as well). Autotuning runs the kernel once per configuration, so the atomic buffer is zeroed
-# before each run (reset_to_zero; the autotuner zeroes it again before the real launch).
 TUNED = {
     "fwd": (attn_fwd, [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3),
                        (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
-            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY", "POLY"], {}),
+            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA"], {}),
     "dkdv": (attn_bwd_dkdv, [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2),
-                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "POLY"], {}),
+                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
     "dq": (attn_bwd_dq, [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2),
-                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "POLY"], {}),
-    "dkdv_dq": (attn_bwd_dkdv_dq, [(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3),
-                                   (16, 32, 4, 2)], ["GQA_MAP", "POLY"], {"reset_to_zero": ["DQ_ACC"]}),
+                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
 }
 
 
@@ -189,7 +157,7 @@ def autotuned(name, shapes=None):
                            **kw)(kernel)
 
 
-_FWD, _DKDV, _DQ, _DKDV_DQ = (autotuned(n) for n in ("fwd", "dkdv", "dq", "dkdv_dq"))
+_FWD, _DKDV, _DQ = (autotuned(n) for n in ("fwd", "dkdv", "dq"))
 
 #: (autotuner, interpreter-config mode, q's dtype, its key values) -> the configuration it chose.
 #: A launch whose key was seen goes straight to the kernel with that configuration: Triton 3.6's
@@ -216,18 +184,6 @@ def _launch(tuner, grid, *args, **kwargs):
     if cfg.pre_hook is not None:
         cfg.pre_hook({**dict(zip(tuner.arg_names, args)), **full})
     tuner.fn[grid](*args, **full)
-
-
-#: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
-#: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
-#: path at d = 128 (255 registers and spills in the fused kernel, one scalar fp32 atomic per element),
-#: so both values of ``deterministic`` take the two-kernel path until the atomic kernel is faster.
-#: Kept, tested and fuzzed (``flashproof fuzz --kernel triton-atomic`` turns it on) as the next step's base.
-ATOMIC_DQ = False
-
-#: Kernel launches made by ``backward`` since import, by kernel ("delta", "dkdv", "dq", "dkdv_dq"):
-#: lets a test see which launch structure ``deterministic`` selected.
-BACKWARD_LAUNCHES = {"delta": 0, "dkdv": 0, "dq": 0, "dkdv_dq": 0}
 
 
 def _pad(d):
@@ -316,7 +272,7 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
 
 def forward(q, k, v, prob):
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32."""
-    if GLUON_FWD and attention_gluon.reason(q, k, v, prob) is None:
+    if attention_gluon.reason(q, k, v, prob) is None:
         return attention_gluon.forward(q, k, v, prob)
     B, Hq, Nq, _ = q.shape
     out = torch.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
@@ -325,8 +281,8 @@ def forward(q, k, v, prob):
         return out, lse
     c = _common(q, k, v, prob, ("KV",))
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    descs = _descriptors(prob, q, k, v) if USE_DESCRIPTORS else None
-    fma = FWD_FMA and prob.scale > 0 and c["DOT_PREC"] != "ieee"
+    descs = _descriptors(prob, q, k, v)
+    fma = prob.scale > 0 and c["DOT_PREC"] != "ieee"
     _launch(_FWD, grid, *(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
                *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
                Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
@@ -336,7 +292,7 @@ def forward(q, k, v, prob):
                TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
                NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
                TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-               FMA=fma, LAZY=fma and FWD_LAZY, POLY=FWD_POLY if fma and not FWD_LAZY else 0)
+               FMA=fma)
     return out, lse
 
 
@@ -359,36 +315,25 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     attn_bwd_delta[(triton.cdiv(Nq, BM_D), B * Hq)](
         out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],
         BLOCK_M=BM_D, BLOCK_DV=c["BLOCK_DV"], HAS_DLSE=has_dlse)
-    BACKWARD_LAUNCHES["delta"] += 1
-    if GLUON_BWD and not prob.deterministic and Hq == c["Hkv"] and attention_gluon.reason(q, k, v, prob) is None:
+    if not prob.deterministic and Hq == c["Hkv"] and attention_gluon.reason(q, k, v, prob) is None:
         return attention_gluon_bwd.backward(q, k, v, dout, lse.contiguous(), delta, prob)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"],
-                  POLY=BWD_POLY if c["DOT_PREC"] != "ieee" else 0)
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
     tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
-    if not prob.deterministic and ATOMIC_DQ:
-        dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
-        # pointers, not descriptors: see attn_bwd_dkdv_dq
-        _launch(_DKDV_DQ, grid_kv, q, k, v, dout, lse, delta, dk, dv, dq_acc, *tail, *strides, *dq_acc.stride(),
-                *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=False)
-        BACKWARD_LAUNCHES["dkdv_dq"] += 1
-        return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
-    qd = _descriptors(prob, q, dout) if BWD_DESCRIPTORS else None  # streamed by the dK/dV kernel
-    kd = _descriptors(prob, k, v) if BWD_DESCRIPTORS else None  # streamed by the dQ kernel
+    qd = _descriptors(prob, q, dout)  # streamed by the dK/dV kernel
+    kd = _descriptors(prob, k, v)  # streamed by the dQ kernel
     _launch(_DKDV, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, delta, dk, dv, *tail, *strides,
             *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
-    BACKWARD_LAUNCHES["dkdv"] += 1
     dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     _launch(_DQ, grid_q, q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
             c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
             *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
-    BACKWARD_LAUNCHES["dq"] += 1
     return dq, dk, dv
 
 
