@@ -71,26 +71,38 @@ class Target(NamedTuple):
 
 # ----------------------------------------------------------------------------------- ours
 
+#: ``tuning`` of our Triton launches in a campaign: "first" (one configuration per launch key: a campaign
+#: would otherwise compile every configuration) unless the CLI's --all-configs sets "autotune"
+TUNING = {"mode": "first"}
+
+
+def set_tuning(mode: str) -> None:
+    """``attention(..., tuning=mode)`` for our targets from now on ("first" or "autotune")."""
+    TUNING["mode"] = mode
+
+
 def _ours(backend: str | None, fn=None) -> Callable:
-    """backend None: Triton for CUDA tensors, torch otherwise (the mutants' default device rule)."""
+    """backend None: Triton for CUDA tensors, torch otherwise (the mutants' default device rule).
+    "triton" on CUDA tensors asks for backend="auto": the default GPU call, which runs the Gluon kernels
+    on sm_90 for the dense d = 128 shapes and the Triton kernels for the rest (the GPU fuzz profiles,
+    "gluon" included, aim at both); on CPU tensors it asks for the Triton kernels (interpreter)."""
     def run(c: Case, deterministic: bool) -> KernelOut:
         from flashproof import kernels
 
         call = fn or kernels.attention
+        chosen = backend or ("triton" if c.q.is_cuda else "torch")
+        if chosen == "triton" and c.q.is_cuda and fn is None:
+            chosen = "auto"
         r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=None if c.structured else c.allowed,
                  scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
-                 deterministic=deterministic,
-                 backend=backend or ("triton" if c.q.is_cuda else "torch"))
+                 deterministic=deterministic, backend=chosen, tuning=TUNING["mode"])
         return KernelOut(r.out, r.lse)
     return run
 
 
 def _atomic(c: Case) -> KernelOut:
-    """Our Triton kernel with deterministic=False and the atomic-dQ backward switched on for the call
-    (``attention_triton.ATOMIC_DQ``, off by default). The forward runs here; the backward that the
-    checks run later reads the switch again, so it stays on once a campaign has used this target."""
-    from flashproof.kernels.attention.triton import host as attention_triton
-    attention_triton.ATOMIC_DQ = True
+    """Ours with deterministic=False (the default call): on sm_90 the Gluon backward for the shapes it
+    takes (dQ by fp32 vector reductions), else the Triton two-kernel backward."""
     return _ours("triton")(c, False)
 
 
@@ -329,7 +341,7 @@ _TARGETS = {
                      lambda d: frozenset({"fp64"}), "fwd+bwd", _ours_tiles()),
     # the default call, deterministic=False: the backward adds dQ with atomics (order varies run to
     # run), so only the forward is promised bitwise; "triton" above fuzzes the deterministic backward
-    "triton-atomic": Target("triton-atomic", "ours, deterministic=False: the atomic-dQ backward (Gluon on sm_90 for the shapes it takes, else Triton)",
+    "triton-atomic": Target("triton-atomic", "ours, deterministic=False: the Gluon backward (dQ by fp32 reductions) on sm_90 for the shapes it takes, else the Triton backward",
                             lambda c, det: _atomic(c), _ours_unavailable("triton"),
                             lambda d: frozenset({"fp64"}), "fwd", _ours_tiles()),
     "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,

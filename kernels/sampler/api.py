@@ -15,10 +15,11 @@ Layout: B requests, K = the padded draft length, V the vocabulary. Request b has
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import torch
+
+from ..interpreter import interpreting
 
 __all__ = ["SpecSample", "SamplerUniforms", "rejection_sample", "draw_uniforms", "MAX_VOCAB", "row_sum_tol",
            "WEIGHT_BITS", "UNIFORM_BITS"]
@@ -201,7 +202,7 @@ def _resolve_backend(backend: str, p_target) -> str:
     if backend == "triton":
         if not sampler_triton.available():
             raise RuntimeError("backend='triton' needs the triton package")
-        if not on_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        if not on_cuda and not interpreting():
             dev = p_target.device if isinstance(p_target, torch.Tensor) else type(p_target).__name__
             raise RuntimeError(f"backend='triton' runs on CUDA tensors (or the CPU with TRITON_INTERPRET=1); "
                                f"p_target is on {dev}")

@@ -360,11 +360,16 @@ def vec_layout():
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
 
 
-def backward(q, k, v, dout, lse, delta, prob):
-    """(dq, dk, dv) for a call ``attention_gluon.reason`` accepts with Hq = Hkv, given the forward's
-    lse and ``delta`` = rowsum(out · dout) − dlse (``triton/bwd.py``: ``attn_bwd_delta``)."""
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
+    """(dq, dk, dv) shaped like (q, k, v) (B, H, N, 128), for a call the router sends here (the Gluon
+    forward's calls with Hq = Hkv and deterministic=False). δ = rowsum(out · dout) − dlse comes from
+    the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused here)."""
+    from ..triton.host import delta as _delta
+
     B, H, N, D = q.shape
     dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
+    lse = lse.contiguous()
+    delta = _delta(out, dout, lse, dlse)
     dq_acc = torch.zeros(B, H, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     gdt = gl_dtype(q.dtype)
@@ -377,6 +382,6 @@ def backward(q, k, v, dout, lse, delta, prob):
              TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
     _attn_bwd_ws[(N // BLOCK_N, B * H)](*descs, dq_acc, dk, dv, float(prob.scale), N, NUM_STAGES=NUM_STAGES,
-                                        CAUSAL=prob.window == (None, 0), CONSUMER_REGS=CONSUMER_REGS,
+                                        CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
                                         PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return (dq_acc * prob.scale).to(q.dtype), dk, dv

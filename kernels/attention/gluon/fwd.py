@@ -1,6 +1,6 @@
-"""Warp-specialised Hopper forward (sm_90) in Gluon, Triton's lower-level dialect: the fast path of
-``backend="triton"`` for the dense problems it covers (``reason`` says which; everything else, and
-every backward, runs the Triton kernels of ``attention_triton_fwd/_bwd``).
+"""Warp-specialised Hopper forward (sm_90) in Gluon, Triton's lower-level dialect: the forward of
+``backend="auto"`` (and ``"gluon"``) for the dense problems it covers (``dispatch.gluon_rule`` says
+which; everything else runs the Triton kernels of ``triton/``).
 
 Why: the ``tl.dot`` forward serialises the two matrix products of a key block with its softmax. In
 its PTX each iteration waits for S = Q Kᵀ (``wgmma.wait_group 0``) and meets CTA-wide
@@ -24,15 +24,12 @@ asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 d
 
 The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(s)·c = rowmax(s·c));
 no row is empty and no key is read only by masked pairs on this path (dense, Nq = Nk), so the
-⊥ guard and the poison handling of the general kernel are not needed here (``reason`` rules out
-everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
-(tests/test_kernel_compile.py) and check ``reason``; the GPU check (kernels/gpu_check.py) and the
-fuzz campaign run it against the float64 oracle on the H200.
+⊥ guard and the poison handling of the general kernel are not needed here (``dispatch.gluon_rule``
+rules out everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
+(tests/kernels/test_compile.py) and check the router's plan; the GPU check (lab/gpu_check.py) and
+the fuzz campaign run it against the oracle on the H200.
 """
 from __future__ import annotations
-
-import functools
-import os
 
 import torch
 
@@ -44,54 +41,13 @@ if AVAILABLE:
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-
 BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
 BLOCK_M_WG = 64
 BLOCK_N = 128  # keys per block
-HEAD_DIM = 128  # the only head dim routed here: at d = 64 this kernel measured slower than the Triton one
+HEAD_DIM = 128  # the only head dim routed here (dispatch.GLUON_HEAD_DIM): at d = 64 it measured slower than Triton
 NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB (3 stages measured no faster)
 MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
 CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
-
-
-def reason(q, k, v, prob):
-    """None if this kernel computes the call, else why not (a short phrase)."""
-    if not AVAILABLE or INTERPRET:
-        return "Gluon unavailable (or the interpreter)"
-    if q.device.type != "cuda" or _capability(q.device.index) != (9, 0):
-        return "not an sm_90 GPU"
-    return shape_reason(q, k, v, prob)
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(index):
-    return torch.cuda.get_device_capability(index)
-
-
-def shape_reason(q, k, v, prob):
-    """The device-independent part of ``reason``."""
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        return "dtype"
-    B, Hq, Nq, D = q.shape
-    Hkv, Nk, Dv = k.shape[1], k.shape[2], v.shape[3]
-    if D != HEAD_DIM or Dv != HEAD_DIM:
-        return "head dim"
-    if Nq != Nk or Nq == 0 or Nq % BLOCK_M:
-        return "lengths (need Nq = Nk, a multiple of 128)"
-    if prob.mask is not None or prob.tiles is not None or prob.seqlens is not None:
-        return "mask / block-sparse / varlen"
-    if prob.window not in ((None, None), (None, 0)):
-        return "window"
-    if prob.bugs or prob.scale <= 0:
-        return "bug injection or scale <= 0"
-    if Hq != Hkv * prob.groups:
-        return "head grouping"
-    if any(not t.is_contiguous() or t.data_ptr() % 16 for t in (q, k, v)):
-        return "layout (needs contiguous (B, H, N, D))"
-    return None
-
-
 
 
 # ----------------------------------------------------------------------------------------
@@ -335,13 +291,13 @@ def _descs(q, k, v, o):
             TensorDescriptor.from_tensor(rows(o), [BLOCK_M_WG, HEAD_DIM], q_layout))
 
 
-def forward(q, k, v, prob):
-    """(out, lse) as ``attention_triton.forward`` returns them, for a call that ``reason`` accepts."""
+def forward(q, k, v, prob, route=None):
+    """q, k, v (B, H, N, 128) fp16/bf16 -> (out (B, H, N, 128), lse (B, H, N) fp32), for a call that
+    ``dispatch.gluon_rule`` accepts. ``route``: the plan (unused here)."""
     B, H, N, _ = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
-    causal = prob.window == (None, 0)
     _attn_fwd_ws[(B * H, N // BLOCK_M)](*_descs(q, k, v, out), lse, float(prob.scale), N, H, prob.groups,
-                                        HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=causal,
+                                        HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
                                         CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

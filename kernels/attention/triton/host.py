@@ -1,20 +1,24 @@
-"""The Triton backend: host side (argument packing, autotuning, launches) for
-``attention_triton_fwd`` and ``attention_triton_bwd``.
+"""The Triton kernels' host side: argument packing, autotuning and launches of ``fwd.py`` and ``bwd.py``,
+for the calls ``dispatch.plan`` sends here (forward and/or backward "triton").
 
 Every autotuned configuration computes the same function (lengths, head dims and masks are all
 handled by predicates, never by a divisibility assumption); the tile constraints that do exist
 are ``tl.static_assert``s in the kernels and ``_prune`` here drops configurations that break them.
-Under ``TRITON_INTERPRET=1`` (CI) one small configuration is used.
+``Plan.tuning`` picks the autotuner: "autotune" times every configuration of a new key, "first"
+runs the first configuration that fits in shared memory. Under the interpreter (CPU) one small
+configuration is used. Q/K/V (and dO) are loaded through TMA tensor descriptors where their layout
+allows it (``_descriptors``), else through pointers: the same values either way.
+(Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile the forward's
+interior loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
 """
 from __future__ import annotations
 
-import os
+from typing import NamedTuple
 
 import torch
 import triton
 
-from ..gluon import bwd as attention_gluon_bwd
-from ..gluon import fwd as attention_gluon
+from ...interpreter import interpreting
 from .bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
 from .fwd import LOG2E, attn_fwd
 from .plan import tile_plan
@@ -24,32 +28,7 @@ try:
 except ImportError:  # pragma: no cover — older Triton: pointer loads only
     TensorDescriptor = None
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-#: ``FLASHPROOF_TRITON_CONFIG=first`` (read at each new autotuning key, so it may be set after
-#: import): run the first configuration that fits, no autotuning: for correctness runs that would
-#: otherwise compile every configuration for every feature combination.
-def first_only() -> bool:
-    return os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first"
-
-
-def _numpy_2_4_shim():
-    """Triton 3.6's interpreter turns a scalar (a shape-(1,) array there) into a loop bound with
-    ``int(array)``, which numpy >= 2.4 rejects; index through ``.item()`` instead (interpreter only)."""
-    from triton.runtime import interpreter
-
-    if getattr(interpreter, "_flashproof_shim", False):
-        return
-    patch = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-    interpreter._patch_lang_tensor = patched
-    interpreter._flashproof_shim = True
-
-
-if INTERPRET:
-    _numpy_2_4_shim()
+INTERPRET = interpreting()  # read once: Triton decided at import whether its kernels are interpreted
 
 
 def _configs(shapes, pre_hook=None, explicit=False):
@@ -60,10 +39,6 @@ def _configs(shapes, pre_hook=None, explicit=False):
         shapes = [(16, 16, 4, 1)]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=pre_hook)
             for m, n, w, s in shapes]
-
-
-#: (Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile the forward's
-#: interior loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
 
 
 def _descriptors(prob, *ts):
@@ -97,7 +72,8 @@ def _set_blocks(nargs):
 
 def _prune(configs, named_args, **kwargs):
     """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, or are too
-    large for the padded head dim (shared memory)."""
+    large for the padded head dim (shared memory). The autotuner skips a configuration that runs
+    out of shared memory."""
     args = {**named_args, **kwargs}
     tq, tk = args.get("TILE_Q", 0), args.get("TILE_K", 0)
     big = max(args["BLOCK_D"], args["BLOCK_DV"]) > 128
@@ -106,8 +82,13 @@ def _prune(configs, named_args, **kwargs):
             and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    if not first_only():
-        return keep  # the autotuner skips a configuration that runs out of shared memory
+    return keep
+
+
+def _prune_first(configs, named_args, **kwargs):
+    """``_prune``, then only the first configuration whose tiles fit ``SMEM_BUDGET`` (tuning="first")."""
+    keep = _prune(configs, named_args, **kwargs)
+    args = {**named_args, **kwargs}
     fits = [c for c in keep if _smem_estimate(c, args) <= SMEM_BUDGET]
     return (fits or keep[-1:])[:1]
 
@@ -136,7 +117,7 @@ _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK",
         "TILE_K", "DOT_PREC"]
 #: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
 #: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
-#: ``tests/test_kernel_configs.py`` runs each shape on its own against the float64 oracle.
+#: ``tests/kernels/test_correctness.py`` runs each shape on its own against the oracle.
 TUNED = {
     "fwd": (attn_fwd, [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3),
                        (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
@@ -148,18 +129,35 @@ TUNED = {
 }
 
 
-def autotuned(name, shapes=None):
-    """The autotuner of ``TUNED[name]``, over ``shapes`` if given (a test's single configuration;
-    then also under the interpreter) or else the table's."""
+def autotuned(name, shapes=None, tuning="autotune"):
+    """The autotuner of ``TUNED[name]`` over ``shapes`` if given (a test's single configuration;
+    then also under the interpreter), else the table's; ``tuning`` as ``Plan.tuning``."""
     kernel, default, extra_key, kw = TUNED[name]
     configs = _configs(shapes or default, pre_hook=_set_blocks, explicit=shapes is not None)
-    return triton.autotune(configs, key=_KEY + extra_key, prune_configs_by={"early_config_prune": _prune},
+    prune = _prune_first if tuning == "first" else _prune
+    return triton.autotune(configs, key=_KEY + extra_key, prune_configs_by={"early_config_prune": prune},
                            **kw)(kernel)
 
 
-_FWD, _DKDV, _DQ = (autotuned(n) for n in ("fwd", "dkdv", "dq"))
+class Tuners(NamedTuple):
+    """The autotuned forward, dK/dV and dQ kernels one call launches."""
 
-#: (autotuner, interpreter-config mode, q's dtype, its key values) -> the configuration it chose.
+    fwd: object
+    dkdv: object
+    dq: object
+
+
+def tuners(shapes=None, tuning="autotune") -> Tuners:
+    """A set of autotuners; ``shapes``: {"fwd" | "dkdv" | "dq": [(BLOCK_M, BLOCK_N, warps, stages)]}
+    to run given configurations (the configuration tests), else the table's."""
+    shapes = shapes or {}
+    return Tuners(*(autotuned(n, shapes.get(n), tuning) for n in Tuners._fields))
+
+
+#: the autotuners of each ``Plan.tuning`` mode
+TUNERS = {mode: tuners(tuning=mode) for mode in ("autotune", "first")}
+
+#: (autotuner, q's dtype, its key values) -> the configuration it chose.
 #: A launch whose key was seen goes straight to the kernel with that configuration: Triton 3.6's
 #: ``Autotuner.run`` rebuilds its key on every call with a list scan per argument (~65 arguments
 #: here; ~0.1 ms of host time a launch in a cProfile on the H200 machine), which bounds small calls.
@@ -174,7 +172,7 @@ def _launch(tuner, grid, *args, **kwargs):
         return tuner[grid](*args, **kwargs)
     q = args[0]
     dtype = getattr(q, "base", q).dtype
-    key = (tuner, first_only(), dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))
+    key = (tuner, dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))
     cfg = _CHOSEN.get(key)
     if cfg is None:
         tuner[grid](*args, **kwargs)
@@ -239,9 +237,9 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
 
 
 def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
-    """The walk lists ``names`` of a block-sparse call (``attention_triton_plan``), each built on the
-    device once per call and kept in ``prob.plans`` (the forward builds KV, the backward of the same
-    call reuses it and builds Q; a forward without a backward never builds Q):
+    """The walk lists ``names`` of a block-sparse call (``plan.py``), each built on the device once
+    per call and kept in ``prob.cache`` (the forward builds KV, the backward of the same call reuses
+    it and builds Q; a forward without a backward never builds Q):
 
     * KV_NUM (B, Hq, TQ, 2) int32: per query tile, how many present key tiles need the predicate
       (partial) and how many do not (full); KV_IDX (B, Hq, TQ, TK) int32: their column indices,
@@ -257,7 +255,7 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
     plan = {}
     for name in names:
         key = (name, B, Hq, Nq, Nk)
-        if key not in prob.plans:
+        if key not in prob.cache:
             R, C, transposed = (TQ, TK, False) if name == "KV" else (TK, TQ, True)
             num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
             idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
@@ -265,58 +263,75 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
                                    prob.tiles.block_k, left or 0, right or 0, HAS_LEFT=left is not None,
                                    HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
                                    TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), 1024))
-            prob.plans[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
-        plan.update(prob.plans[key])
+            prob.cache[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
+        plan.update(prob.cache[key])
     return plan
 
 
-def forward(q, k, v, prob):
-    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32."""
-    if attention_gluon.reason(q, k, v, prob) is None:
-        return attention_gluon.forward(q, k, v, prob)
+def _common_once(q, k, v, prob, lists):
+    """``_common`` of this call, computed by whichever of its Triton forward / backward runs first and
+    kept in ``prob.cache``; the walk lists ``lists`` are added when a later kernel needs them."""
+    c = prob.cache.get("common")
+    if c is None:
+        c = prob.cache["common"] = _common(q, k, v, prob, lists)
+    elif prob.tiles is not None:
+        c.update(_tile_plan(prob, q.shape[0], q.shape[1], q.shape[2], k.shape[2], lists))
+    return c
+
+
+def forward(q, k, v, prob, route, tuned=None):
+    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32.
+    route: the ``dispatch.Plan`` (tuning, fma); tuned: a ``Tuners`` to launch instead of the plan's
+    (the configuration tests)."""
     B, Hq, Nq, _ = q.shape
     out = torch.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if Nq == 0:
         return out, lse
-    c = _common(q, k, v, prob, ("KV",))
+    tuned = tuned or TUNERS[route.tuning]
+    c = _common_once(q, k, v, prob, ("KV",))
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     descs = _descriptors(prob, q, k, v)
-    fma = prob.scale > 0 and c["DOT_PREC"] != "ieee"
-    _launch(_FWD, grid, *(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
-               *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
-               Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
-               c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),
-               BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
-               HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-               TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
-               NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
-               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-               FMA=fma)
+    _launch(tuned.fwd, grid, *(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
+            c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
+            Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
+            c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),
+            BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
+            HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
+            TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
+            NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
+            TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
+            FMA=route.fma)
     return out, lse
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob):
-    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see
-    ``attention_triton_bwd``): δ, then for ``prob.deterministic`` the dK/dV kernel and the dQ kernel
-    (no atomics, bitwise reproducible, 7 N²d products); otherwise one dK/dV kernel that also adds
-    dQ into a zeroed fp32 buffer with atomics (5 N²d products), then a cast of that buffer."""
+def delta(out, dout, lse, dlse):
+    """δ (B, Hq, Nq) fp32 = rowsum(out ∘ dout) − dlse (dlse only on rows with a finite lse): the
+    first launch of every backward, the Gluon one included. out, dout (B, Hq, Nq, Dv)."""
+    B, Hq, Nq, Dv = out.shape
+    d = torch.empty_like(lse)
+    has_dlse = dlse is not None
+    if has_dlse:
+        dlse = dlse.to(torch.float32).contiguous()  # autograd may hand an expanded (stride-0) tensor
+    bm = 16 if INTERPRET else 64
+    attn_bwd_delta[(triton.cdiv(Nq, bm), B * Hq)](
+        out, dout, lse, dlse if has_dlse else lse, d, *out.stride(), *dout.stride(), Hq, Nq, Dv,
+        BLOCK_M=bm, BLOCK_DV=_pad(Dv), HAS_DLSE=has_dlse)
+    return d
+
+
+def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None):
+    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see ``bwd.py``): δ, the
+    dK/dV kernel and the dQ kernel (no atomics, bitwise reproducible, 7 N²d products). ``route``,
+    ``tuned`` as in ``forward``."""
     B, Hq, Nq, D = q.shape
     Nk = k.shape[2]
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if Nq == 0 or Nk == 0:
         return torch.zeros_like(q), dk.zero_(), dv.zero_()
-    c = _common(q, k, v, prob)
-    delta = torch.empty_like(lse)
-    has_dlse = dlse is not None
-    if has_dlse:
-        dlse = dlse.to(torch.float32).contiguous()  # autograd may hand an expanded (stride-0) tensor
-    BM_D = 64 if not INTERPRET else 16
-    attn_bwd_delta[(triton.cdiv(Nq, BM_D), B * Hq)](
-        out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],
-        BLOCK_M=BM_D, BLOCK_DV=c["BLOCK_DV"], HAS_DLSE=has_dlse)
-    if not prob.deterministic and Hq == c["Hkv"] and attention_gluon.reason(q, k, v, prob) is None:
-        return attention_gluon_bwd.backward(q, k, v, dout, lse.contiguous(), delta, prob)
+    tuned = tuned or TUNERS[route.tuning]
+    c = _common_once(q, k, v, prob, ("KV", "Q"))
+    dlt = delta(out, dout, lse, dlse)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
                   TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
@@ -327,14 +342,14 @@ def backward(q, k, v, out, lse, dout, dlse, prob):
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
     qd = _descriptors(prob, q, dout)  # streamed by the dK/dV kernel
     kd = _descriptors(prob, k, v)  # streamed by the dQ kernel
-    _launch(_DKDV, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, delta, dk, dv, *tail, *strides,
-            *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
+    _launch(tuned.dkdv, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, dlt, dk, dv, *tail,
+            *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
     dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    _launch(_DQ, grid_q, q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
+    _launch(tuned.dq, grid_q, q, *(kd or (k, v)), dout, lse, dlt, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
             c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
             *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
     return dq, dk, dv
 
 
-__all__ = ["forward", "backward"]
+__all__ = ["forward", "backward", "delta", "tuners", "Tuners", "TUNERS"]
