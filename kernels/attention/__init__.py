@@ -1,3 +1,4 @@
 """Attention: ``attention()`` (api.py), the one router (dispatch.py) and the kernels it routes to
 (torch.py, triton/, gluon/)."""
 from .api import AttnOut, BlockSparseMask, attention  # noqa: F401
+from . import op  # noqa: F401  (registers the flashproof:: custom ops)

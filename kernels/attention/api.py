@@ -12,12 +12,20 @@ Conventions (``docs/kernel.md`` has the long form):
 * A key j is *allowed* for query i when every constraint given holds: ``causal`` (bottom-right
   aligned: j ≤ i + Nk − Nq), ``window=(left, right)`` (i + Nk − Nq − left ≤ j ≤ i + Nk − Nq +
   right; ``None`` on a side means unbounded), ``mask`` (boolean, True = allowed, broadcastable to
-  (B, Hq, Nq, Nk); or a ``BlockSparseMask``), and, with ``cu_seqlens``, i and j in the same
-  sequence (the causal/window alignment is then per sequence).
+  (B, Hq, Nq, Nk); or a ``BlockSparseMask``), ``bias`` is not −inf at (i, j), and, with
+  ``cu_seqlens``, i and j in the same sequence (the causal/window alignment is then per sequence).
+* ``bias``: an additive float mask broadcastable to (B, Hq, Nq, Nk), added to the scaled scores
+  (−inf = masked). Only the torch kernels add a general bias; a bias whose entries are all 0 or −inf
+  is the boolean mask ``bias == 0`` and runs wherever a mask does (``validate`` converts it). No
+  gradient flows to the bias.
 * A row with no allowed key: out 0, lse −inf, gradients 0, never NaN. Values planted in
   positions that only masked pairs read (NaN, ±inf, 1e30) never reach the results.
 * Varlen: ``cu_seqlens_q``/``cu_seqlens_k`` (S + 1,) int32/int64 with q ``(1, Hq, total_q, D)``
   and k/v ``(1, Hkv, total_k, ·)``: sequence s owns rows ``cu[s]:cu[s+1]``.
+
+The call runs as the custom op ``flashproof::attention`` (``op.py``): ``torch.compile`` and
+``torch.export`` see one op, whose body validates the call (also what reads tensor values) and runs
+the plan.
 
 Backends: ``backend="auto" | "gluon" | "triton" | "torch"``; ``dispatch.plan`` is the one place
 that routes a call (its docstring states the rules). A backend asked for by name runs the call or
@@ -32,7 +40,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .dispatch import BACKENDS, TUNINGS, device_of, plan
+from .dispatch import BACKENDS, TUNINGS
 
 __all__ = ["AttnOut", "BlockSparseMask", "AttentionProblem", "attention", "validate", "BUGS"]
 
@@ -76,8 +84,9 @@ class AttentionProblem(NamedTuple):
     or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device; groups = Hq // Hkv; deterministic;
     requires_grad: some input needs a gradient; dense_layout: q, k, v contiguous on 16-byte
     boundaries; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
-    derives once per call (the Triton arguments and block-sparse walk lists) and its backward
-    reuses; it lives as long as the call's autograd graph."""
+    derives once per call (the Triton arguments and block-sparse walk lists), which a backward run
+    on the same problem reuses; bias: None or a float (B|1, Hq|1, Nq, Nk) view added to the scaled
+    scores (the torch kernels only)."""
 
     B: int
     Hq: int
@@ -101,9 +110,10 @@ class AttentionProblem(NamedTuple):
     backend: str
     tuning: str
     cache: dict
+    bias: Optional[torch.Tensor] = None
 
 
-def attention(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_seqlens_q=None,
+def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=None, cu_seqlens_q=None,
               cu_seqlens_k=None, return_lse=False, deterministic=False, backend="auto", tuning="autotune"):
     """Exact softmax attention (FlashAttention-2 schedule), differentiable in q, k, v.
 
@@ -116,18 +126,28 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_s
     that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
     (Triton launches only).
     """
-    return _attention(q, k, v, causal=causal, window=window, mask=mask, scale=scale, cu_seqlens_q=cu_seqlens_q,
-                      cu_seqlens_k=cu_seqlens_k, return_lse=return_lse, deterministic=deterministic,
-                      backend=backend, tuning=tuning, bugs=frozenset())
+    return _attention(q, k, v, causal=causal, window=window, mask=mask, bias=bias, scale=scale,
+                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, return_lse=return_lse,
+                      deterministic=deterministic, backend=backend, tuning=tuning, bugs=frozenset())
 
 
 def _attention(q, k, v, *, bugs, **kwargs):
     """``attention`` with deliberate bugs switched on (``BUGS``): the entry of the fuzzer's kernel
     mutants (``flashproof/fuzz/kernel_mutants.py``), never of users."""
+    from .op import attention_op
+
     return_lse = kwargs.pop("return_lse", False)
-    prob = validate(q, k, v, bugs=bugs, return_lse=return_lse, **kwargs)
-    route = plan(prob, device_of(q))
-    out, lse = _AttentionFn.apply(q, k, v, prob, route)
+    prob = validate(q, k, v, bugs=bugs, return_lse=return_lse, check_values=False, **kwargs)
+    mask = kwargs.get("mask")
+    tiles = mask if isinstance(mask, BlockSparseMask) else None
+    left, right = _window(kwargs.get("window"))
+    scale = kwargs.get("scale")
+    out, lse = attention_op(
+        q, k, v, tiles.dense if tiles is not None else mask, kwargs.get("bias"),
+        None if tiles is None else tiles.tiles, 0 if tiles is None else tiles.block_q,
+        0 if tiles is None else tiles.block_k, kwargs.get("cu_seqlens_q"), kwargs.get("cu_seqlens_k"),
+        None if scale is None else float(scale), left, right, kwargs.get("causal", False),
+        prob.deterministic, prob.requires_grad, prob.backend, prob.tuning, ",".join(sorted(prob.bugs)))
     return AttnOut(out, lse) if return_lse else out
 
 
@@ -138,11 +158,16 @@ def _check_tensor(name, t):
         raise ValueError(f"{name} must be 4-D (B, H, N, D), got shape {tuple(t.shape)}")
 
 
-def validate(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
-             backend="auto", tuning="autotune", deterministic=False, bugs=frozenset(),
-             return_lse=False) -> AttentionProblem:
+def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=None, cu_seqlens_q=None,
+             cu_seqlens_k=None, backend="auto", tuning="autotune", deterministic=False, bugs=frozenset(),
+             return_lse=False, requires_grad=None, check_values=True) -> AttentionProblem:
     """The checked, normalised call (``AttentionProblem``); a TypeError/ValueError naming what was
-    expected and what was received for bad input. Arguments as ``attention``'s."""
+    expected and what was received for bad input. Arguments as ``attention``'s, and:
+    requires_grad: whether a gradient will be asked for (None: some input requires one under grad
+    mode; the op bodies pass it, since their inputs arrive detached); check_values: also run the
+    checks that read tensor values or addresses (``cu_seqlens`` contents, alignment, a bias's
+    {0, −inf} test). ``attention()`` runs the structural checks where it is traced (check_values=False)
+    and the op body runs them all."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(name, t)
     if not (q.dtype == k.dtype == v.dtype):
@@ -184,7 +209,7 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_se
     bugs = frozenset(bugs)
     if not bugs <= BUGS:
         raise ValueError(f"unknown bug switches {sorted(bugs - BUGS)}")
-    seqlens = _seqlens(cu_seqlens_q, cu_seqlens_k, q, Nq, Nk)
+    seqlens = _seqlens(cu_seqlens_q, cu_seqlens_k, q, Nq, Nk, check_values)
     tiles = None
     if isinstance(mask, BlockSparseMask):
         tiles = _block_sparse(mask, q, B, Hq, Nq, Nk)
@@ -193,11 +218,17 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_se
         mask = tiles.dense
     elif mask is not None:
         mask = _dense_mask(mask, q, B, Hq, Nq, Nk, "mask")
-    pure_causal = (left, right) == (None, 0) and mask is None and tiles is None and seqlens is None
-    requires_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    dense_layout = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+    if bias is not None:
+        bias = _bias(bias, q, B, Hq, Nq, Nk)
+        if check_values:
+            mask, bias = _bias_as_mask(mask, bias)
+    pure_causal = (left, right) == (None, 0) and mask is None and tiles is None and seqlens is None and bias is None
+    if requires_grad is None:
+        requires_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    dense_layout = check_values and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
     return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, float(scale), (left, right), pure_causal, mask, tiles,
-                            seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {})
+                            seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {},
+                            bias)
 
 
 def _window(window):
@@ -231,6 +262,35 @@ def _dense_mask(mask, q, B, Hq, Nq, Nk, name):
     return mask.reshape(shape)  # (B|1, Hq|1, Nq, Nk), a view when possible
 
 
+def _bias(bias, q, B, Hq, Nq, Nk):
+    if not isinstance(bias, torch.Tensor):
+        raise TypeError(f"bias must be a float tensor, got {type(bias).__name__}")
+    if not bias.dtype.is_floating_point:
+        raise TypeError(f"bias must be a floating-point tensor (an additive mask), got dtype {bias.dtype}")
+    if bias.requires_grad and torch.is_grad_enabled():
+        raise ValueError("bias requires grad: gradients with respect to the additive mask are not computed "
+                         "(detach it, or use a boolean mask)")
+    if bias.device != q.device:
+        raise ValueError(f"bias is on {bias.device}, q on {q.device}")
+    if bias.dim() > 4:
+        raise ValueError(f"bias must have at most 4 dims, got shape {tuple(bias.shape)}")
+    shape = (1,) * (4 - bias.dim()) + tuple(bias.shape)
+    for got, want, dim in zip(shape, (B, Hq, Nq, Nk), "BHQK"):
+        if got not in (1, want) or (dim in "QK" and got != want):
+            raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to "
+                             f"(B, Hq, Nq, Nk) = {(B, Hq, Nq, Nk)} (the last two dims must match exactly)")
+    return bias.reshape(shape)  # (B|1, Hq|1, Nq, Nk)
+
+
+def _bias_as_mask(mask, bias):
+    """(mask, bias) with a bias whose entries are all 0 or −inf turned into the boolean mask
+    ``bias == 0`` (combined with ``mask``): such a bias is a mask, which every backend takes."""
+    allowed = bias == 0
+    if not bool((allowed | (bias == float("-inf"))).all()):
+        return mask, bias
+    return (allowed if mask is None else mask & allowed), None
+
+
 def _block_sparse(bm, q, B, Hq, Nq, Nk):
     for name in ("block_q", "block_k"):
         b = getattr(bm, name)
@@ -249,7 +309,7 @@ def _block_sparse(bm, q, B, Hq, Nq, Nk):
     return BlockSparseMask(t, bm.block_q, bm.block_k, dense)
 
 
-def _seqlens(cu_q, cu_k, q, Nq, Nk):
+def _seqlens(cu_q, cu_k, q, Nq, Nk, check_values=True):
     if cu_q is None and cu_k is None:
         return None
     if cu_q is None or cu_k is None:
@@ -262,52 +322,21 @@ def _seqlens(cu_q, cu_k, q, Nq, Nk):
             raise TypeError(f"{name} must be a 1-D int32/int64 tensor")
         if cu.numel() < 2:
             raise ValueError(f"{name} needs at least 2 entries (S + 1 for S >= 1 sequences), got {cu.numel()}")
+        if not check_values:
+            cus.append((cu, None))
+            continue
         vals = cu.tolist()
         if vals[0] != 0 or vals[-1] != total or any(b < a for a, b in zip(vals, vals[1:])):
             raise ValueError(f"{name} must start at 0, be non-decreasing and end at {total} "
                              f"(the packed length), got {vals[:8]}{'...' if len(vals) > 8 else ''}")
         cus.append((cu.to(device=q.device, dtype=torch.int32), vals))
     (cq, vq), (ck, vk) = cus
+    if not check_values:
+        if cq.numel() != ck.numel():
+            raise ValueError(f"cu_seqlens_q and cu_seqlens_k differ in length: {cq.numel()} vs {ck.numel()}")
+        return cq, ck, None, None
     if len(vq) != len(vk):
         raise ValueError(f"cu_seqlens_q and cu_seqlens_k differ in length: {len(vq)} vs {len(vk)}")
     max_q = max(b - a for a, b in zip(vq, vq[1:]))
     max_k = max(b - a for a, b in zip(vk, vk[1:]))
     return cq, ck, max_q, max_k
-
-
-def _kernels(direction, name):
-    """The host module of the kernels a plan names for ``direction`` ("forward" | "backward"), imported
-    on first use (the Triton and Gluon modules import triton)."""
-    if name == "torch":
-        from . import torch as mod
-    elif name == "triton":
-        from .triton import host as mod
-    elif direction == "forward":
-        from .gluon import fwd as mod
-    else:
-        from .gluon import bwd as mod
-    return mod
-
-
-class _AttentionFn(torch.autograd.Function):
-    """Forward saves (q, k, v, out, lse); backward recomputes P tile by tile from lse. The kernels of
-    each direction are the ones ``plan`` chose."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, prob, route):
-        ctx.set_materialize_grads(False)  # an unused lse (or out) gives None, not a zero tensor to read
-        out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.prob, ctx.route = prob, route
-        return out, lse
-
-    @staticmethod
-    def backward(ctx, dout, dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        route = ctx.route
-        if route.backward == "none":
-            raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
-        if dout is None:
-            dout = torch.zeros_like(out)
-        dq, dk, dv = _kernels("backward", route.backward).backward(q, k, v, out, lse, dout, dlse, ctx.prob, route)
-        return dq, dk, dv, None, None
