@@ -200,8 +200,8 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
     if scale is None:
-        scale = 1.0 / math.sqrt(D)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        scale = 1.0 / math.sqrt(D)  # finite (D >= 1); symbolic where compile traces dynamic shapes
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite real number, got {scale!r}")
     left, right = _window(window)
     if causal:
@@ -226,7 +226,7 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=
     if requires_grad is None:
         requires_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     dense_layout = check_values and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
-    return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, float(scale), (left, right), pure_causal, mask, tiles,
+    return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, float(scale) if check_values else scale, (left, right), pure_causal, mask, tiles,
                             seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {},
                             bias)
 
