@@ -27,6 +27,10 @@ from torch import Tensor
 from . import api
 from .dispatch import device_of, plan
 
+if __name__ != "flashproof.kernels.attention.op":  # a checkout's kernels/ imported by another name
+    raise ImportError(f"the flashproof custom ops must be imported as flashproof.kernels.attention.op, not {__name__} "
+                      "(a second import would register flashproof::attention twice)")
+
 __all__ = ["attention_op", "attention_backward_op", "call"]
 
 

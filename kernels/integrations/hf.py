@@ -1,9 +1,9 @@
 """A Hugging Face ``transformers`` attention backend on flashproof's kernels.
 
     from flashproof.kernels.integrations.hf import register
-    register()                                   # name "flashproof"
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="flashproof")
-    # or: model.set_attn_implementation("flashproof")
+    register()                                   # name "fproof"
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="fproof")
+    # or: model.set_attn_implementation("fproof")
 
 ``register(name)`` adds ``attention_forward`` to transformers' ``AttentionInterface`` and, so that
 the model builds the same masks as for its ``sdpa`` backend (a boolean (B, 1, Nq, Nk) mask, or None
@@ -25,7 +25,9 @@ from ..attention.sdpa import scaled_dot_product_attention
 
 __all__ = ["NAME", "attention_forward", "register"]
 
-NAME = "flashproof"
+#: not "flashproof": transformers takes any implementation name containing "flash" for a request of a
+#: FlashAttention kernel (``is_flash_attention_requested``) and goes looking for one
+NAME = "fproof"
 
 
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -47,6 +49,9 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 
 def register(name: str = NAME) -> str:
     """Register the backend (and transformers' SDPA mask builder) under ``name``; returns ``name``."""
+    if "flash" in name:
+        raise ValueError(f"backend name {name!r} contains 'flash': transformers would treat it as a FlashAttention "
+                         "kernel request; choose another name")
     try:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
