@@ -4,6 +4,7 @@
 * ``audit``  — ``flashproof.proofs.audit.cli``   (the browsable report)
 * ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel against the oracle)
 * ``bench``  — ``flashproof.bench.attention`` (timings against the anchors; needs a GPU)
+* ``bench-cpu`` — ``flashproof.bench.cpu`` (the torch path against torch's SDPA on the CPU)
 
 A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -18,6 +19,7 @@ VERBS = {
     "audit": ("flashproof.proofs.audit.cli", "write the browsable audit report (HTML, Markdown, JSON)"),
     "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel against the oracle"),
     "bench": ("flashproof.bench.attention", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
+    "bench-cpu": ("flashproof.bench.cpu", "time the torch path against torch's SDPA on the CPU (a table)"),
 }
 
 

@@ -237,7 +237,7 @@ def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
     views) and returns dq (B, Hkv, G, bm, D)."""
     B, Hkv, G, bm, D = qb.shape
     n = seg.qs.stop - seg.qs.start
-    dq = torch.zeros_like(qb)
+    dq = torch.zeros(qb.shape, dtype=qb.dtype, device=qb.device)  # contiguous: baddbmm_ adds into its view
     for keys, a in _chunks(seg, n, k.shape[2], i0, i1, prob, qb.device):
         kb, vb = _zero_unread(k[:, :, keys], a, -2), _zero_unread(v[:, :, keys], a, -2)
         qa, doa = _zero_unread(qb, a, -1), _zero_unread(do, a, -1)
@@ -253,7 +253,7 @@ def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
         dp = (dor @ vb.transpose(-1, -2)).view(p.shape)
         ds = p.mul_(dp.sub_(delta[..., None]))  # p ∘ (dP − δ); 0 on masked pairs
         dsr = ds.flatten(2, 3)
-        dq += (dsr @ kb).view(dq.shape) * prob.scale
+        dq.view(B * Hkv, G * bm, D).baddbmm_(dsr.flatten(0, 1), kb.flatten(0, 1), alpha=prob.scale)
         dkb = dsr.transpose(-1, -2) @ qr  # qr is already scaled
         if isinstance(keys, slice):
             dk[:, :, keys] += dkb
