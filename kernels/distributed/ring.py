@@ -1,0 +1,201 @@
+"""Ring attention over torch.distributed: ``ring_attention(q, k, v, group=...)``.
+
+Each rank of ``group`` (W ranks) holds its shard of the sequence (``layout.py``):
+
+    q (B, Hq, n, D)   k (B, Hkv, n, D)   v (B, Hkv, n, Dv)     n = N / W on every rank
+    -> out (B, Hq, n, Dv) in q's dtype, or AttnOut(out, lse) with lse (B, Hq, n) float32 (float64
+       for float64 inputs), natural log: the rows of dense attention over the whole sequence.
+
+Forward, W steps (``schedule.ring_plan``): at step s the rank holds the key/value shard of rank
+(r − s) mod W; it posts the hop that passes that shard on to r + 1 (``p2p.Hop``), runs the local
+``flashproof.kernels.attention(..., return_lse=True)`` on every non-skipped block while the hop is
+in flight, and merges each block's (out, lse) into its query slot's accumulator (``merge.py``).
+
+Backward, the same W steps with the shards travelling again. With the merged (O, L) the gradient of
+block b is attention's own backward driven by the chain rule through the merge: its weight is
+w_b = e^{lse_b − L}, so it receives dout_b = w_b·dO and dlse_b = rowsum(dout_b ∘ out_b) − w_b·(δ − dL),
+δ = rowsum(dO ∘ O) — then attention's backward, whose δ_b = rowsum(dout_b ∘ out_b) − dlse_b, recomputes
+p = e^{s − lse_b} and uses w_b(δ − dL): together e^{s − L}(dO·v − δ + dL), the dense gradient. The
+public API gives a block's backward only through autograd, so each block's forward is recomputed in
+the backward (one extra forward per block). dK/dV of a shard accumulate in float32 in a buffer that
+travels with the shard: after its W-th hop it is back on the rank that owns the shard.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+import torch
+import torch.distributed as dist
+
+from .. import AttnOut, attention
+from .merge import bottom, merge
+from .p2p import Hop
+from .schedule import DIAG, LAYOUTS, ring_plan, slots
+
+__all__ = ["ring_attention"]
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def ring_attention(q, k, v, *, group=None, causal=False, scale=None, layout="contiguous", return_lse=False):
+    """Exact attention over a sequence sharded across the ranks of ``group`` (module docstring).
+
+    causal: bottom-right aligned over the whole sequence (Nq = Nk, so query i sees keys j ≤ i);
+    layout: "contiguous" (rank r holds chunk r of W) or "zigzag" (chunks r and 2W − 1 − r of 2W);
+    every rank must pass the same shapes, dtype, causal, scale and layout (checked with one small
+    all_gather). Differentiable in q, k, v (and through lse with ``return_lse=True``)."""
+    world, rank = _group(group)
+    scale = _validate(q, k, v, causal=causal, scale=scale, layout=layout, return_lse=return_lse)
+    _same_everywhere(q, k, v, causal, scale, layout, group, world)
+    plan = ring_plan(world, rank, layout, causal)
+    out, lse = _RingFn.apply(q, k, v, (group, world, plan, slots(layout), scale))
+    return AttnOut(out, lse) if return_lse else out
+
+
+def _group(group):
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("ring_attention needs torch.distributed initialised (dist.init_process_group(...)); "
+                           "it is not")
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise TypeError(f"group must be None (the default group) or a torch.distributed.ProcessGroup, "
+                        f"got {type(group).__name__}")
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise ValueError("this process is not a member of the given group")
+    return dist.get_world_size(group), rank
+
+
+def _validate(q, k, v, *, causal, scale, layout, return_lse) -> float:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D (B, H, n, D) with n this rank's shard length, "
+                             f"got shape {tuple(t.shape)}")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in _DTYPES:
+        raise TypeError(f"q, k, v must share one dtype out of {_DTYPES}, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    B, Hq, n, D = q.shape
+    if k.shape[0] != B or v.shape[0] != B:
+        raise ValueError(f"batch mismatch: q has B={B}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"v (B, Hkv, n, Dv) must match k in B, Hkv, n: k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if k.shape[3] != D:
+        raise ValueError(f"head dim mismatch: q has D={D}, k has D={k.shape[3]}")
+    if k.shape[2] != n:
+        raise ValueError(f"ring attention shards one sequence: q and k/v need the same shard length, "
+                         f"got q n={n}, k n={k.shape[2]}")
+    Hkv = k.shape[1]
+    if Hkv == 0 or Hq % Hkv:
+        raise ValueError(f"GQA needs Hq % Hkv == 0, got Hq={Hq}, Hkv={Hkv}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if n == 0 or n % slots(layout):
+        raise ValueError(f"layout {layout!r} needs a shard length that is a positive multiple of "
+                         f"{slots(layout)}, got n={n}")
+    for name, flag in (("causal", causal), ("return_lse", return_lse)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(D)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite real number, got {scale!r}")
+    return float(scale)
+
+
+def _same_everywhere(q, k, v, causal, scale, layout, group, world):
+    """One all_gather of this rank's call signature; raise on every rank if any two differ."""
+    sig = [*q.shape, *k.shape, v.shape[3], _DTYPES.index(q.dtype), int(causal), LAYOUTS.index(layout),
+           struct.unpack("<q", struct.pack("<d", scale))[0]]
+    mine = torch.tensor(sig, dtype=torch.int64, device=q.device)
+    every = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine, group=group)
+    rows = [tuple(t.tolist()) for t in every]
+    if len(set(rows)) > 1:
+        fields = "q shape (4), k shape (4), Dv, dtype, causal, layout, scale bits"
+        raise ValueError("ring_attention was called with different arguments on different ranks "
+                         f"({fields}): " + "; ".join(f"rank {i}: {r}" for i, r in enumerate(rows)))
+
+
+def _acc_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+class _RingFn(torch.autograd.Function):
+    """Forward saves (q, k, v, out, lse) of this rank; backward re-runs the ring (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cfg):
+        group, world, plan, nslot, scale = cfg
+        acc_t = _acc_dtype(q.dtype)
+        q_sl = q.chunk(nslot, dim=2)                                       # slots × (B, Hq, n/slots, D)
+        accs = [bottom(qs.shape[:3], v.shape[3], acc_t, q.device) for qs in q_sl]
+        kc, vc = k, v
+        for st in plan:
+            hop = Hop.start([kc, vc], group) if st.step < world - 1 else None
+            k_sl, v_sl = kc.chunk(nslot, dim=2), vc.chunk(nslot, dim=2)
+            for blk in st.blocks:
+                o, l = attention(q_sl[blk.q_slot], k_sl[blk.k_slot], v_sl[blk.k_slot], causal=blk.kind == DIAG,
+                                 scale=scale, return_lse=True)
+                accs[blk.q_slot] = merge(*accs[blk.q_slot], o, l)
+            if hop is not None:
+                kc, vc = hop.wait()
+        out = torch.cat([a[0] for a in accs], dim=2).to(q.dtype)           # (B, Hq, n, Dv)
+        lse = torch.cat([a[1] for a in accs], dim=2)                       # (B, Hq, n)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.cfg = cfg
+        ctx.set_materialize_grads(False)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        group, world, plan, nslot, scale = ctx.cfg
+        acc_t = _acc_dtype(q.dtype)
+        if dout is None:
+            dout = torch.zeros_like(out)
+        d_glob = (dout.to(acc_t) * out.to(acc_t)).sum(-1)                  # δ = rowsum(dO ∘ O), (B, Hq, n)
+        if dlse is not None:
+            d_glob = d_glob - torch.where(torch.isfinite(lse), dlse.to(acc_t), torch.zeros_like(d_glob))
+        q_sl, do_sl = q.chunk(nslot, dim=2), dout.chunk(nslot, dim=2)
+        L_sl, dg_sl = lse.chunk(nslot, dim=2), d_glob.chunk(nslot, dim=2)
+        dq = [torch.zeros(qs.shape, dtype=acc_t, device=q.device) for qs in q_sl]
+        kc, vc = k, v
+        travelling = None                                                 # Hop carrying dK/dV accumulators
+        for st in plan:
+            hop = Hop.start([kc, vc], group) if st.step < world - 1 else None
+            k_sl, v_sl = kc.chunk(nslot, dim=2), vc.chunk(nslot, dim=2)
+            dk = torch.zeros(kc.shape, dtype=acc_t, device=q.device)
+            dv = torch.zeros(vc.shape, dtype=acc_t, device=q.device)
+            dk_sl, dv_sl = dk.chunk(nslot, dim=2), dv.chunk(nslot, dim=2)   # views into dk, dv
+            for blk in st.blocks:
+                a, b = blk.q_slot, blk.k_slot
+                g = _block_grads(q_sl[a], k_sl[b], v_sl[b], do_sl[a], L_sl[a], dg_sl[a], blk.kind == DIAG, scale)
+                dq[a] += g[0]
+                dk_sl[b].add_(g[1])
+                dv_sl[b].add_(g[2])
+            if travelling is not None:                                    # what rank r − 1 summed so far
+                dk_in, dv_in = travelling.wait()
+                dk, dv = dk + dk_in, dv + dv_in
+            travelling = Hop.start([dk, dv], group) if world > 1 else None
+            if hop is not None:
+                kc, vc = hop.wait()
+        dk, dv = travelling.wait() if travelling is not None else (dk, dv)
+        return (torch.cat(dq, dim=2).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None)
+
+
+def _block_grads(qa, kb, vb, do_a, L_a, dg_a, diag, scale):
+    """dQ, dK, dV (float32/64) of one block from the merged lse L_a and δ − dL (dg_a), shapes of qa, kb, vb."""
+    acc_t = dg_a.dtype
+    with torch.enable_grad():
+        qa, kb, vb = (t.detach().requires_grad_() for t in (qa, kb, vb))
+        o, l = attention(qa, kb, vb, causal=diag, scale=scale, return_lse=True)
+    l_acc = l.detach().to(acc_t)
+    fin = torch.isfinite(l_acc) & torch.isfinite(L_a)
+    w = torch.where(fin, torch.exp(l_acc - torch.where(fin, L_a, torch.zeros_like(L_a))), torch.zeros_like(l_acc))
+    dout_b = (w.unsqueeze(-1) * do_a.to(acc_t)).to(o.dtype)               # (B, Hq, m, Dv)
+    dlse_b = (dout_b.to(acc_t) * o.detach().to(acc_t)).sum(-1) - w * dg_a  # (B, Hq, m)
+    gq, gk, gv = torch.autograd.grad((o, l), (qa, kb, vb), (dout_b, dlse_b.to(l.dtype)))
+    return gq.to(acc_t), gk.to(acc_t), gv.to(acc_t)
