@@ -31,7 +31,7 @@ import torch.distributed as dist
 from .. import AttnOut, attention
 from .merge import bottom, merge
 from .p2p import Hop
-from .schedule import DIAG, LAYOUTS, ring_plan, slots
+from .schedule import LAYOUTS, local_causal, ring_plan, slots
 
 __all__ = ["ring_attention"]
 
@@ -137,7 +137,7 @@ class _RingFn(torch.autograd.Function):
             hop = Hop.start([kc, vc], group) if st.step < world - 1 else None
             k_sl, v_sl = kc.chunk(nslot, dim=2), vc.chunk(nslot, dim=2)
             for blk in st.blocks:
-                o, l = attention(q_sl[blk.q_slot], k_sl[blk.k_slot], v_sl[blk.k_slot], causal=blk.kind == DIAG,
+                o, l = attention(q_sl[blk.q_slot], k_sl[blk.k_slot], v_sl[blk.k_slot], causal=local_causal(blk.kind),
                                  scale=scale, return_lse=True)
                 accs[blk.q_slot] = merge(*accs[blk.q_slot], o, l)
             if hop is not None:
@@ -172,7 +172,7 @@ class _RingFn(torch.autograd.Function):
             dk_sl, dv_sl = dk.chunk(nslot, dim=2), dv.chunk(nslot, dim=2)   # views into dk, dv
             for blk in st.blocks:
                 a, b = blk.q_slot, blk.k_slot
-                g = _block_grads(q_sl[a], k_sl[b], v_sl[b], do_sl[a], L_sl[a], dg_sl[a], blk.kind == DIAG, scale)
+                g = _block_grads(q_sl[a], k_sl[b], v_sl[b], do_sl[a], L_sl[a], dg_sl[a], local_causal(blk.kind), scale)
                 dq[a] += g[0]
                 dk_sl[b].add_(g[1])
                 dv_sl[b].add_(g[2])

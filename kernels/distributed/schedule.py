@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = ["LAYOUTS", "SKIP", "DIAG", "FULL", "Block", "Step", "slots", "num_chunks", "chunk_of", "owner_of",
-           "source_rank", "block_kind", "step_blocks", "ring_plan"]
+           "source_rank", "block_kind", "runs", "local_causal", "step_blocks", "ring_plan"]
 
 LAYOUTS = ("contiguous", "zigzag")
 SKIP, DIAG, FULL = 0, 1, 2
@@ -74,6 +74,16 @@ def block_kind(q_chunk, k_chunk, causal: bool, *, where=_where):
     return where(k_chunk < q_chunk, FULL, where(k_chunk == q_chunk, DIAG, SKIP))
 
 
+def runs(kind):
+    """Whether a block of ``kind`` gets a local attention call (every kind but SKIP)."""
+    return kind != SKIP
+
+
+def local_causal(kind):
+    """The ``causal`` flag of the block's local call: only DIAG blocks (n × n, so j ≤ i locally)."""
+    return kind == DIAG
+
+
 class Block(NamedTuple):
     """One local attention call: query slot, key slot, and its kind (SKIP / DIAG / FULL)."""
 
@@ -111,5 +121,5 @@ def ring_plan(world: int, rank: int, layout: str, causal: bool) -> tuple:
     plan = []
     for s in range(world):
         st = step_blocks(world, rank, s, layout, causal)
-        plan.append(st._replace(blocks=tuple(b for b in st.blocks if b.kind != SKIP)))
+        plan.append(st._replace(blocks=tuple(b for b in st.blocks if runs(b.kind))))
     return tuple(plan)
