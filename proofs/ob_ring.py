@@ -13,9 +13,10 @@ size W, rank r and step s, written with ``+ − %`` and ``where`` only), run her
   attention allows, j ≤ i under causal. So for each query row the merged blocks are disjoint key sets
   whose union is the row's allowed set, and ATT-MERGE-UNION / ATT-MERGE-IDENTITY (the fold's step,
   induction over the steps) with ATT-TILED-BASE-FINAL give the dense row — the EXT-ANY-ORDER argument;
-* RING-FOLD-EXACT — cross-check, bounded in W: the code's ``ring_plan`` folded with the page's ⋆ on
-  normalised (out, lse) summaries, as ``kernels/distributed/merge.py`` does, in exact rationals (exp
-  domain), equals dense attention on every row of every rank, both layouts, causal or not.
+* RING-FOLD-EXACT — cross-check, bounded in W: the code's ``ring_plan`` folded as
+  ``kernels/distributed/merge.py`` folds it (⋆ of the accumulator and each block's normalised (out,
+  lse), one normalisation at the end), in exact rationals (exp domain), equals dense attention on every
+  row of every rank, both layouts, causal or not.
 
 Controls: shards moved two ranks per step (a block merged twice, another never), the diagonal block
 skipped under causal, the contiguous layout's skip rule applied to zigzag chunks, and a zigzag tail
@@ -216,7 +217,7 @@ def _fold_mismatch(world, rank, layout, causal, n, rng):
                     flags = [not sch.local_causal(blk.kind) or y <= x for y in range(n)]
                     part = _normalised(att.summarize([w[j] for j in keys], [[val[j]] for j in keys], N,
                                                      allowed=flags), N)
-                    acc = _normalised(att.merge(acc, part, N), N)
+                    acc = att.merge(acc, part, N)
             allowed = [j for j in range(total) if not causal or j <= i]
             den = sum(w[j] for j in allowed)
             want_out, want_lse = sum(w[j] * val[j] for j in allowed) / den, den

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from .. import AttnOut, attention
-from .merge import bottom, merge
+from .merge import bottom, finish, merge
 from .p2p import Hop
 from .schedule import LAYOUTS, local_causal, ring_plan, slots
 
@@ -139,11 +139,12 @@ class _RingFn(torch.autograd.Function):
             for blk in st.blocks:
                 o, l = attention(q_sl[blk.q_slot], k_sl[blk.k_slot], v_sl[blk.k_slot], causal=local_causal(blk.kind),
                                  scale=scale, return_lse=True)
-                accs[blk.q_slot] = merge(*accs[blk.q_slot], o, l)
+                accs[blk.q_slot] = merge(accs[blk.q_slot], o, l)
             if hop is not None:
                 kc, vc = hop.wait()
-        out = torch.cat([a[0] for a in accs], dim=2).to(q.dtype)           # (B, Hq, n, Dv)
-        lse = torch.cat([a[1] for a in accs], dim=2)                       # (B, Hq, n)
+        parts = [finish(a) for a in accs]
+        out = torch.cat([p[0] for p in parts], dim=2).to(q.dtype)         # (B, Hq, n, Dv)
+        lse = torch.cat([p[1] for p in parts], dim=2)                      # (B, Hq, n)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.cfg = cfg
         ctx.set_materialize_grads(False)
