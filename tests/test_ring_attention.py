@@ -184,14 +184,14 @@ def _errors(world, rank) -> dict:
 
 
 def _context_parallel(world, rank) -> list:
-    """PyTorch's context_parallel shards buffers head-tail = our zigzag; our op runs on its shards and
-    its unshard restores the dense result. Returns problems found (empty: as documented)."""
+    """PyTorch's context_parallel shards buffers head-tail, which is our zigzag: our op runs on its
+    shards, and its unshard gives what our gather gives. Bitwise comparisons (the ring's accuracy is
+    judged by the cases above). Returns the problems found (empty: as documented)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.experimental import context_parallel
     from torch.distributed.tensor.experimental._attention import context_parallel_unshard
 
-    from flashproof.kernels import attention
-    from flashproof.kernels.distributed import ring_attention, shard
+    from flashproof.kernels.distributed import gather, ring_attention, shard
 
     mesh = init_device_mesh("cpu", (world,))
     gen = torch.Generator().manual_seed(3)
@@ -202,10 +202,9 @@ def _context_parallel(world, rank) -> list:
         if not all(torch.equal(t, shard(f, world=world, rank=rank, layout="zigzag")) for t, f in zip((q, k, v), full)):
             problems.append("context_parallel's shards are not the zigzag shards")
         out = ring_attention(q, k, v, causal=True, layout="zigzag", group=mesh.get_group())
-        (whole,) = context_parallel_unshard(mesh, [out], [2])
-    ref = attention(*full, causal=True)  # float64: the two agree to rounding (exactness check, not a tolerance)
-    if not torch.allclose(whole, ref, rtol=0, atol=1e-12):
-        problems.append(f"unsharded ring output differs from attention() by {(whole - ref).abs().max().item():.3g}")
+        (theirs,) = context_parallel_unshard(mesh, [out], [2])
+    if not torch.equal(theirs, gather(out, group=mesh.get_group(), layout="zigzag")):
+        problems.append("context_parallel_unshard and gather(layout='zigzag') disagree")
     return problems
 
 
