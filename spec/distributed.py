@@ -1,5 +1,6 @@
-"""Ring (context-parallel) attention: the item its obligations (``flashproof.proofs.ob_ring``) check,
-and the assumption about the runtime that no proof covers."""
+"""Ring (context-parallel) attention: the item that its obligations check
+(``flashproof.proofs.obligations.attention.ring``), and the assumption about the runtime that no proof
+covers."""
 from .registry import assumption, item
 
 assumption("A-RING-RUNTIME", "the ring's local calls and transport do what they are documented to do", statement="""

@@ -1,15 +1,17 @@
-"""The ring obligations (flashproof.proofs.ob_ring) prove and every control is refuted with a
+"""The ring obligations (flashproof.proofs.obligations.attention.ring) prove and every control is refuted with a
 counterexample, in-process with each obligation's own bounds; the names resolve."""
 from __future__ import annotations
 
 import pytest
 
-from flashproof.proofs.core import Context, collect
-from flashproof.proofs.status import name_errors
+from flashproof.proofs.engine.core import Context
+from flashproof.proofs.engine.discover import collect
+from flashproof.proofs.engine.status import name_errors
 from flashproof.spec.registry import collect as collect_items
 
 OBS, ERRS = collect()
 RING = sorted(i for i in OBS if i.startswith("RING-"))
+MODULE = "flashproof.proofs.obligations.attention.ring"
 
 
 def _run(ob_id):
@@ -18,10 +20,11 @@ def _run(ob_id):
 
 
 def test_ring_module_imports_and_names_resolve():
-    assert "flashproof.proofs.ob_ring" not in ERRS, ERRS.get("flashproof.proofs.ob_ring")
+    assert MODULE not in ERRS, ERRS.get(MODULE)
     errs = [e for e in name_errors(collect_items(), OBS) if "RING" in e]
     assert errs == []
     assert {"RING-LAYOUT", "RING-SCHEDULE", "RING-FOLD-EXACT"} <= set(RING)
+    assert {OBS[i].module for i in RING} == {MODULE}
 
 
 def test_every_ring_obligation_has_a_control():

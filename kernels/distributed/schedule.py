@@ -11,8 +11,8 @@ For every query slot a and key slot b the block (chunk_of(r, a), chunk_of(src, b
     FULL  every pair is allowed (non-causal, or key chunk before query chunk).
 
 Every function here computes with ``+ − %`` and ``where(cond, a, b)`` only, so the proof
-(``flashproof.proofs.ob_ring``) runs these very functions on z3 integers for a symbolic world
-size, rank and step; ``where`` defaults to Python's conditional for plain ints.
+(``flashproof.proofs.obligations.attention.ring``) runs these very functions on z3 integers for a
+symbolic world size, rank and step; ``where`` defaults to Python's conditional for plain ints.
 """
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ from flashproof.verified import attention as att
 from flashproof.verified.attention import Summary
 from flashproof.verified.expdomain import FractionExpNum
 
-from .core import Outcome, control, obligation, z3_prove
+from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove
 
 CASES = [(layout, causal) for layout in sch.LAYOUTS for causal in (False, True)]
 ASSUME = ["A-SOLVER-TRUST"]
@@ -155,8 +155,7 @@ def _block_kind_diag_skipped(q_chunk, k_chunk, causal, *, where=sch._where):
 
 
 def _step_blocks_rank_rule(world, rank, step, layout, causal, *, where=sch._where):
-    """kinds decided by comparing ranks, not chunks (the contiguous rule): on zigzag shards it skips
-    blocks that the tail chunk needs and runs blocks it must not."""
+    """block kinds decided by comparing ranks, not chunks (the contiguous rule), also on zigzag shards."""
     src = sch.source_rank(rank, step, world)
     kind = sch.block_kind(rank, src, causal, where=where)
     k = sch.slots(layout)
