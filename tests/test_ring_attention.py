@@ -208,9 +208,10 @@ def _context_parallel(world, rank) -> list:
     return problems
 
 
-def _fuzz(world, rank, groups) -> list:
+def _fuzz(world, rank, groups) -> tuple:
     """A derandomised hypothesis campaign, in lockstep on every rank: world size 1..world (prefix
-    subgroups), layout, dtype and a problem from the fuzzer's own strategy."""
+    subgroups), layout, dtype and a problem from the fuzzer's own strategy. Returns (findings, the
+    (world size, layout) of every example run)."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -220,7 +221,7 @@ def _fuzz(world, rank, groups) -> list:
                                   families=("causal", "gqa", "dv", "batch", "ties", "zero_q", "late_max",
                                             "huge_logits", "noncontig"),
                                   square=True, lengths=(24, 48), dims=(2, 4, 8))
-    found = []
+    found, ran = [], []
 
     @settings(max_examples=int(os.environ.get("RING_FUZZ_EXAMPLES", "10")), derandomize=True, database=None,
               deadline=None, phases=("generate",))
@@ -232,11 +233,12 @@ def _fuzz(world, rank, groups) -> list:
             mine = _examine(Case(f"fuzz-w{w}", spec, dtype, layout), groups[w])
         box = [mine]
         dist.broadcast_object_list(box, src=0)   # rank 0 is in every subgroup: its verdict for all
+        ran.append((w, layout))
         if box[0]:
             found.append(f"world {w}, {layout}, {dtype}: " + "; ".join(box[0]))
 
     campaign()
-    return found
+    return found, ran
 
 
 def _worker(rank, world, port, path):
@@ -254,7 +256,7 @@ def _worker(rank, world, port, path):
         results["context_parallel"] = _context_parallel(world, rank)
         if world == max(WORLDS):
             groups = {w: dist.new_group(list(range(w))) for w in range(1, world + 1)}
-            results["fuzz"] = _fuzz(world, rank, groups)
+            results["fuzz"], results["fuzz_ran"] = _fuzz(world, rank, groups)
     except Exception:  # noqa: BLE001 — a harness failure is reported as such, never as a kernel finding
         results["harness"] = traceback.format_exc()
     if rank == 0:
@@ -312,4 +314,7 @@ def test_context_parallel_shards_are_zigzag(runs, world):
 
 
 def test_fuzz_over_world_sizes_and_shapes(runs):
-    assert runs(max(WORLDS))["fuzz"] == []
+    r = runs(max(WORLDS))
+    assert r["fuzz"] == []
+    worlds = {w for w, _ in r["fuzz_ran"]}
+    assert len(r["fuzz_ran"]) >= 10 and len(worlds) >= 3, r["fuzz_ran"]  # the campaign ran, across world sizes
