@@ -183,6 +183,25 @@ def _errors(world, rank) -> dict:
     return seen
 
 
+def _retention(world, rank) -> list:
+    """After a forward that keeps graphs, no block graph holds a key/value shard or a block's out/lse:
+    each is a zero-stride shell (what stays is this rank's q). Returns the problems found."""
+    from flashproof.kernels.distributed import ring_attention
+
+    q, k, v = (torch.randn(1, 2, 8, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    out = ring_attention(q, k, v, causal=True, layout="zigzag")
+    graphs = [g for step in out.grad_fn.graphs for g in step]
+    problems = [] if graphs else ["no block graphs were kept"]
+    for g in graphs:
+        for name, t in zip(("k", "v", "out", "lse"), (*g.leaves[1:], *g.roots)):
+            if t.untyped_storage().nbytes() > t.element_size():
+                problems.append(f"a block graph keeps its {name} ({t.untyped_storage().nbytes()} bytes)")
+    out.sum().backward()
+    if out.grad_fn.graphs is not None:
+        problems.append("the graphs outlive the backward")
+    return problems
+
+
 def _context_parallel(world, rank) -> list:
     """PyTorch's context_parallel shards buffers head-tail, which is our zigzag: our op runs on its
     shards, and its unshard gives what our gather gives. Bitwise comparisons (the ring's accuracy is
@@ -254,6 +273,7 @@ def _worker(rank, world, port, path):
             results["lse:" + case.name] = _lse_grads(case, group)
         results["errors"] = _errors(world, rank)
         results["context_parallel"] = _context_parallel(world, rank)
+        results["retention"] = _retention(world, rank)
         if world == max(WORLDS):
             groups = {w: dist.new_group(list(range(w))) for w in range(1, world + 1)}
             results["fuzz"], results["fuzz_ran"] = _fuzz(world, rank, groups)
@@ -311,6 +331,11 @@ def test_bad_calls_raise_clear_errors_on_every_rank(runs, world):
 @pytest.mark.parametrize("world", WORLDS)
 def test_context_parallel_shards_are_zigzag(runs, world):
     assert runs(world)["context_parallel"] == []
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_block_graphs_keep_no_shard(runs, world):
+    assert runs(world)["retention"] == []
 
 
 def test_fuzz_over_world_sizes_and_shapes(runs):

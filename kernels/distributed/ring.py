@@ -11,14 +11,13 @@ Forward, W steps (``schedule.ring_plan``): at step s the rank holds the key/valu
 ``flashproof.kernels.attention(..., return_lse=True)`` on every non-skipped block while the hop is
 in flight, and merges each block's (out, lse) into its query slot's accumulator (``merge.py``).
 
-Backward, the same W steps with the shards travelling again. With the merged (O, L) the gradient of
-block b is attention's own backward driven by the chain rule through the merge: its weight is
-w_b = e^{lse_b − L}, so it receives dout_b = w_b·dO and dlse_b = rowsum(dout_b ∘ out_b) − w_b·(δ − dL),
-δ = rowsum(dO ∘ O) — then attention's backward, whose δ_b = rowsum(dout_b ∘ out_b) − dlse_b, recomputes
-p = e^{s − lse_b} and uses w_b(δ − dL): together e^{s − L}(dO·v − δ + dL), the dense gradient. The
-public API gives a block's backward only through autograd, so each block's forward is recomputed in
-the backward (one extra forward per block). dK/dV of a shard accumulate in float32 in a buffer that
-travels with the shard: after its W-th hop it is back on the rank that owns the shard.
+Backward, the same W steps with the shards travelling again. The forward kept each block call's
+autograd graph without its tensors (``graph.record``); the backward runs attention's own backward of
+each block with the merged (O, L) in place of the block's (out, lse), the gradients dO and dL, and the
+shard present at that step. That backward computes p = e^{s − L} and δ = rowsum(dO ∘ O) − dL, hence
+e^{s − L}(dO·v − δ + dL): the dense gradient's share of the block, with no forward recomputed. dK/dV
+of a shard accumulate in float32 in a buffer that travels with the shard, one hop behind it: after
+its W-th hop it is back on the rank that owns the shard.
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from .. import AttnOut, attention
+from .graph import grads, record
 from .merge import bottom, finish, merge
 from .p2p import Hop
 from .schedule import LAYOUTS, local_causal, ring_plan, slots
@@ -49,7 +49,8 @@ def ring_attention(q, k, v, *, group=None, causal=False, scale=None, layout="con
     scale = _validate(q, k, v, causal=causal, scale=scale, layout=layout, return_lse=return_lse)
     _same_everywhere(q, k, v, causal, scale, layout, group, world)
     plan = ring_plan(world, rank, layout, causal)
-    out, lse = _RingFn.apply(q, k, v, (group, world, plan, slots(layout), scale))
+    keep_graphs = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    out, lse = _RingFn.apply(q, k, v, (group, world, plan, slots(layout), scale, keep_graphs))
     return AttnOut(out, lse) if return_lse else out
 
 
@@ -124,79 +125,76 @@ def _acc_dtype(dtype):
 
 
 class _RingFn(torch.autograd.Function):
-    """Forward saves (q, k, v, out, lse) of this rank; backward re-runs the ring (module docstring)."""
+    """Forward saves this rank's (k, v, out, lse) and, when gradients are wanted, every block call's
+    graph (``graph.record``); backward re-runs the ring with those graphs (module docstring)."""
 
     @staticmethod
     def forward(ctx, q, k, v, cfg):
-        group, world, plan, nslot, scale = cfg
+        group, world, plan, nslot, scale, keep_graphs = cfg
         acc_t = _acc_dtype(q.dtype)
         q_sl = q.chunk(nslot, dim=2)                                       # slots × (B, Hq, n/slots, D)
         accs = [bottom(qs.shape[:3], v.shape[3], acc_t, q.device) for qs in q_sl]
+        graphs = []                                                        # per step: one BlockGraph per block
         kc, vc = k, v
         for st in plan:
             hop = Hop.start([kc, vc], group) if st.step < world - 1 else None
             k_sl, v_sl = kc.chunk(nslot, dim=2), vc.chunk(nslot, dim=2)
+            step_graphs = []
             for blk in st.blocks:
-                o, l = attention(q_sl[blk.q_slot], k_sl[blk.k_slot], v_sl[blk.k_slot], causal=local_causal(blk.kind),
-                                 scale=scale, return_lse=True)
-                accs[blk.q_slot] = merge(accs[blk.q_slot], o, l)
+                a, b, causal = blk.q_slot, blk.k_slot, local_causal(blk.kind)
+                if keep_graphs:
+                    o, l, g = record(q_sl[a], k_sl[b], v_sl[b], causal=causal, scale=scale)
+                    step_graphs.append(g)
+                else:
+                    o, l = attention(q_sl[a], k_sl[b], v_sl[b], causal=causal, scale=scale, return_lse=True)
+                accs[a] = merge(accs[a], o, l)
+            graphs.append(step_graphs)
             if hop is not None:
                 kc, vc = hop.wait()
         parts = [finish(a) for a in accs]
         out = torch.cat([p[0] for p in parts], dim=2).to(q.dtype)         # (B, Hq, n, Dv)
         lse = torch.cat([p[1] for p in parts], dim=2)                      # (B, Hq, n)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.cfg = cfg
+        ctx.save_for_backward(k, v, out, lse)
+        ctx.cfg, ctx.graphs = cfg, graphs
         ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        group, world, plan, nslot, scale = ctx.cfg
-        acc_t = _acc_dtype(q.dtype)
+        k, v, out, lse = ctx.saved_tensors
+        group, world, plan, nslot, scale, keep_graphs = ctx.cfg
+        if not keep_graphs:
+            raise RuntimeError("ring_attention was called without gradients enabled for q, k or v; it kept no graph")
+        acc_t = _acc_dtype(out.dtype)
         if dout is None:
             dout = torch.zeros_like(out)
-        d_glob = (dout.to(acc_t) * out.to(acc_t)).sum(-1)                  # δ = rowsum(dO ∘ O), (B, Hq, n)
-        if dlse is not None:
-            d_glob = d_glob - torch.where(torch.isfinite(lse), dlse.to(acc_t), torch.zeros_like(d_glob))
-        q_sl, do_sl = q.chunk(nslot, dim=2), dout.chunk(nslot, dim=2)
-        L_sl, dg_sl = lse.chunk(nslot, dim=2), d_glob.chunk(nslot, dim=2)
-        dq = [torch.zeros(qs.shape, dtype=acc_t, device=q.device) for qs in q_sl]
+        if dlse is None:
+            dlse = torch.zeros_like(lse)
+        # the merged results and their gradients, per query slot, as attention's backward reads them
+        O_sl, L_sl = [t.contiguous() for t in out.chunk(nslot, dim=2)], [t.contiguous() for t in lse.chunk(nslot, dim=2)]
+        dO_sl = [t.contiguous() for t in dout.chunk(nslot, dim=2)]
+        dL_sl = [t.to(lse.dtype).contiguous() for t in dlse.chunk(nslot, dim=2)]
+        dq = [None] * nslot
         kc, vc = k, v
         travelling = None                                                 # Hop carrying dK/dV accumulators
-        for st in plan:
+        for st, step_graphs in zip(plan, ctx.graphs):
             hop = Hop.start([kc, vc], group) if st.step < world - 1 else None
             k_sl, v_sl = kc.chunk(nslot, dim=2), vc.chunk(nslot, dim=2)
-            dk = torch.zeros(kc.shape, dtype=acc_t, device=q.device)
-            dv = torch.zeros(vc.shape, dtype=acc_t, device=q.device)
+            dk = torch.zeros(kc.shape, dtype=acc_t, device=kc.device)
+            dv = torch.zeros(vc.shape, dtype=acc_t, device=vc.device)
             dk_sl, dv_sl = dk.chunk(nslot, dim=2), dv.chunk(nslot, dim=2)   # views into dk, dv
-            for blk in st.blocks:
+            for blk, g in zip(st.blocks, step_graphs):
                 a, b = blk.q_slot, blk.k_slot
-                g = _block_grads(q_sl[a], k_sl[b], v_sl[b], do_sl[a], L_sl[a], dg_sl[a], local_causal(blk.kind), scale)
-                dq[a] += g[0]
-                dk_sl[b].add_(g[1])
-                dv_sl[b].add_(g[2])
+                gq, gk, gv = grads(g, k=k_sl[b], v=v_sl[b], out=O_sl[a], lse=L_sl[a], dout=dO_sl[a], dlse=dL_sl[a])
+                dq[a] = gq.to(acc_t) if dq[a] is None else dq[a] + gq
+                dk_sl[b].add_(gk)
+                dv_sl[b].add_(gv)
             if travelling is not None:                                    # what rank r − 1 summed so far
                 dk_in, dv_in = travelling.wait()
                 dk, dv = dk + dk_in, dv + dv_in
             travelling = Hop.start([dk, dv], group) if world > 1 else None
             if hop is not None:
                 kc, vc = hop.wait()
+        ctx.graphs = None
         dk, dv = travelling.wait() if travelling is not None else (dk, dv)
-        return (torch.cat(dq, dim=2).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None)
-
-
-def _block_grads(qa, kb, vb, do_a, L_a, dg_a, diag, scale):
-    """dQ, dK, dV (float32/64) of one block from the merged lse L_a and δ − dL (dg_a), shapes of qa, kb, vb."""
-    acc_t = dg_a.dtype
-    with torch.enable_grad():
-        qa, kb, vb = (t.detach().requires_grad_() for t in (qa, kb, vb))
-        o, l = attention(qa, kb, vb, causal=diag, scale=scale, return_lse=True)
-    l_acc = l.detach().to(acc_t)
-    fin = torch.isfinite(l_acc) & torch.isfinite(L_a)
-    w = torch.where(fin, torch.exp(l_acc - torch.where(fin, L_a, torch.zeros_like(L_a))), torch.zeros_like(l_acc))
-    dout_b = (w.unsqueeze(-1) * do_a.to(acc_t)).to(o.dtype)               # (B, Hq, m, Dv)
-    dlse_b = (dout_b.to(acc_t) * o.detach().to(acc_t)).sum(-1) - w * dg_a  # (B, Hq, m)
-    gq, gk, gv = torch.autograd.grad((o, l), (qa, kb, vb), (dout_b, dlse_b.to(l.dtype)))
-    return gq.to(acc_t), gk.to(acc_t), gv.to(acc_t)
+        return torch.cat(dq, dim=2).to(out.dtype), dk.to(k.dtype), dv.to(v.dtype), None
