@@ -75,8 +75,8 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
                 so_s, so_b, so_h, so_n, so_d,      # out: split (0 when direct), b, h, i, d
                 sl_s, sl_b, sl_h, sl_n,
                 st_b,
-                qk_scale, Hkv, Nq, D, DV, LEFT, RIGHT, NUM_SPLITS, M_TILES,
-                GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES,
+                D: tl.constexpr, DV: tl.constexpr, GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr,
                 HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr):
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16 and BLOCK_D >= 16 and BLOCK_DV >= 16)  # tl.dot minimum
@@ -181,7 +181,7 @@ def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
 
 _tuned = triton.autotune(
     configs=[triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st) for n, w, st in CONFIGS],
-    key=["GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "NUM_SPLITS", "HAS_LEFT", "HAS_RIGHT"],
+    key=["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT"],  # not the split count: one tuning per tile shape
 )(kvcache_fwd)
 
 
@@ -226,8 +226,8 @@ def forward(q, k_cache, v_cache, call, *, autotune: bool):
         table, st_b = call.cache_seqlens, 0    # never read
     grid = (B * Hkv * shape.m_tiles, S)
     args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
-            call.scale * LOG2E, Hkv, Nq, D, Dv, call.left or 0, call.right or 0, S, shape.m_tiles)
-    consts = dict(GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
+            call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, shape.m_tiles)
+    consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(call.page_size), PAGE_SIZE=call.page_size or 16, HAS_LEFT=call.left is not None,
                   HAS_RIGHT=call.right is not None, DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32")
     if autotune:
