@@ -209,21 +209,25 @@ def _lo(L: int, Nq: int, left) -> int:
 
 
 def _check_lengths(seqlens, table, capacity, where, page_size, num_pages) -> list:
-    """One host read of cache_seqlens (and, paged, of the table entries the lengths need): every
-    length in 0..capacity, every needed page index in 0..num_pages−1. Returns the lengths."""
-    lengths = seqlens.tolist()
+    """One host read (a single device sync) of cache_seqlens and, paged, of whether any table entry
+    that the lengths need lies outside 0..num_pages−1; every length must be in 0..capacity.
+    Returns the lengths as a Python list."""
+    if table is None:
+        lengths = seqlens.tolist()
+        any_wrong = 0
+    else:
+        need = (seqlens.clamp(min=0) + page_size - 1) // page_size                         # (B,) pages needed
+        used = torch.arange(table.shape[1], device=table.device)[None, :] < need[:, None]   # (B, max_pages)
+        wrong = used & ((table < 0) | (table >= num_pages))
+        *lengths, any_wrong = torch.cat([seqlens, wrong.any().reshape(1).to(torch.int32)]).tolist()
     bad = [(b, L) for b, L in enumerate(lengths) if not 0 <= L <= capacity]
     if bad:
         b, L = bad[0]
         raise ValueError(f"cache_seqlens[{b}] = {L} is outside 0..{capacity} (the cache holds {where} positions "
                          "per request)")
-    if table is not None:
-        need = torch.tensor([-(-L // page_size) for L in lengths], device=table.device)     # (B,) pages per request
-        used = torch.arange(table.shape[1], device=table.device)[None, :] < need[:, None]   # (B, max_pages)
-        wrong = used & ((table < 0) | (table >= num_pages))
-        if wrong.any().item():
-            b, p = (int(x) for x in torch.nonzero(wrong)[0].tolist())
-            raise ValueError(f"block_table[{b}, {p}] = {int(table[b, p])} is not a page index in 0..{num_pages - 1} "
-                             f"(request {b} has length {lengths[b]}, so it needs its first {int(need[b])} "
-                             f"table entries)")
+    if any_wrong:
+        b, p = (int(x) for x in torch.nonzero(wrong)[0].tolist())
+        raise ValueError(f"block_table[{b}, {p}] = {int(table[b, p])} is not a page index in 0..{num_pages - 1} "
+                         f"(request {b} has length {lengths[b]}, so it needs its first {-(-lengths[b] // page_size)} "
+                         "table entries)")
     return lengths
