@@ -1,5 +1,5 @@
 """Our extension for the KV-cache kernel (``flashproof.kernels.kvcache``): split-KV over a request's
-keys, merged by ⋆, is exact. Checked by ``flashproof.proofs.ob_kvcache``."""
+keys, merged by ⋆, is exact. Checked by ``flashproof.proofs.obligations.attention.kvcache``."""
 from .registry import item
 
 item("EXT-SPLIT-KV", "extension", "Split-KV decoding with the merge rule is exact for every length and split count",

@@ -1,10 +1,11 @@
-"""The split-KV obligations (proofs/ob_kvcache.py) prove, every one of their negative controls is
+"""The split-KV obligations (proofs/obligations/attention/kvcache.py) prove, every one of their negative controls is
 refuted with a counterexample (same checker, same bounds), and the spec item they check exists."""
 from __future__ import annotations
 
 import pytest
 
-from flashproof.proofs.core import Context, collect
+from flashproof.proofs.engine.core import Context
+from flashproof.proofs.engine.discover import collect
 from flashproof.spec.registry import collect as spec_items
 
 OBS, ERRS = collect()
@@ -16,7 +17,7 @@ def _ctx(ob):
 
 
 def test_module_imports_and_every_obligation_has_a_control():
-    assert not [m for m in ERRS if m.endswith("ob_kvcache")], ERRS
+    assert not [m for m in ERRS if m.endswith("attention.kvcache")], ERRS
     bases = {i for i in MINE if OBS[i].of is None}
     assert bases == {"KV-SPLIT-PLAN", "KV-SPLIT-MERGE-STEP", "KV-SPLIT-FINISH", "KV-SPLIT-LSE-FORM",
                      "KV-SPLIT-BOUNDED"}

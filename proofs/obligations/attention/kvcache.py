@@ -23,7 +23,7 @@ for all n, S, b, v — none is a bounded unrolling:
 
 KV-SPLIT-BOUNDED cross-checks the composition end to end: the real plan and the real
 ``summarize``/``merge``/``_finish`` on symbolic weights and values equal the dense row for every
-n ≤ 5, S ≤ 3 and b ≤ 2 (n ≤ 7, S ≤ 5, b ≤ 3 under --deep). Controls: a merge without the e^{m−m'} rescale; a split edge off by one.
+n ≤ 5, S ≤ 3 and b ≤ 2 (n ≤ 6, S ≤ 4 under --deep). Controls: a merge without the e^{m−m'} rescale; a split edge off by one.
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ from flashproof.kernels.kvcache import plan
 from flashproof.verified import attention as att
 from flashproof.verified.attention import BOTTOM, Summary
 
-from .core import Outcome, control, obligation, z3_prove
-from .symbolic import Represents, num, reals, summary
+from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove
+from flashproof.proofs.numbers.symbolic import Represents, num, reals, summary
 
 #: ``plan.split_range``'s two non-ring operations on z3 integers (divisors are ≥ 1 here, where z3's
 #: integer division is floor division)
@@ -177,7 +177,7 @@ def split_finish_without_max(ctx):
 
 # ------------------------------------------------------------------------- the (out, lse) form
 
-@obligation("KV-SPLIT-LSE-FORM", checks=["EXT-SPLIT-KV"], bounds={"v": 4}, deep_bounds={"v": 16},
+@obligation("KV-SPLIT-LSE-FORM", checks=["EXT-SPLIT-KV"], bounds={"v": 4}, deep_bounds={"v": 6},
             assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
 def split_lse_form(ctx):
     """Finishing a ⋆ b gives W = W_a + W_b and out = (W_a·out_a + W_b·out_b)/W, (out_x, W_x = e^{lse_x}) = finish(x)."""
@@ -233,7 +233,7 @@ def _splits_vs_dense(ctx, n, S, b):
 
 
 @obligation("KV-SPLIT-BOUNDED", checks=["EXT-SPLIT-KV"], bounds={"n": 5, "S": 3, "b": 2, "v": 1, "mask": "symbolic"},
-            deep_bounds={"n": 7, "S": 5, "b": 3, "v": 1, "mask": "symbolic"},
+            deep_bounds={"n": 6, "S": 4, "b": 2, "v": 1, "mask": "symbolic"},
             assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST"])
 def split_bounded(ctx):
     """Cross-check: the real plan + summarize + ⋆ + finish equal the dense row, all n ≤ bound, S ≤ bound, b ≤ bound."""
