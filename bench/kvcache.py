@@ -7,8 +7,9 @@
    5, GQA 4 and 8, a window, num_splits forced and chosen — against the dense formula in float64
    (``flashproof.fuzz.oracle.masked_attention``), judged by the one tolerance rule
    (``flashproof.fuzz.tolerance.judge``, baseline: the same formula in bf16). Also the timed shapes.
-2. Time (CUDA events, warm-up, median of reps): ours contiguous, ours paged (page 64, permuted
-   table), SDPA cuDNN and SDPA FA2 on the contiguous cache (enable_gqa; if a backend refuses it,
+2. Time (CUDA events, warm-up, median of reps): ours contiguous (the whole call, its validation's
+   host sync included), ours-kernels (the same launches, validated once outside the timing), ours
+   paged (page 64, permuted table), SDPA cuDNN and SDPA FA2 on the contiguous cache (enable_gqa; if a backend refuses it,
    K/V expanded to Hq heads before timing — the note says so). Decode Nq = 1 and verify Nq = 5 at
    B = 64, Hq/Hkv = 32/8, Nk = 32768 and B = 8, 64/8, Nk = 131072, and a B sweep 1…256 at 32/8,
    Nk = 16384. TB/s = bytes of K and V read (B·Hkv·Nk·(D + Dv)·2) / time.
@@ -121,7 +122,8 @@ def reference(q, k, v, lengths, *, causal, window, scale):
     return {n: torch.stack(t).cpu() for n, t in res.items()}, mags
 
 
-def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, window=None, causal=True, seed=0):
+def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, window=None, causal=True, seed=0,
+               autotune=True):
     """One call of ours against the float64 reference; returns a JSON-able verdict."""
     k, v = make_cache(B, Hkv, n_max, lengths, seed=seed)
     g = torch.Generator(device=DEV).manual_seed(seed + 1)
@@ -134,7 +136,7 @@ def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, 
     else:
         kc, vc, table = k, v, None
     got = attention_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, causal=causal, window=window,
-                                 return_lse=True, num_splits=num_splits)
+                                 return_lse=True, num_splits=num_splits, autotune=autotune)
     torch.cuda.synchronize()
     ref, mags = reference(q, k, v, lengths, causal=causal, window=window, scale=scale)
     empty = torch.isneginf(ref["lse"])
@@ -152,7 +154,8 @@ def run_checks():
     g = torch.Generator().manual_seed(7)
     ragged = [0, 1, 2, 63, 64, 65] + torch.randint(100, 6000, (4,), generator=g).tolist()
     n_max = 6016  # a multiple of PAGE above every length
-    # the timed shapes first: their calls are the ones the autotuner then keeps for the timing
+    # the timed shapes first, tuned: their calls are the ones the autotuner then keeps for the timing;
+    # the semantic cases (ragged, paged, windows, forced splits) run the first config (no tuning compiles)
     cases = []
     for paged in (False, True):
         for Nq in (1, 5):
@@ -165,9 +168,11 @@ def run_checks():
             for G in (4, 8):
                 for splits in (None, 1, 3, 16):
                     cases.append(dict(name=f"ragged/{'paged' if paged else 'contig'}/Nq{Nq}/G{G}/S{splits}", B=len(ragged),
-                                      Hq=8 * G, Hkv=8, Nq=Nq, lengths=ragged, n_max=n_max, paged=paged, num_splits=splits))
+                                      Hq=8 * G, Hkv=8, Nq=Nq, lengths=ragged, n_max=n_max, paged=paged, num_splits=splits,
+                                      autotune=False))
         cases.append(dict(name=f"window/{'paged' if paged else 'contig'}", B=len(ragged), Hq=32, Hkv=8, Nq=5,
-                          lengths=ragged, n_max=n_max, paged=paged, window=(700, None), num_splits=4))
+                          lengths=ragged, n_max=n_max, paged=paged, window=(700, None), num_splits=4,
+                          autotune=False))
     out = []
     for i, c in enumerate(cases):
         out.append(check_case(seed=i, **c))
@@ -237,6 +242,12 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed):
     note = f"num_splits={plan.choose_num_splits(B, Hkv, Nk, sms).num_splits}"
     if "ours" in providers:
         add("ours", lambda: attention_with_kvcache(q, k, v, cache_seqlens=lens), note)
+    if "ours-kernels" in providers:  # the same launches with the validation (one host sync) done once, untimed
+        from flashproof.kernels.kvcache import api
+        from flashproof.kernels.kvcache import triton as kv_triton
+        call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
+                            num_splits=None, backend="triton")
+        add("ours-kernels", lambda: kv_triton.forward(q, k, v, call, autotune=True), note + ", validated once")
     if "ours-paged" in providers:
         kp, table = to_paged(k, PAGE, seed=seed)
         vp, _ = to_paged(v, PAGE, seed=seed)
@@ -256,7 +267,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/kvcache.json", help="path of the JSON result")
     p.add_argument("--skip-check", action="store_true", help="time only (the check normally runs first)")
-    p.add_argument("--providers", default="ours,ours-paged,sdpa-cudnn,sdpa-flash")
+    p.add_argument("--providers", default="ours,ours-kernels,ours-paged,sdpa-cudnn,sdpa-flash")
     args = p.parse_args(argv)
     providers = args.providers.split(",")
     t0 = time.time()
