@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcache_problems import CASES, SPLITS, failures, make, reference, run, verdicts
+from support.kvcache_problems import CASES, SPLITS, failures, make, reference, run, verdicts
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])

@@ -11,8 +11,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from kvcache_problems import CASES, failures, make, reference, run  # noqa: E402
-from kvcache_problems import verdicts  # noqa: E402
+from support.kvcache_problems import CASES, failures, make, reference, run, verdicts  # noqa: E402
 
 #: the first config's BLOCK_N is 64: lengths above 64·s give s non-empty splits; the case table's
 #: lengths (≤ 70) mostly leave the later splits empty, so the long cases below cover full splits
