@@ -36,8 +36,9 @@ def _import_flashproof():
     try:
         import flashproof.kernels.kvcache  # noqa: F401
         return
-    except ImportError:
-        pass
+    except ImportError:  # not installed, or an install without this package: use the checkout
+        for name in [m for m in sys.modules if m == "flashproof" or m.startswith("flashproof.")]:
+            del sys.modules[name]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ns = os.path.join(tempfile.mkdtemp(prefix="fp_kvcache_"), "flashproof")
     os.makedirs(ns)

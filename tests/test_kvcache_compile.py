@@ -54,9 +54,21 @@ def _fwd_signature(fn, dt, out_dt, consts):
     return sig, consts, attrs
 
 
-def _streams(ptx):
-    """The K/V tiles are copied to shared memory asynchronously (the software pipeline is in place)."""
-    assert "cp.async" in ptx, "no cp.async: the K/V loads are not pipelined"
+def _streams(kernel):
+    """The K/V tiles are copied to shared memory asynchronously, 16 bytes at a time (the software
+    pipeline is in place and the loads are vectorised)."""
+    assert "cp.async.cg.shared.global" in kernel.asm["ptx"] and ", 0x10," in kernel.asm["ptx"], \
+        "no 16-byte cp.async: the K/V loads are not pipelined"
+
+
+#: the largest dynamic shared memory one block may use on sm_90 (227 KiB)
+SM90_SHARED = 232448
+
+
+def _fits_and_streams(kernel):
+    """_streams, and the block's shared memory fits sm_90 (the config that runs untuned must launch)."""
+    _streams(kernel)
+    assert kernel.metadata.shared <= SM90_SHARED, f"{kernel.metadata.shared} bytes of shared memory > {SM90_SHARED}"
 
 
 def compile_all():
@@ -66,23 +78,31 @@ def compile_all():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from flashproof.kernels.kvcache.triton import kvcache_fwd, kvcache_merge
+    from flashproof.kernels.kvcache.triton import CONFIGS, kvcache_fwd, kvcache_merge
 
     names, failures = [], []
 
-    def build(fn, sig, consts, name, warps, attrs=None, check=None):
+    def build(fn, sig, consts, name, warps, attrs=None, check=None, stages=3):
         names.append(name)
         try:
             k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                                target=GPUTarget("cuda", 90, 32),
-                               options={"num_warps": warps, "num_stages": 3})
+                               options={"num_warps": warps, "num_stages": stages})
             assert k.asm.get("cubin"), "no cubin"
             assert "ld.local" not in k.asm["ptx"], "register spills (local loads) in the PTX"
             if check:
-                check(k.asm["ptx"])
+                check(k)
         except Exception as e:  # noqa: BLE001 - reported by the test
             failures.append((name, f"{type(e).__name__}: {e}"[:400]))
 
+    # every autotune config on the decode and verify tiles; the first (autotune=False) must also fit
+    # the H200's shared memory per block
+    for i, (block_n, warps, stages) in enumerate(CONFIGS):
+        for variant in ("contig/G4xNq1", "paged64/G8xNq5"):
+            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32")
+            sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", "bf16", consts)
+            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}", warps,
+                  attrs, _streams if i else _fits_and_streams, stages)
     for dt in DTYPES:
         for variant, consts in VARIANTS.items():
             consts = dict(consts, DOT_PREC="ieee" if dt == "fp32" else "tf32")
@@ -101,7 +121,8 @@ def test_kvcache_kernels_compile_to_sm90_cubins():
     r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                        timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    n = sum(len(VARIANTS) * len({dt, "fp32"}) + 1 for dt in DTYPES)  # fp32 has one output dtype
+    from flashproof.kernels.kvcache.triton import CONFIGS
+    n = 2 * len(CONFIGS) + sum(len(VARIANTS) * len({dt, "fp32"}) + 1 for dt in DTYPES)  # fp32: one output dtype
     assert f"compiled {n} of {n}" in r.stdout, r.stdout[-2000:]
 
 
