@@ -194,7 +194,8 @@ def validate(q, k_cache, v_cache, *, cache_seqlens, block_table, causal, window,
         raise ValueError(f"scale must be a finite real number, got {scale!r}")
     _int_vector("cache_seqlens", cache_seqlens, q.device, (B,))
     lengths = _check_lengths(cache_seqlens, block_table, capacity, where, page_size, k_cache.shape[0] if paged else 0)
-    longest = max(L - _lo(L, Nq, left) for L in lengths)
+    # the most keys any request's queries may read: L − lo = min(L, Nq + left) with a window
+    longest = max(lengths) if left is None else min(max(lengths), Nq + left)
     if num_splits is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
         num_splits = plan.choose_num_splits(B, Hkv, longest, sms).num_splits
@@ -220,9 +221,8 @@ def _check_lengths(seqlens, table, capacity, where, page_size, num_pages) -> lis
         used = torch.arange(table.shape[1], device=table.device)[None, :] < need[:, None]   # (B, max_pages)
         wrong = used & ((table < 0) | (table >= num_pages))
         *lengths, any_wrong = torch.cat([seqlens, wrong.any().reshape(1).to(torch.int32)]).tolist()
-    bad = [(b, L) for b, L in enumerate(lengths) if not 0 <= L <= capacity]
-    if bad:
-        b, L = bad[0]
+    if not 0 <= min(lengths) <= max(lengths) <= capacity:
+        b, L = next((b, L) for b, L in enumerate(lengths) if not 0 <= L <= capacity)
         raise ValueError(f"cache_seqlens[{b}] = {L} is outside 0..{capacity} (the cache holds {where} positions "
                          "per request)")
     if any_wrong:
