@@ -32,7 +32,6 @@ LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
 MAX_BLOCK_M = 128
 
 
-
 def _interpreter_loop_bounds():
     """Under TRITON_INTERPRET=1, Triton 3.6 holds a scalar as a shape-(1,) numpy array and turns a
     runtime loop bound into an int with ``int(array)``, which numpy >= 2.4 refuses; read the one
@@ -147,7 +146,7 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
     nonempty = l_i > 0
     l_safe = tl.where(nonempty, l_i, 1.0)
     out = tl.where(nonempty[:, None], acc / l_safe[:, None], 0.0)
-    lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))  # natural log
+    lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))  # ÷ log2 e: natural log
     o_ptr = O + split * so_s + b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d
     tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
     tl.store(LSE + split * sl_s + b64 * sl_b + h * sl_h + i * sl_n, lse, mask=row_ok)
