@@ -23,14 +23,14 @@ from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.support.sympy_gradient import gradient_mismatch, matrix, phi, vanishes
 
 # (n_q, n_k, d, v, b, allowed) — allowed None is every key; sets are per-row allowed keys (0-based)
-CASES = [
+CASES = [  # rectangular first: the shape controls fail there, without running the rest
+    (2, 3, 1, 2, 2, [{0, 1}, {0, 1, 2}]),                 # more keys than queries (bottom-right causal)
+    (3, 2, 2, 1, 1, [{0}, {0, 1}, {1}]),                  # more queries than keys
     (2, 2, 2, 2, 1, None),
     (3, 3, 1, 1, 2, [{0}, {0, 1}, {0, 1, 2}]),            # causal
     (3, 3, 2, 2, 2, [{0}, {0, 1}, {0, 1, 2}]),            # causal, d = v = 2
     (3, 3, 1, 2, 1, [{0, 2}, {1}, {0, 1, 2}]),            # sparse holes, a one-key row
     (2, 2, 3, 3, 2, [{0, 1}, {1}]),                       # d = v = 3
-    (2, 3, 1, 2, 2, [{0, 1}, {0, 1, 2}]),                 # more keys than queries (bottom-right causal)
-    (3, 2, 2, 1, 1, [{0}, {0, 1}, {1}]),                  # more queries than keys
 ]
 DEEP_CASES = CASES + [(3, 3, 3, 3, 2, [{0}, {0, 1}, {0, 1, 2}]), (3, 3, 3, 3, 2, None),
                       (3, 3, 3, 3, 1, [{0, 2}, {1, 2}, {0, 1, 2}]), (2, 4, 2, 2, 3, None), (4, 2, 2, 2, 1, None)]
