@@ -290,3 +290,23 @@ def interval_const_via_float(self, x):
     if isinstance(x, float) and not math.isfinite(x):
         return self.ctx.mpf(str(x))
     return self.ctx.mpf(x)
+
+
+def summarize_exp_unguarded(scores, values, num=None, *, allowed=None):
+    """summarize exponentiates a masked key's score too and adds that weight to ℓ (poison reaches ℓ through exp)."""
+    num = resolve(num)
+    flags = [num.true()] * len(scores) if allowed is None else list(allowed)
+    v = len(values[0])
+    neg_inf = num.score_neg_inf()
+    m = neg_inf
+    for s, f in zip(scores, flags):
+        m = num.score_max(m, num.where(f, s, neg_inf))
+    nonempty = num.any_(flags)
+    m_ref = num.where(nonempty, m, num.score_zero())
+    l = num.zero()
+    z = [num.zero() for _ in range(v)]
+    for s, vj, f in zip(scores, values, flags):
+        p = num.exp(num.score_sub(s, m_ref))
+        l = num.add(l, p)
+        z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
+    return Summary(m, l, z, nonempty)

@@ -24,12 +24,12 @@ class FPTraceNum(FPNum):
 
     def exp(self, s):
         e = super().exp(s)
-        self.applied[str(e)] = s
+        self.applied[e.decl().name()] = s
         return e
 
     def log(self, x):
         r = super().log(x)
-        self.applied[str(r)] = x
+        self.applied[r.decl().name()] = x
         return r
 
     def depends_on(self, term, names: set[str]) -> set[str]:

@@ -101,3 +101,10 @@ def poison_summarize(ctx):
 def poison_dq(ctx):
     with patch.object(att, "_pair_update", mutants.pair_update_dq_unguarded):
         return poison(ctx)
+
+
+@control("ATT-FP-POISON-fp16/exp-unguarded", of="ATT-FP-POISON-fp16",
+         bug="summarize exponentiates a masked key's score and adds it to ℓ (poison reaches ℓ only through exp)")
+def poison_exp(ctx):
+    with patch.object(att, "summarize", mutants.summarize_exp_unguarded):
+        return poison(ctx)
