@@ -293,10 +293,11 @@ def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty
 
 # ----------------------------------------------------------------------------------- reverse pass
 #
-# The reverse pass is written as four small steps so that a proof can run each one symbolically
-# on its own (``proofs/obligations/attention/grad_pairs.py``): ``_schedule`` (which pairs are
-# visited), ``_row_stats`` (a row's frozen statistics and δ_i), ``_pair_terms`` (p_ij, γ_ij of one
-# pair) and ``_pair_update`` (that pair's chain-rule terms accumulated into dQ_i, dK_j, dV_j).
+# The reverse pass is written as small steps so that a proof can run each one symbolically on its
+# own (``proofs/obligations/attention/grad_pairs.py``): ``_schedule`` (which pairs are visited),
+# ``_row_visit``/``_pair_visit`` (which rows a row or a pair reads and writes), ``_row_stats`` (a
+# row's frozen statistics and δ_i), ``_pair_terms`` (p_ij, γ_ij of one pair) and ``_pair_update``
+# (that pair's chain-rule terms accumulated into dQ_i, dK_j, dV_j).
 
 
 class RowStats(NamedTuple):
@@ -396,11 +397,22 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
         raise ValueError(f"forward holds {len(forward.out)} rows, expected {p.n_q} (one per query row)")
     grads = _gradient_buffers(num, p.n_q, p.n_k, len(Qc[0]), len(p.V[0]))
     for i, keys in _schedule(p.n_q, p.n_k, b):
-        ne = num.any_(p.flag(i, j) for j in range(p.n_k))  # a generator: no n-long flag list is held
-        row = _row_stats(num, ne, forward.m[i], forward.l[i], Gc[i], forward.out[i])
+        row = _row_visit(num, p, forward, Gc, i)
         for j in keys:
-            f = p.flag(i, j)
-            # only allowed pairs contribute (a masked pair's K_j, V_j are never read into a result)
-            t = _pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
-            _pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[j], grads.dv[j])
+            _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j)
     return grads
+
+
+def _row_visit(num: NumberSystem, p: _ScoredInputs, forward: TiledForward, Gc: list, i) -> RowStats:
+    """Row i's statistics, read from row i of the forward and of G (every subscript is i)."""
+    ne = num.any_(p.flag(i, j) for j in range(p.n_k))  # a generator: no n-long flag list is held
+    return _row_stats(num, ne, forward.m[i], forward.l[i], Gc[i], forward.out[i])
+
+
+def _pair_visit(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, grads: Gradients,
+                row: RowStats, i, j) -> None:
+    """Pair (i, j): reads Q_i, K_j, V_j, G_i, s_ij and the flag of (i, j); writes dQ_i, dK_j, dV_j.
+    Only an allowed pair contributes (a masked pair's K_j, V_j are never read into a result)."""
+    f = p.flag(i, j)
+    t = _pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
+    _pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[j], grads.dv[j])

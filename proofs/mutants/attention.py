@@ -310,3 +310,10 @@ def summarize_exp_unguarded(scores, values, num=None, *, allowed=None):
         l = num.add(l, p)
         z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
     return Summary(m, l, z, nonempty)
+
+
+def pair_visit_dk_row_i(num, p, c, Qc, Kc, Gc, grads, row, i, j):
+    """the pair's dK update goes to row i (the query's index) instead of row j."""
+    f = p.flag(i, j)
+    t = A._pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
+    A._pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[i], grads.dv[j])

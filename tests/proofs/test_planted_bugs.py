@@ -25,6 +25,7 @@ CAUGHT = [
     ("accumulate_ignores_mask", att, "_accumulate", "ATT-GRAD-SCHEDULE", False),
     ("gradient_buffers_dk_nq_rows", att, "_gradient_buffers", "ATT-GRAD-SCHEDULE", False),
     ("schedule_keys_up_to_nq", att, "_schedule", "ATT-GRAD-SCHEDULE", False),
+    ("pair_visit_dk_row_i", att, "_pair_visit", "ATT-GRAD-SCHEDULE", False),
     ("gradient_buffers_dk_nq_rows", att, "_gradient_buffers", "ATT-GRAD", True),
     ("schedule_keys_up_to_nq", att, "_schedule", "ATT-GRAD", True),
     ("gradient_buffers_dk_nq_rows", att, "_gradient_buffers", "ATT-MEMORY-BWD", True),

@@ -9,12 +9,16 @@ statistics the reverse pass reads: Y_ia = R_ia/P_i and e^{m_i}·ℓ_i = P_i. Not
 used: it is a free symbol (any frozen shift, so tied maxima are included).
 
 * ATT-GRAD-SCHEDULE — the accumulation is a sum over allowed pairs: ``_accumulate`` adds a term
-  exactly when the pair's flag holds (z3, symbolic flag); ``_schedule`` visits every (i, j) of
-  [0, n_q) × [0, n_k) once (its keys are ``block_ranges``, a partition for every n by
-  ATT-PARTITION; the code checked exhaustively on a grid); and the real ``tiled_backward`` returns
-  dq (n_q, d), dk (n_k, d), dv (n_k, v) equal to the sum over allowed pairs of each pair's update,
-  for every rectangular shape n_q, n_k ≤ 4 both ways (exact rationals; exp and log replaced by
-  fixed rational functions, since this step is about where terms go, not what exp is).
+  exactly when the pair's flag holds (z3, symbolic flag); ``_row_visit`` and ``_pair_visit`` run
+  with symbolic z3 integers i, j on stand-in containers, and every subscript they make is proved to
+  be i or j (a pair reads Q_i, K_j, V_j, G_i, s_ij and writes dQ_i, dK_j, dV_j — for every n_q,
+  n_k); ``_gradient_buffers`` allocates (n_q, d), (n_k, d), (n_k, v) (checked at pairwise
+  distinct sizes); ``_schedule`` visits every (i, j) of [0, n_q) × [0, n_k) once (its keys are
+  ``block_ranges``, a partition for every n by ATT-PARTITION; the code checked exhaustively on a
+  grid). The six-line driver of ``tiled_backward`` that wires these together is checked by running
+  it: it returns the sum over allowed pairs of each pair's update, for every rectangular shape
+  n_q, n_k ≤ 4 both ways (exact rationals; exp and log replaced by fixed rational functions, since
+  this step is about where terms go, not what exp is).
 * ATT-GRAD-SOFTMAX — per pair, with a symbolic row (P_i = w + P_rest, R_ia = w V_ja + R_rest,a for
   the other allowed keys, whatever their number): ``_pair_terms`` gives p_ij = w/P_i and
   γ_ij = p_ij(⟨G_i,V_j⟩ − δ_i), and γ_ij = ∂Φ_i/∂s_ij for every v, by induction on v over the
@@ -144,6 +148,82 @@ def _routing(n_max: int):
     return None, k
 
 
+class _Indexed:
+    """A stand-in container: records every subscript (name, index) in ``log`` and returns a fresh
+    z3 row of ``width`` reals (or one real when width is None) for it."""
+
+    def __init__(self, name: str, log: list, width: int | None):
+        self.name, self.log, self.width = name, log, width
+
+    def __getitem__(self, k):
+        self.log.append((self.name, k))
+        tag = f"{self.name}{len(self.log)}"
+        return z3.Real(tag) if self.width is None else [z3.Real(f"{tag}_{r}") for r in range(self.width)]
+
+
+#: the reads and writes each visit may make: container -> which symbolic index each subscript must be
+ROW_ACCESS = {"flag": ("i", "key"), "m": ("i",), "l": ("i",), "G": ("i",), "Y": ("i",)}
+PAIR_ACCESS = {"flag": ("i", "j"), "score": ("i", "j"), "Q": ("i",), "K": ("j",), "V": ("j",), "G": ("i",),
+               "dQ": ("i",), "dK": ("j",), "dV": ("j",)}
+PAIR_MUST = {"Q", "K", "V", "G", "score", "flag", "dQ", "dK", "dV"}  # a pair reads or writes each of these
+
+
+def _index_discipline(ctx) -> Outcome:
+    """``_row_visit`` and ``_pair_visit`` with symbolic (z3 Int) i, j: every subscript they make is
+    provably i or j as ``ROW_ACCESS`` / ``PAIR_ACCESS`` say (so for every n_q, n_k, a pair reads
+    Q_i, K_j, V_j, G_i and writes dQ_i, dK_j, dV_j, never another row)."""
+    from flashproof.verified.expdomain import Z3ExpNum
+
+    N = Z3ExpNum()
+    i, j = z3.Ints("i j")
+    d, v, n_k = 2, 2, 2
+    log: list = []
+
+    def rec2(name):
+        def f(a, b):
+            log.append((name, (a, b)))
+            return z3.Bool(f"{name}{len(log)}") if name == "flag" else z3.Real(f"{name}{len(log)}")
+        return f
+
+    p = att._ScoredInputs(None, n_k, rec2("score"), _Indexed("V", log, v), rec2("flag"))
+    fw = att.TiledForward(_Indexed("Y", log, v), _Indexed("m", log, None), _Indexed("l", log, None), None)
+    Qc, Kc, Gc = _Indexed("Q", log, d), _Indexed("K", log, d), _Indexed("G", log, v)
+    grads = att.Gradients(_Indexed("dQ", log, d), _Indexed("dK", log, d), _Indexed("dV", log, v))
+    row = att._row_visit(N, p, fw, Gc, i)
+    row_log, log[:] = list(log), []
+    att._pair_visit(N, p, z3.Real("c"), Qc, Kc, Gc, grads, row, i, j)
+    pair_log = list(log)
+    sym = {"i": i, "j": j}
+    for where, entries, allowed in (("row", row_log, ROW_ACCESS), ("pair", pair_log, PAIR_ACCESS)):
+        keys_seen = set()
+        for name, k in entries:
+            if name not in allowed:
+                return Outcome("refuted", counterexample={"visit": where, "reads": name}, solver="z3",
+                               detail=f"_{where}_visit touches {name}, which it should not")
+            ks = k if isinstance(k, tuple) else (k,)
+            for want, got in zip(allowed[name], ks):
+                if want == "key":
+                    keys_seen.add(got)
+                    continue
+                out = z3_prove(sym[want] == got, ctx)
+                if out.status != "proved":
+                    return Outcome("refuted", counterexample={"visit": where, "container": name, "expected_index": want,
+                                                              "received_index": str(got), **(out.counterexample or {})},
+                                   solver="z3", detail=f"_{where}_visit subscripts {name} with {got}, expected {want}")
+        if where == "row" and keys_seen != set(range(n_k)):
+            return Outcome("refuted", counterexample={"visit": "row", "flag_keys": sorted(map(str, keys_seen))},
+                           solver="z3", detail="the row's nonempty test does not read every key's flag once")
+    missing = PAIR_MUST - {name for name, _ in pair_log}
+    if missing:
+        return Outcome("refuted", counterexample={"visit": "pair", "never_touched": sorted(missing)}, solver="z3",
+                       detail="_pair_visit skips a read or a write")
+    shapes = [(len(M), len(M[0])) for M in att._gradient_buffers(N, 2, 3, 5, 7)]
+    if shapes != [(2, 5), (3, 5), (3, 7)]:
+        return Outcome("refuted", counterexample={"n_q, n_k, d, v": "2, 3, 5, 7", "shapes": str(shapes)}, solver="exact",
+                       detail="_gradient_buffers: expected dq (n_q, d), dk (n_k, d), dv (n_k, v)")
+    return Outcome("proved", solver="z3", detail="index discipline for symbolic i, j")
+
+
 @obligation("ATT-GRAD-SCHEDULE", checks=["ALG-TILED", "THM-EXACT"],
             bounds={"accumulate": "symbolic flag (z3)", "schedule_code": 12, "routing": "n_q, n_k ≤ 4 both ways, b ∈ {1, 2, n_k+1}"},
             deep_bounds={"accumulate": "symbolic flag (z3)", "schedule_code": 32, "routing": "n_q, n_k ≤ 6 both ways, b ∈ {1, 2, n_k+1}"},
@@ -153,6 +233,9 @@ def grad_schedule(ctx):
     lemma = _accumulate_lemma(ctx)
     if lemma.status != "proved":
         return lemma._replace(detail=f"_accumulate: {lemma.detail}")
+    disc = _index_discipline(ctx)
+    if disc.status != "proved":
+        return disc
     bad = _schedule_code(ctx.bounds["schedule_code"])
     if bad is not None:
         return Outcome("refuted", counterexample=bad, solver="exact", detail="_schedule does not visit each pair once")
@@ -161,7 +244,8 @@ def grad_schedule(ctx):
         return Outcome("refuted", counterexample=bad, solver="exact",
                        detail="tiled_backward is not the sum of its pairs' updates")
     return Outcome("proved", solver="z3+exact",
-                   detail=f"_accumulate (z3, symbolic flag); _schedule exhaustive; routing + shapes on {k} rectangular cases")
+                   detail=f"_accumulate (z3, symbolic flag); row/pair visits index i, j only (symbolic i, j); "
+                          f"_schedule exhaustive; driver routing + shapes on {k} rectangular cases")
 
 
 @control("ATT-GRAD-SCHEDULE/dk-nq-rows", of="ATT-GRAD-SCHEDULE", bug="dK is allocated with n_q rows instead of n_k")
@@ -303,3 +387,9 @@ def grad_chain_dk(ctx):
 def grad_chain_dv(ctx):
     with patch.object(att, "_pair_terms", mutants.pair_terms_dv_unnormalized):
         return grad_chain(ctx)
+
+
+@control("ATT-GRAD-SCHEDULE/dk-row-i", of="ATT-GRAD-SCHEDULE", bug="the pair's dK update goes to row i instead of row j")
+def grad_schedule_dk_row_i(ctx):
+    with patch.object(att, "_pair_visit", mutants.pair_visit_dk_row_i):
+        return grad_schedule(ctx)
