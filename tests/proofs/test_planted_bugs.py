@@ -69,3 +69,23 @@ def test_make_prove_registers_the_pairing_as_a_control(mutant, owner, attr, ob_i
     assert controls, f"{ob_id} has no control"
     sources = [c.fn.__code__.co_names for c in controls]
     assert any(mutant in names for names in sources), f"no control of {ob_id} plants {mutant}"
+
+
+#: speculative planted bugs: (the control that plants it, the obligation it mutates)
+SPECULATIVE = [("SPEC-ONE-HOT-CYCLE/first-draft-row", "SPEC-ONE-HOT-CYCLE"),
+               ("SPEC-GREEDY-TIES/last-argmax", "SPEC-GREEDY-TIES"),
+               ("SPEC-QUANTISED-DRAW/weights-rounded", "SPEC-QUANTISED-DRAW"),
+               ("SPEC-QUANTISED-DRAW/uniform-rounded", "SPEC-QUANTISED-DRAW")]
+
+
+@pytest.mark.parametrize("control_id, ob_id", SPECULATIVE)
+def test_speculative_planted_bug_is_refuted_and_the_obligation_proves(control_id, ob_id):
+    assert OBS[control_id].of == ob_id
+    out = _run_control(control_id)
+    assert out.status == "refuted" and out.counterexample, (control_id, out.status, out.detail)
+    assert _run(ob_id).status == "proved", ob_id
+
+
+def _run_control(control_id):
+    base = OBS[OBS[control_id].of]
+    return OBS[control_id].fn(Context(dict(base.bounds), 60_000, False))
