@@ -52,10 +52,19 @@ from flashproof.proofs.mutants import attention as mutants
 from flashproof.proofs.numbers.ufrational import UFRationalNum
 from flashproof.proofs.support.sympy_gradient import vanishes
 
-#: intended registration (issue 15 §2: the engine's ``scope``/``role`` parameters were not on main
-#: when this module was written; the lead moves these into the decorators once they are)
-SCOPE_ROLE = {"ATT-GRAD-SCHEDULE": ("unbounded", "proof"), "ATT-GRAD-SOFTMAX": ("unbounded", "proof"),
-              "ATT-GRAD-CHAIN": ("unbounded", "proof")}
+#: intended registration (issue 15 §2: the engine's ``scope``/``role``/``why_unbounded`` parameters
+#: were not on main when this module was written; the lead moves these into the decorators):
+#: id -> (scope, role, why_unbounded)
+SCOPE_ROLE = {
+    "ATT-GRAD-SCHEDULE": ("unbounded", "proof",
+                          "row/pair visits run with symbolic z3 integers i, j and the accumulate step with a symbolic "
+                          "flag; _schedule's keys are block_ranges (ATT-PARTITION: every n); _schedule's two loops "
+                          "and tiled_backward's six-line driver are checked by execution (n ≤ 12, n ≤ 4)"),
+    "ATT-GRAD-SOFTMAX": ("unbounded", "proof", "the row's other keys are the symbols P_rest, R_rest (any number); "
+                         "v by induction over the dot step"),
+    "ATT-GRAD-CHAIN": ("unbounded", "proof", "d by induction over the dot step; the update's coordinate loop reads "
+                       "coordinate r only (one generic coordinate, then three)"),
+}
 
 ASSUMES = ["A-SOLVER-TRUST"]
 
@@ -291,9 +300,11 @@ def _softmax(ctx) -> Outcome:
         return _fail("p_ij = e^{s−m}/ℓ = e^s/P (frozen m, ℓ)", t.p - w / P)
     if not vanishes(t.gamma - w / P * (DP - DL)):
         return _fail("γ_ij = p_ij(⟨G_i,V_j⟩ − δ_i)", t.gamma - w / P * (DP - DL))
-    masked = att._pair_terms(N, s, False, row, [sp.Integer(1)], [DP])
-    if masked.p != 0 or masked.gamma != 0:
-        return _fail("a masked pair has p = γ = 0", masked.p + masked.gamma)
+    empty_row = att._row_stats(N, False, m, l, [sp.Integer(1)], [DL])  # a row with no allowed key
+    for stats in (row, empty_row):
+        masked = att._pair_terms(N, s, False, stats, [sp.Integer(1)], [DP])
+        if masked.p != 0 or masked.gamma != 0:
+            return _fail("a masked pair has p = γ = 0", masked.p + masked.gamma)
     # induction on v: Φ⁽ᵏ⁾ = Σ_{a<k} G_a R_a/P; IH ∂Φ⁽ᵏ⁾/∂s = (w/P)(DP_k − DL_k), DP_k, DL_k the code's partial dots
     if att._dot(N, [], []) != 0:
         return _fail("the empty dot is 0 (= ∂Φ⁽⁰⁾/∂s)", att._dot(N, [], []))
