@@ -91,6 +91,17 @@ def _rectangular(which: str, bounds: dict):
 
 
 def _check(which: str, bounds: dict) -> Outcome:
+    # each measurement starts with gc.collect() (no stale cycle may be freed mid-count); freezing
+    # the heap that exists now (the solvers' and sympy's objects) makes those collections cheap
+    gc.collect()
+    gc.freeze()
+    try:
+        return _check_frozen(which, bounds)
+    finally:
+        gc.unfreeze()
+
+
+def _check_frozen(which: str, bounds: dict) -> Outcome:
     ns, dv = bounds["n"], bounds["dv"]
     rect, crash = _rectangular(which, bounds)
     if crash is not None:
