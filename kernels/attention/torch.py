@@ -62,7 +62,7 @@ def forward(q, k, v, prob, route=None):
         ks, vs = k[:, :, seg.ks].to(cdt), v[:, :, seg.ks].to(cdt)
         for i0 in range(0, n, BLOCK_M):
             i1 = min(i0 + BLOCK_M, n)
-            qb = qg[:, :, :, seg.qs][:, :, :, i0:i1].to(cdt) * prob.scale  # (B, Hkv, G, bm, D)
+            qb = qg[:, :, :, seg.qs][:, :, :, i0:i1].to(cdt)  # (B, Hkv, G, bm, D)
             o, l = _forward_rows(qb, ks, vs, seg, i0, i1, prob)
             out[:, :, :, seg.qs.start + i0:seg.qs.start + i1] = o
             lse[:, :, :, seg.qs.start + i0:seg.qs.start + i1] = l
@@ -92,7 +92,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
         for i0 in range(0, n, BLOCK_M):
             i1 = min(i0 + BLOCK_M, n)
             rows = slice(seg.qs.start + i0, seg.qs.start + i1)
-            dq[:, :, :, rows] = _backward_rows(qg[:, :, :, rows].to(cdt) * prob.scale, ks, vs,
+            dq[:, :, :, rows] = _backward_rows(qg[:, :, :, rows].to(cdt), ks, vs,
                                                dog[:, :, :, rows].to(cdt), lg[:, :, :, rows], dg[:, :, :, rows],
                                                dks, dvs, seg, i0, i1, prob)
     return _ungroup(dq, bug).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
@@ -199,7 +199,7 @@ def _zero_unread(x, a, dim):
 
 
 def _forward_rows(qb, k, v, seg, i0, i1, prob):
-    """One tile-row. qb (B, Hkv, G, bm, D) scaled queries, k (B, Hkv, m, D), v (B, Hkv, m, Dv) ->
+    """One tile-row. qb (B, Hkv, G, bm, D) queries, k (B, Hkv, m, D), v (B, Hkv, m, Dv) ->
     out (B, Hkv, G, bm, Dv), lse (B, Hkv, G, bm)."""
     B, Hkv, G, bm, _ = qb.shape
     bugs = prob.bugs
@@ -210,7 +210,7 @@ def _forward_rows(qb, k, v, seg, i0, i1, prob):
     qr = qb.flatten(2, 3)  # (B, Hkv, G·bm, D): the group's query heads as rows of one matmul
     for keys, a in _chunks(seg, n, k.shape[2], i0, i1, prob, qb.device):
         kb, vb = _zero_unread(k[:, :, keys], a, -2), _zero_unread(v[:, :, keys], a, -2)
-        s = (qr @ kb.transpose(-1, -2)).view(B, Hkv, G, bm, -1)  # (B, Hkv, G, bm, c)
+        s = (qr @ kb.transpose(-1, -2)).mul_(prob.scale).view(B, Hkv, G, bm, -1)  # (B, Hkv, G, bm, c)
         if seg.bias is not None:
             s += seg.bias[..., i0:i1, :][..., keys]
         if a is not None:
@@ -232,7 +232,7 @@ def _forward_rows(qb, k, v, seg, i0, i1, prob):
 
 
 def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
-    """One tile-row; qb (B, Hkv, G, bm, D) scaled queries, do (B, Hkv, G, bm, Dv), lse (−inf replaced
+    """One tile-row; qb (B, Hkv, G, bm, D) queries, do (B, Hkv, G, bm, Dv), lse (−inf replaced
     by 0) and delta (B, Hkv, G, bm). Adds into dk (B, Hkv, m, D) and dv (B, Hkv, m, Dv) (the segment's
     views) and returns dq (B, Hkv, G, bm, D)."""
     B, Hkv, G, bm, D = qb.shape
@@ -242,7 +242,7 @@ def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
         kb, vb = _zero_unread(k[:, :, keys], a, -2), _zero_unread(v[:, :, keys], a, -2)
         qa, doa = _zero_unread(qb, a, -1), _zero_unread(do, a, -1)
         qr, dor = qa.flatten(2, 3), doa.flatten(2, 3)  # (B, Hkv, G·bm, ·)
-        s = (qr @ kb.transpose(-1, -2)).view(B, Hkv, G, bm, -1)  # (B, Hkv, G, bm, c)
+        s = (qr @ kb.transpose(-1, -2)).mul_(prob.scale).view(B, Hkv, G, bm, -1)  # (B, Hkv, G, bm, c)
         if seg.bias is not None:
             s += seg.bias[..., i0:i1, :][..., keys]
         if a is not None:
@@ -254,11 +254,11 @@ def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
         ds = p.mul_(dp.sub_(delta[..., None]))  # p ∘ (dP − δ); 0 on masked pairs
         dsr = ds.flatten(2, 3)
         dq.view(B * Hkv, G * bm, D).baddbmm_(dsr.flatten(0, 1), kb.flatten(0, 1), alpha=prob.scale)
-        dkb = dsr.transpose(-1, -2) @ qr  # qr is already scaled
-        if isinstance(keys, slice):
-            dk[:, :, keys] += dkb
+        if isinstance(keys, slice):  # dk, dv are slices of contiguous tensors: (B, Hkv) merge in a view
+            dk[:, :, keys].view(B * Hkv, -1, D).baddbmm_(dsr.transpose(-1, -2).flatten(0, 1), qr.flatten(0, 1),
+                                                         alpha=prob.scale)
             dv[:, :, keys] += dvb
         else:
-            dk.index_add_(2, keys, dkb)
+            dk.index_add_(2, keys, (dsr.transpose(-1, -2) @ qr).mul_(prob.scale))
             dv.index_add_(2, keys, dvb)
     return dq

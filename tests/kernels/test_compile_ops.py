@@ -22,8 +22,8 @@ def _qkv(B=1, Hq=2, Hkv=2, Nq=40, Nk=40, D=16, dtype=torch.float32, seed=0):
             torch.randn(B, Hkv, Nk, D, generator=g, dtype=dtype))
 
 
-def _cu(*v):
-    return torch.tensor(v, dtype=torch.int32)
+def _cu(*v, device="cpu"):
+    return torch.tensor(v, dtype=torch.int32, device=device)
 
 
 _TILES = torch.tensor([[True, False, True], [True, True, False], [False, True, True]])[None, None]
@@ -31,24 +31,26 @@ _TILES = torch.tensor([[True, False, True], [True, True, False], [False, True, T
 CALLS = {
     "causal": (lambda q, k, v: attention(q, k, v, causal=True, return_lse=True), {}),
     "window_gqa": (lambda q, k, v: attention(q, k, v, window=(7, 3), return_lse=True), {"Hq": 4, "Hkv": 2, "Nk": 50}),
-    "block_sparse": (lambda q, k, v: attention(q, k, v, mask=BlockSparseMask(_TILES, 16, 16), return_lse=True), {}),
-    "varlen": (lambda q, k, v: attention(q, k, v, causal=True, cu_seqlens_q=_cu(0, 9, 9, 40),
-                                         cu_seqlens_k=_cu(0, 12, 20, 40), return_lse=True), {}),
+    "block_sparse": (lambda q, k, v: attention(q, k, v, mask=BlockSparseMask(_TILES.to(q.device), 16, 16),
+                                               return_lse=True), {}),
+    "varlen": (lambda q, k, v: attention(q, k, v, causal=True, cu_seqlens_q=_cu(0, 9, 9, 40, device=q.device),
+                                         cu_seqlens_k=_cu(0, 12, 20, 40, device=q.device), return_lse=True), {}),
     "sdpa_key_padding": (lambda q, k, v: scaled_dot_product_attention(
-        q, k, v, attn_mask=(torch.arange(40) < 29)[None, None, None], enable_gqa=True, return_lse=True),
-        {"Hq": 4, "Hkv": 1}),
+        q, k, v, attn_mask=(torch.arange(40, device=q.device) < 29)[None, None, None], enable_gqa=True,
+        return_lse=True), {"Hq": 4, "Hkv": 1}),
     "sdpa_float_mask": (lambda q, k, v: scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.linspace(-2, 1, 40 * 50).view(40, 50), return_lse=True), {"Nk": 50}),
+        q, k, v, attn_mask=torch.linspace(-2, 1, 40 * 50, device=q.device).view(40, 50), return_lse=True),
+        {"Nk": 50}),
     "sdpa_top_left_causal": (lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True),
                              {"Nq": 20, "Nk": 45}),
 }
 
 
-def _run(fn, shape, seed=0):
-    q, k, v = (t.requires_grad_() for t in _qkv(**shape, seed=seed))
+def _run(fn, shape, seed=0, device="cpu"):
+    q, k, v = (t.to(device).requires_grad_() for t in _qkv(**shape, seed=seed))
     out, lse = fn(q, k, v)
     g = torch.Generator().manual_seed(seed + 1)
-    dout, dlse = torch.randn(out.shape, generator=g), torch.randn(lse.shape, generator=g)
+    dout, dlse = (torch.randn(t.shape, generator=g).to(device) for t in (out, lse))
     dlse = torch.where(torch.isfinite(lse), dlse, 0)
     grads = torch.autograd.grad((out, lse), (q, k, v), (dout, dlse))
     return (out.detach(), lse.detach(), *grads)
@@ -141,3 +143,22 @@ def test_opcheck_backward():
     dout, dlse = torch.randn(out.shape, generator=g), torch.randn(lse.shape, generator=g)
     rest = _op_args(q, k, v, causal=True)[3:]
     torch.library.opcheck(attention_backward_op, (q, k, v, out, lse, dout, dlse, *rest))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["causal", "window_gqa", "block_sparse", "varlen", "sdpa_key_padding"])
+def test_cuda_compile_fullgraph_matches_eager(name):
+    """The same calls on CUDA tensors (the Triton kernels through the op), inductor, fullgraph."""
+    fn, shape = CALLS[name]
+    torch._dynamo.reset()
+    _assert_equal(_run(torch.compile(fn, fullgraph=True), shape, device="cuda"), _run(fn, shape, device="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_opcheck():
+    for name, args in _opcheck_cases().items():
+        cuda = tuple(a.detach().cuda().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+                     for a in args)
+        torch.library.opcheck(attention_op, cuda)

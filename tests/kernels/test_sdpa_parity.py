@@ -225,3 +225,46 @@ def test_a_zero_or_neg_inf_float_mask_is_a_boolean_mask_on_every_backend():
     assert prob.bias is None and prob.mask is not None and bool((prob.mask[..., :100]).all())
     assert not bool(prob.mask[..., 100:].any())
     assert plan(prob, H200).forward == "triton"
+
+
+def test_the_rule_refutes_bottom_right_causal_where_sdpa_is_top_left():
+    """Negative control: attention(causal=True) (bottom-right) in place of SDPA's top-left is_causal,
+    with Nq < Nk, fails the same judgement the front passes."""
+    case = next(c for c in CASES if c.id == "causal_nq_lt_nk")
+    q, k, v, dout, _ = _inputs(case)
+    from flashproof.kernels import attention
+
+    got = attention(q, k, v, causal=True)
+    ref, _ = _math_sdpa(q.double(), k.double(), v.double(), None, dout.double(), case.kw)
+    base, _ = _math_sdpa(q, k, v, None, dout, case.kw)
+    mags = magnitudes(q.double(), k.double(), v.double(), dout.double(), torch.zeros(0), q.shape[-1] ** -0.5)
+    assert not judge("out", got, ref, base, torch.float32, mags).ok
+
+
+GPU_CASES = [c for c in CASES if c.id in ("causal_nq_lt_nk", "causal_nq_gt_nk", "gqa_4_causal", "gqa_key_padding",
+                                          "key_padding_b11n", "float_additive", "float_zero_or_neg_inf")]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: c.id)
+def test_cuda_sdpa_matches_torch_sdpa_within_the_rule(case):
+    """On the GPU in bf16 (the Triton/Gluon route; the general float mask goes to torch): out and the
+    gradients against SDPA's math path in float64, the baseline that path in bf16."""
+    q, k, v, dout, mask = (None if t is None else t.cuda() for t in _inputs(case))
+    q, k, v, dout = (t.to(torch.bfloat16) for t in (q, k, v, dout))
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.to(torch.bfloat16)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = sdpa(*leaves, attn_mask=mask, **case.kw)
+    grads = torch.autograd.grad(out, leaves, dout)
+    wide = [t.double() for t in (q, k, v, dout)]
+    ref_out, ref_grads = _math_sdpa(*wide[:3], mask if mask is None or mask.dtype == torch.bool else mask.double(),
+                                    wide[3], case.kw)
+    base_out, base_grads = _math_sdpa(q, k, v, mask, dout, case.kw)
+    mags = magnitudes(*wide, torch.zeros(0), case.kw.get("scale", q.shape[-1] ** -0.5))
+    verdicts = [judge("out", out, ref_out.cpu().double(), base_out, torch.bfloat16, mags)]
+    verdicts += [judge(n, g, r.cpu(), b, torch.bfloat16, mags)
+                 for n, g, r, b in zip(("dq", "dk", "dv"), grads, ref_grads, base_grads)]
+    bad = [v for v in verdicts if not v.ok]
+    assert not bad, bad
