@@ -4,8 +4,9 @@ for a CPU: one tile-row of ``BLOCK_M`` queries at a time, against all of its liv
 Tiles are ``BLOCK_M`` queries × ``BLOCK_N`` keys. For each tile-row the keys it may read are found
 first — the window (causal) bounds them to one range, a dense mask or block-sparse tiles drop every
 key tile with no allowed pair — and only those tiles are computed: a causal call does about half the
-work of a dense one. The live keys are taken ``KEY_CHUNK`` at a time (whole tiles) with batched
-matmuls, and the chunks merge by the online softmax: with running state (m, ℓ, acc) per row and a
+work of a dense one. The live keys are taken ``KEY_CHUNK`` at a time (whole tiles, the tiles the window
+cuts — the causal diagonal — in chunks of their own, so that only those pay for a predicate) with
+batched matmuls, and the chunks merge by the online softmax: with running state (m, ℓ, acc) per row and a
 chunk's scores s,
 
     m' = max(m, max_j s_j)           ref = m' if m' > −inf else 0      (the ⊥ guard)
@@ -33,7 +34,7 @@ import torch
 
 BLOCK_M = 128    # queries per tile-row
 BLOCK_N = 64     # keys per tile: the unit in which fully masked keys are skipped
-KEY_CHUNK = 512  # keys per online-softmax step (whole tiles; bounds the score block to BLOCK_M·G × 512)
+KEY_CHUNK = 1024  # keys per online-softmax step (whole tiles; bounds the score block to BLOCK_M·G × 1024)
 
 
 class _Segment(NamedTuple):
@@ -163,8 +164,7 @@ def _chunks(seg, n, m, i0, i1, prob, device):
         live = list(range(t0, t1))
     per = 1 if prob.bugs else KEY_CHUNK // BLOCK_N
     out = []
-    for c in range(0, len(live), per):
-        tiles = live[c:c + per]
+    for tiles in _groups(live, per, lambda t: _cut(t, m, i0, i1, off, left, right)):
         if tiles[-1] - tiles[0] == len(tiles) - 1:  # contiguous: a slice
             keys = slice(tiles[0] * BLOCK_N, min((tiles[-1] + 1) * BLOCK_N, m))
             j = torch.arange(keys.start, keys.stop, device=device)
@@ -185,6 +185,25 @@ def _chunks(seg, n, m, i0, i1, prob, device):
             a = d if a is None else a & d
         out.append((keys, a))
     return out
+
+
+def _cut(t, m, i0, i1, off, left, right) -> bool:
+    """Whether the window cuts key tile t for some query of tile-row [i0, i1) (the causal diagonal):
+    only such tiles need the window's predicate."""
+    j0, j1 = t * BLOCK_N, min((t + 1) * BLOCK_N, m)
+    return ((left is not None and j0 < i1 - 1 + off - left) or (right is not None and j1 - 1 > i0 + off + right))
+
+
+def _groups(tiles, per, kind):
+    """``tiles`` split into runs of at most ``per`` tiles of one ``kind`` (cut by the window or not), so
+    that the tiles no predicate touches are computed without one."""
+    runs = []
+    for t in tiles:
+        if runs and len(runs[-1]) < per and kind(runs[-1][-1]) == kind(t):
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return runs
 
 
 def _zero_unread(x, a, dim):
