@@ -226,7 +226,8 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=
     if requires_grad is None:
         requires_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     dense_layout = check_values and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
-    return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, float(scale) if check_values else scale, (left, right), pure_causal, mask, tiles,
+    scale = float(scale) if check_values else scale  # a traced front may hold a symbolic default scale
+    return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, scale, (left, right), pure_causal, mask, tiles,
                             seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {},
                             bias)
 

@@ -115,7 +115,7 @@ def triton_rule(p, d: Device) -> str | None:
     if p.dtype not in TRITON_DTYPES:
         return (f"dtype {p.dtype} is not supported by the Triton kernels "
                 f"(supported: {', '.join(str(t) for t in TRITON_DTYPES)})")
-    if getattr(p, "bias", None) is not None:
+    if p.bias is not None:
         return "an additive float bias with values other than 0 and -inf: only the torch kernels add one"
     return None
 

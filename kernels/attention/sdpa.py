@@ -51,7 +51,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if t.dim() not in (3, 4):
             raise ValueError(f"{name} must be 3-D (B, N, D) or 4-D (B, H, N, D), got shape {tuple(t.shape)}")
     if not query.dim() == key.dim() == value.dim():
-        raise ValueError(f"query, key, value must have one number of dims, got {query.dim()}, {key.dim()}, {value.dim()}")
+        raise ValueError(f"query, key, value must have one number of dims, got {query.dim()}, {key.dim()}, "
+                         f"{value.dim()}")
     if not isinstance(is_causal, bool) or not isinstance(enable_gqa, bool):
         raise TypeError(f"is_causal and enable_gqa must be bools, got {type(is_causal).__name__}, "
                         f"{type(enable_gqa).__name__}")

@@ -124,7 +124,7 @@ def _segments(q, k, prob):
         t = prob.tiles
         tiled = t.tiles.repeat_interleave(t.block_q, 2)[:, :, :Nq].repeat_interleave(t.block_k, 3)[..., :Nk]
         dense = tiled if dense is None else dense & tiled
-    bias = getattr(prob, "bias", None)
+    bias = prob.bias
     if bias is not None:
         finite = bias != float("-inf")
         dense = finite if dense is None else dense & finite
