@@ -14,6 +14,11 @@ Conventions (those of ``docs/fuzz.md`` and DESIGN.md):
   inside each sequence, each aligned bottom-right) and the drawn mask family.
 * Varlen problems are packed: B = 1 and the sequences lie one after another along N; ``seqlens``
   lists (len_q, len_k) per sequence, zero lengths allowed.
+* ``dlse`` (B, Hq, Nq) is the cotangent of the returned LSE that the gradient check feeds back with
+  ``dout`` (split-KV and ring merges differentiate the LSE). Its entries are multiples of 1/8 in
+  [−1, 1], exact in every dtype a kernel may return its LSE in, so no rounding separates the
+  kernel's cotangent from the oracle's. It comes from its own generator stream (seed + 2³²), so
+  the other tensors of a spec are those it built before the LSE cotangent existed.
 """
 from __future__ import annotations
 
@@ -74,6 +79,7 @@ class Problem(NamedTuple):
     scale: float
     cu_seqlens_q: torch.Tensor | None
     cu_seqlens_k: torch.Tensor | None
+    dlse: torch.Tensor
 
     def rounded(self, dtype: torch.dtype) -> "Problem":
         """The same problem with q, k, v, dout rounded through ``dtype`` (kept in float64), so the
@@ -190,7 +196,9 @@ def build(spec: ProblemSpec) -> Problem:
     if spec.seqlens is not None:
         cu_q = torch.tensor([0] + [a for a, _ in spec.seqlens], dtype=torch.int32).cumsum(0).to(torch.int32)
         cu_k = torch.tensor([0] + [b for _, b in spec.seqlens], dtype=torch.int32).cumsum(0).to(torch.int32)
-    return Problem(spec, q, k, v, dout, allowed, float(scale), cu_q, cu_k)
+    g_lse = torch.Generator().manual_seed(spec.seed + (1 << 32))
+    dlse = torch.randint(-8, 9, (B, Hq, nq), generator=g_lse).to(torch.float64) / 8
+    return Problem(spec, q, k, v, dout, allowed, float(scale), cu_q, cu_k, dlse)
 
 
 def _poison(spec: ProblemSpec, q, k, v, allowed):
