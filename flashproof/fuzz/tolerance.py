@@ -15,11 +15,12 @@ For each compared tensor T (out, lse, dq, dk, dv) of a kernel run in dtype τ:
   (``agree`` below); a disagreement is a harness error, never a pass;
 * FACTOR is 2 for the forward (out, lse) and 3 for the gradients — FlashAttention's own rule;
 * floor(T, τ) = eps(τ) · M_T, one unit of τ's precision at the natural magnitude M_T of the terms
-  that make up T (``magnitudes``): out — max|V|; lse — S + 2 ln Nk (lse = m + log ℓ is the sum
+  that make up T (``magnitudes``): out — max|V|; lse — S + 2 ln Nk + 1 (lse = m + log ℓ is the sum
   of the running max m, a score, |m| ≤ S, and log ℓ ∈ [0, ln Nk]: a correct kernel rounds terms of
   that size, and its scores, summed in another order than the naive run's, differ by units of
-  eps·S; in float64, where the naive logsumexp is often exact, our online-softmax LSE was 1.1–1.6
-  units off at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dq —
+  eps·S; the + 1 is log's argument: a relative rounding of ℓ is an absolute error of lse. In
+  float64, where the naive logsumexp is often exact, our online-softmax LSE was 1.1–1.6 units off
+  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dq —
   |scale|·(max|dO|·max|V| + max|dLSE|)·max|K|; dk — the same with max|Q| (maxima over finite entries;
   at least τ's smallest normal), plus, for every T but lse, M_T · eps_stat · S, where S is the
   largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
@@ -71,7 +72,7 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None) -> dict:
     mlse = _absmax(lse)
     mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
-    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)), "dv": mo, "dq": abs(scale) * mg * mk,
+    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": mo, "dq": abs(scale) * mg * mk,
             "dk": abs(scale) * mg * mq, "score": score}
 
 
