@@ -8,9 +8,10 @@ so a failure shrinks toward the smallest problem with the fewest families switch
 family             what it plants
 =================  ========================================================================
 causal             bottom-right causal mask (Nq ≠ Nk both ways, since n_q and n_k are independent)
-window             a (left, right) local window around the aligned diagonal; half the draws put
-                   an edge of some query tile's window at a key-tile boundary or one key to either
-                   side of it (where a kernel splits masked edge tiles from the unmasked interior)
+window             a (left, right) local window around the aligned diagonal; 3/4 of the left and
+                   1/2 of the right edges are put, for some query tile, at a key-tile boundary or
+                   one key to either side of it (where a kernel splits masked edge tiles from the
+                   unmasked interior)
 varlen             packed sequences (B = 1) with zero-length and length-1 sequences
 mask               one of: random holes; a single allowed key at a tile edge (0, b−1, b, last);
                    allowed keys only after fully masked tiles ((−inf)−(−inf) class);
@@ -87,22 +88,38 @@ def _under(vals: tuple, cap: int) -> list:
     return [x for x in vals if x <= cap] or [cap]
 
 
-def window_edges(n_q: int, n_k: int, blocks: tuple, cap: int) -> tuple[list, list]:
-    """(lefts, rights) in [0, cap] that put the left (right) window edge of the last (first) row of
-    some query tile of ``b`` rows at a key-tile boundary of ``b`` keys, or one key either side,
-    for b in ``blocks``: where a kernel's unmasked interior starts (ends)."""
+def window_edges(n_q: int, n_k: int, blocks: tuple, cap: int) -> tuple[dict, dict]:
+    """(lefts, rights): {b: {e: widths in [0, cap]}} that put the left (right) window edge of the
+    last (first) row of some query tile of ``b`` rows at key j = t·b + e of a tiling into ``b``-key
+    tiles (e = 0: on a tile boundary; ±1 one key past or before it), for b in ``blocks``: where a
+    kernel's unmasked interior starts (ends). Empty classes are left out."""
     diag = n_k - n_q
-    lefts, rights = set(), set()
+    lefts: dict = {}
+    rights: dict = {}
     for b in blocks:
         for r in range(-(-n_q // b)):
             p_hi = min((r + 1) * b, n_q) - 1 + diag  # the key aligned with the tile's last row
             p_lo = r * b + diag                       # ... with its first row
             for t in range(-(-n_k // b) + 1):
                 for e in (-1, 0, 1):
-                    lefts.add(p_hi - t * b - e)
-                    rights.add(t * b - 1 - p_lo + e)
-    keep = lambda xs: sorted(x for x in xs if 0 <= x <= cap)  # noqa: E731
+                    lefts.setdefault(b, {}).setdefault(e, set()).add(p_hi - (t * b + e))   # first key read: t·b + e
+                    rights.setdefault(b, {}).setdefault(e, set()).add(t * b + e - 1 - p_lo)  # last key: t·b + e − 1
+    def keep(d):
+        out = {b: {e: sorted(x for x in xs if 0 <= x <= cap) for e, xs in es.items()} for b, es in d.items()}
+        out = {b: {e: xs for e, xs in es.items() if xs} for b, es in out.items()}
+        return {b: es for b, es in out.items() if es}
     return keep(lefts), keep(rights)
+
+
+def _edge(draw, edges: dict, cap: int) -> int:
+    """A window side: any width in [0, cap], or (3/4 of the time) one of ``edges`` — drawn as
+    (tile size, offset −1/0/+1) first, so every class of off-by-one is as likely as the others
+    however many tiles produce it. Shrinks toward the free width 0."""
+    if edges and draw(st.integers(0, 3)) > 0:
+        b = draw(st.sampled_from(sorted(edges)))
+        e = draw(st.sampled_from(sorted(edges[b])))
+        return draw(st.sampled_from(edges[b][e]))
+    return draw(st.integers(0, cap))
 
 
 @st.composite
@@ -152,8 +169,7 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
     window = None
     if on("window"):
         lefts, rights = window_edges(n_q, n_k, blocks, max_nk)
-        side = lambda edges: draw(st.integers(0, max_nk) | st.sampled_from(edges) if edges else st.integers(0, max_nk))  # noqa: E731
-        window = (side(lefts), side(rights))
+        window = (_edge(draw, lefts, max_nk), _edge(draw, rights, max_nk))
     mask_kind = draw(st.sampled_from(MASK_KINDS[1:])) if on("mask") else "none"
     block = draw(st.sampled_from(blocks))
     empty_rows = on("empty_rows")
