@@ -5,12 +5,19 @@ import argparse
 import json
 from random import Random
 
+import pytest
+import torch
 from hypothesis import find, given, settings
 
 from flashproof.fuzz.campaign import PROFILES, _strategy, format_summary, run_campaign
 from flashproof.fuzz import targets
 from flashproof.fuzz.cli import add_arguments, run as cli_run
 from flashproof.fuzz.strategies import FAMILIES
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)  # as the CLI does on the CPU: on a loaded 2-core machine two threads cost 6x
 
 
 def test_wall_clock_budget_gives_a_partial_summary_marked_incomplete():
