@@ -268,7 +268,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
              seed: int = 0, profile: str | dict = "ci", checks=CHECKS, rounds: int | None = None,
              shrink_seconds: float = 60.0, determinism_runs: int = 2, seconds: float | None = None,
              progress=None, diagnose: bool = True, oracle_fns: dict | None = None) -> Campaign:
-    """Fuzz ``kernel`` (a ``targets.names()`` entry or a ``targets.Target``) on ``device`` (default:
+    """Fuzz ``kernel`` (a ``targets.names()`` entry, a ``targets.Target`` or any attention callable) on ``device`` (default:
     CUDA when present) in each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"; one the target lacks is
     skipped and the summary says so), ``budget`` examples per search round. ``seconds``: wall-clock
     budget of the whole campaign (None: none); ``progress``: called with a dict per example;
@@ -281,7 +281,15 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         raise ValueError(f"determinism_runs must be an int >= 0 (runs compared bitwise), received {determinism_runs!r}")
     deadline = float("inf") if seconds is None else t0 + seconds
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    target = kernel if isinstance(kernel, targets.Target) else targets.get(kernel)
+    if isinstance(kernel, targets.Target):
+        target = kernel
+    elif isinstance(kernel, str):
+        target = targets.get(kernel)
+    elif callable(kernel):  # anyone's function (flashproof.fuzz.user states the contract)
+        from .user import user_target
+        target = user_target(kernel)
+    else:
+        raise ValueError(f"kernel must be a target name, a targets.Target or a callable, received {kernel!r}")
     for dt in dtypes:
         if dt not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dt!r}")

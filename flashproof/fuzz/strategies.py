@@ -131,7 +131,7 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
     special = on("special_lengths")
 
     def length(cap: int) -> int:
-        picks = [n for n in SPECIAL_LENGTHS if n <= cap]
+        picks = [n for n in (lengths or SPECIAL_LENGTHS) if n <= cap]  # never outside a campaign's length set
         if special and picks:
             return draw(st.sampled_from(picks))
         if lengths is not None:
