@@ -3,6 +3,8 @@ verified reference) and the statistical test; every negative control is caught; 
 file with a hard-coded uniform is caught from the CLI; arguments are validated."""
 import argparse
 import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -69,10 +71,13 @@ def test_cli_sampler_controls_exit_0_when_all_are_caught(capsys):
     assert capsys.readouterr().out.count("NEGATIVE CONTROL CAUGHT") == 2
 
 
-def test_cli_user_sampler_with_a_hard_coded_uniform_exits_1(capsys):
-    rc = _cli(["--sampler", str(HERE / "fuzz" / "samplers" / "hard_coded_u.py") + ":sample"])
+def test_cli_user_sampler_with_a_hard_coded_uniform_exits_1(capsys, tmp_path):
+    rc = _cli(["--sampler", str(HERE / "fuzz" / "samplers" / "hard_coded_u.py") + ":sample", "--repro-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 1 and "rebuild: flashproof.fuzz.sampler_check.build_batch(SamplerSpec(" in out, out
+    (script,) = tmp_path.glob("repro_sampler_*.py")
+    r = subprocess.run([sys.executable, "-m", "flashproof", "repro", str(script)], capture_output=True, text=True)
+    assert r.returncode == 1 and "still deviates" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("name, message", [("no-such", "unknown sampler"), ("control:nope", "unknown sampler control"),

@@ -283,6 +283,8 @@ def run_exact(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, s
     summary = {"sampler": target.name, "doc": target.doc, "mode": "exact", "device": device, "budget": budget,
                "seed": seed, "examples": stats["examples"], "complete": not stats["cut"], "control": target.control,
                "deviations": [d.as_dict() for d in found], "harness_error": "", "notes": []}
+    if found and repro_dir is not None and not target.control:
+        summary["deviations"][0]["script"] = write_script(found[0], target.name, repro_dir, device)
     if target.control:
         summary["caught"] = bool(found)
         summary["caught_by"] = [d["reproducer"] for d in summary["deviations"]]
@@ -296,3 +298,57 @@ def run_exact(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, s
                                                           if target.control and found else ""))
     summary["elapsed_s"] = round(time.monotonic() - t0, 2)
     return summary
+
+
+_SCRIPT = '''#!/usr/bin/env python3
+"""flashproof sampler reproducer (written by `flashproof fuzz --sampler`).
+
+{line}
+
+Run `python {name}` or `flashproof repro {name}`: it rebuilds the batch, calls the sampler with the
+same uniforms and prints its tokens next to the reference's; exit 1 while they differ, 0 once not.
+"""
+from flashproof.fuzz.sampler_check import SamplerSpec, replay
+
+if __name__ == "__main__":
+    raise SystemExit(replay({sampler!r}, {spec}, device={device!r}))
+'''
+
+
+def write_script(dev: SamplerDeviation, ref: str, folder, device: str) -> str:
+    """The standalone script of a sampler deviation under ``folder``; returns its path."""
+    import hashlib
+    import pathlib
+
+    from .user import absolute_ref, is_reference
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ref = absolute_ref(ref) if is_reference(ref) else ref.replace("sampler:", "")
+    text = _SCRIPT.format(line=dev.reproducer().replace('"""', "'''"), name="THIS_FILE", sampler=ref,
+                          spec=repr(dev.spec), device=device)
+    stem = "".join(ch if ch.isalnum() else "_" for ch in dev.sampler)[-50:]
+    path = folder / f"repro_sampler_{stem}_{hashlib.sha1(text.encode()).hexdigest()[:8]}.py"
+    path.write_text(text.replace("THIS_FILE", path.name))
+    return str(path)
+
+
+def replay(sampler: str, spec: SamplerSpec, *, device: str = "cpu") -> int:
+    """Rebuild ``spec``'s batch, run ``sampler`` (a ``--sampler`` value) on it and print what it
+    finds; 1 if it still deviates from the reference, 0 if not, 2 if it cannot be loaded."""
+    import sys
+
+    from .errors import UsageError
+    from .samplers import resolve_sampler
+
+    try:
+        (target,) = resolve_sampler(sampler)
+    except (UsageError, ValueError) as e:
+        print(f"flashproof repro: {e}", file=sys.stderr)
+        return 2
+    devs = check_batch(target, spec, device)
+    print(f"[{target.name}] {spec.describe()} on {device}")
+    for d in devs:
+        print("  " + d.reproducer() + (f" ({d.note})" if d.note else ""))
+    print("still deviates" if devs else "no deviation now")
+    return 1 if devs else 0

@@ -164,6 +164,8 @@ def format_sampler_summary(s: dict) -> str:
     lines = [head, "  " + s["detail"]]
     for d in s["deviations"]:
         lines.append("    DEVIATION " + d["reproducer"])
+        if d.get("script"):
+            lines.append(f"      reproducer script: {d['script']}")
     for n in s.get("notes", []):
         lines.append("  note: " + n)
     if s.get("harness_error"):
