@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from flashproof.fuzz import fuzz_kernel, oracle, targets
+from flashproof.fuzz import fuzz_kernel, oracle
 from flashproof.fuzz.campaign import run_campaign
 from flashproof.fuzz.cli import add_arguments, run as cli_run
 from flashproof.testing import check_attention_kernel
