@@ -1,11 +1,11 @@
 """The ``flashproof`` command. Each verb lives in its own module and is loaded on demand:
 
-* ``prove``  — ``flashproof.proofs.run``   (discharge the obligations, write the audit JSON)
-* ``audit``  — ``flashproof.proofs.audit`` (the browsable report)
+* ``prove``  — ``flashproof.proofs.engine.cli``  (discharge the obligations, write the audit JSON)
+* ``audit``  — ``flashproof.proofs.audit.cli``   (the browsable report)
 * ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel or sampler against the oracle)
 * ``repro``  — ``flashproof.fuzz.repro`` (run a reproducer script written by ``fuzz``)
 * ``fuzz-bench`` — ``flashproof.fuzz.bench`` (complete fuzzing examples per minute; for a GPU)
-* ``bench``  — ``flashproof.kernels.bench`` (timings against the anchors; needs a GPU)
+* ``bench``  — ``flashproof.bench.attention`` (timings against the anchors; needs a GPU)
 
 A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -16,12 +16,12 @@ import importlib
 import sys
 
 VERBS = {
-    "prove": ("flashproof.proofs.run", "discharge the proof obligations and write the audit trail"),
-    "audit": ("flashproof.proofs.audit", "write the browsable audit report (HTML, Markdown, JSON)"),
+    "prove": ("flashproof.proofs.engine.cli", "discharge the proof obligations and write the audit trail"),
+    "audit": ("flashproof.proofs.audit.cli", "write the browsable audit report (HTML, Markdown, JSON)"),
     "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel or sampler against the oracle"),
     "repro": ("flashproof.fuzz.repro", "run a reproducer script written by `flashproof fuzz`"),
     "fuzz-bench": ("flashproof.fuzz.bench", "complete fuzzing examples per minute (ours, SDPA flash; GPU)"),
-    "bench": ("flashproof.kernels.bench", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
+    "bench": ("flashproof.bench.attention", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
 }
 
 

@@ -2,7 +2,7 @@
 
 An item is data: a stable id, a kind, a title, the statement in our own words, where it comes
 from, which items it ``uses``, which obligations (``checked_by``) check it and which assumptions
-those checks rest on. Status is never stored here; ``flashproof.proofs.status`` derives it from
+those checks rest on. Status is never stored here; ``flashproof.proofs.engine.status`` derives it from
 the obligation results.
 
 Adding items from another area needs no edit of this file: put them in a new submodule of

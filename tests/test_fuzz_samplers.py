@@ -81,7 +81,7 @@ def test_cli_user_sampler_with_a_hard_coded_uniform_exits_1(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("name, message", [("no-such", "unknown sampler"), ("control:nope", "unknown sampler control"),
-                                           ("flashproof.kernels.sampler:row_sum_tol", "takes neither")])
+                                           ("flashproof.kernels.sampler.api:row_sum_tol", "takes neither")])
 def test_bad_samplers_are_usage_errors(name, message, capsys):
     assert _cli(["--sampler", name]) == 2
     assert message in capsys.readouterr().err

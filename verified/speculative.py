@@ -1,6 +1,6 @@
 """The verified speculative-decoding sampler (seed ``000_e62e61cc03dea00a.txt``), with injected randomness.
 
-The rule (spec items SPEC-STEP and SPEC-CYCLE; proved in ``flashproof.proofs.speculative``):
+The rule (spec items SPEC-STEP and SPEC-CYCLE; proved in ``flashproof.proofs.obligations.speculative``):
     accept the drafted token x  iff  u · p_draft(x) < p_target(x)      (u ~ U[0, 1): prob min(1, p_target/p_draft))
     on the first rejection emit a draw from norm(max(0, p_target − p_draft)) and stop;
     if all k drafts are accepted, emit a bonus token drawn from the target's row k+1.
@@ -42,7 +42,7 @@ from .numbers import FloatNum, NumberSystem, resolve
 
 __all__ = ["Step", "SpecStep", "CycleUniforms", "Rules", "RULES", "ROW_SUM_TOL", "WEIGHT_BITS",
            "UNIFORM_BITS", "accept_test", "residual", "inverse_cdf", "rejection_step", "verify",
-           "speculative_cycle", "target_sample", "first_argmax"]
+           "speculative_cycle", "target_sample", "first_argmax", "draft_row"]
 
 #: |Σ row − 1| allowed for float rows (exact systems require exactly 1).
 ROW_SUM_TOL = 1e-4
@@ -200,14 +200,23 @@ def _one_hot(num, x: int, V: int) -> list:
 
 # ------------------------------------------------------------------------------ rules + mutants
 
+def draft_row(num, draft_tokens, p_draft_rows, i: int, V: int) -> list:
+    """Position i's draft distribution: row i of ``p_draft_rows``, or one-hot at draft i's token
+    when the drafter gives no probabilities (``p_draft_rows`` None). (V,)"""
+    if p_draft_rows is None:
+        return _one_hot(num, draft_tokens[i], V)
+    return [num.const(v) for v in p_draft_rows[i]]
+
+
 class Rules(NamedTuple):
     """The replaceable parts of ``verify``; ``RULES`` is the verified sampler. A negative control
-    (``flashproof.proofs.speculative_controls``) replaces exactly one field."""
+    (``flashproof.proofs.mutants.speculative``) replaces exactly one field."""
 
     accept: Callable  # (num, p_target_x, p_draft_x, u) -> decision
     residual: Callable  # (num, p_target_row, p_draft_row) -> weights
     accept_uniform: Callable  # (uniforms, i) -> the uniform of position i
     bonus_after_rejection: bool = False
+    draft_row: Callable = draft_row  # (num, draft_tokens, p_draft_rows, i, V) -> position i's draft row
 
 
 RULES = Rules(accept_test, residual, lambda uniforms, i: uniforms.accept[i])
@@ -309,7 +318,7 @@ def verify(draft_tokens: Sequence[int], p_target_rows, p_draft_rows, uniforms: C
                 tokens.append(x)
                 continue
             return SpecStep(tuple(tokens + [choice]), i)
-        pd = _one_hot(num, x, V) if p_draft_rows is None else [num.const(v) for v in p_draft_rows[i]]
+        pd = rules.draft_row(num, draft_tokens, p_draft_rows, i, V)
         if rules.accept(num, pt[i][x], pd[x], rules.accept_uniform(uniforms, i)):  # a decision
             tokens.append(x)
             continue

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import time
@@ -82,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU (default 1)")
     parser.add_argument("--quiet", action="store_true", help="no per-example progress lines")
     parser.add_argument("--all-configs", action="store_true",
-                        help="let our Triton kernels autotune (default: FLASHPROOF_TRITON_CONFIG=first)")
+                        help="let our Triton kernels autotune (default: tuning='first', one configuration)")
 
 
 def _kernels(requested, conventions: dict) -> list:
@@ -167,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
     device = plan["device"]
     if device == "cpu":
         torch.set_num_threads(args.threads)
-    if not args.all_configs:
-        os.environ.setdefault("FLASHPROOF_TRITON_CONFIG", "first")  # read by the Triton host code per launch
+    targets.set_tuning("autotune" if args.all_configs else "first")  # one configuration per launch key unless asked
     jobs = [("kernel", t) for t in plan["kernels"]] + [("sampler", s) for s in plan["samplers"]]
     t_end = None if args.seconds is None else time.monotonic() + args.seconds
     summaries = []

@@ -191,7 +191,7 @@ class SamplerDeviation(NamedTuple):
 
 
 def _reference(batch: Batch, b: int, spec: SamplerSpec):
-    from flashproof.kernels.sampler import row_sum_tol
+    from flashproof.kernels.sampler.api import row_sum_tol
     from flashproof.verified.speculative import CycleUniforms, verify
 
     k = int(batch.num_draft_tokens[b])

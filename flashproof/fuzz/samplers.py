@@ -52,7 +52,7 @@ CONTROLS = {
 
 def _draw(row64: torch.Tensor, u: float) -> int:
     """Inverse CDF over the fixed-point weights of ``row64`` (float64, ≥ 0), as ours draws."""
-    from flashproof.kernels.sampler import _fixed, _inverse_cdf
+    from flashproof.kernels.sampler.torch import _fixed, _inverse_cdf
 
     return int(_inverse_cdf(_fixed(row64[None]), torch.tensor([u], dtype=torch.float64))[0])
 

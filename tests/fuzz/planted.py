@@ -55,7 +55,7 @@ def window_edge_one_key_early():
     (``full_lo = p_hi − left − 1``): a tile holding a masked pair runs without the predicate."""
     import triton
 
-    from flashproof.kernels import attention_triton_fwd as fwd
+    from flashproof.kernels.attention.triton import fwd
 
     real = fwd.key_range
     src = textwrap.dedent(inspect.getsource(real.fn))

@@ -1,0 +1,2 @@
+"""The audit report: the data model, its Markdown, HTML and SVG renderings, and
+``flashproof audit`` (``cli``)."""

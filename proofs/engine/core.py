@@ -1,0 +1,204 @@
+"""The obligation API: what other areas plug into, and what the runner executes.
+
+An **obligation** is a function ``fn(ctx) -> Outcome`` registered with ``@obligation``. It builds a
+query by running ``flashproof.verified`` functions on a symbolic number system (never a copy of the
+algorithm) and discharges it with a solver. A **control** (negative control, ``@control``) is a
+deliberately wrong variant of an obligation (the reference patched at ONE small place); the runner
+requires the same checker to *refute* it with a concrete counterexample.
+
+    from flashproof.proofs.engine.core import obligation, control, Outcome, z3_prove
+
+    @obligation("ATT-MERGE-ASSOC", checks=["DEF-SUMMARY"], bounds={"v": 16},
+                assumptions=["A-EXP-ISO"], solver="z3")
+    def merge_assoc(ctx):
+        ...                               # ctx.bounds["v"], ctx.timeout_ms, ctx.deep
+        return z3_prove(claim, ctx)       # -> Outcome(status="proved" | "refuted" | "unknown", ...)
+
+    @control("ATT-MERGE-ASSOC/no-rescale", of="ATT-MERGE-ASSOC", bug="merge adds ℓ without the e^{m−m'} rescale")
+    def merge_assoc_no_rescale(ctx):
+        with patch.object(attention, "merge", bad_merge):
+            return merge_assoc.fn(ctx)
+
+Statuses: ``proved`` (claim holds for the stated bounds), ``refuted`` (a counterexample, which is
+recorded), ``unknown`` (the solver gave up), ``timeout`` (killed by the runner), ``error`` (an
+exception). An obligation succeeds only when ``proved``; a control only when ``refuted`` *with* a
+counterexample. ``unknown`` and ``timeout`` are never success.
+
+Where obligations live: every module under ``flashproof.proofs.obligations`` (found by
+``flashproof.proofs.engine.discover``, which also reports a module that fails to import or
+registers nothing).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+__all__ = ["STATUSES", "Outcome", "Context", "Obligation", "obligation", "control", "OBLIGATIONS",
+           "resolve_control", "z3_prove", "z3_witness", "fresh_solver", "model_dict"]
+
+STATUSES = ("proved", "refuted", "unknown", "timeout", "error")
+
+
+class Outcome(NamedTuple):
+    """What an obligation function returns.
+
+    status: one of ``STATUSES``; counterexample: a JSON-able dict (solver model or concrete input)
+    or None; detail: one line for humans; solver: the checker actually used (e.g. "z3", "sympy",
+    "exact"); witness: for an existential claim proved by a ``sat`` answer, the witness found."""
+
+    status: str
+    counterexample: Any = None
+    detail: str = ""
+    solver: str = ""
+    witness: Any = None
+
+
+class Context(NamedTuple):
+    """Passed to every obligation: ``bounds`` (the dict in force: ``deep_bounds`` under --deep),
+    ``timeout_ms`` for the solver (the runner also kills the process after its own timeout) and
+    ``deep``."""
+
+    bounds: dict
+    timeout_ms: int
+    deep: bool
+
+
+class Obligation(NamedTuple):
+    """A registered obligation or control.
+
+    id: stable id (a control's id is ``"<of>/<name>"`` by convention); checks: spec item ids;
+    expected: "proved" for obligations, "refuted" for controls; of/bug: for controls only."""
+
+    id: str
+    fn: Callable[[Context], Outcome]
+    checks: tuple
+    bounds: dict
+    deep_bounds: dict
+    assumptions: tuple
+    solver: str
+    expected: str
+    of: str | None
+    bug: str | None
+    module: str
+    title: str
+
+
+#: id -> Obligation, filled at import time by the decorators.
+OBLIGATIONS: dict[str, Obligation] = {}
+
+
+def _register(ob: Obligation) -> None:
+    old = OBLIGATIONS.get(ob.id)
+    if old is not None and (old.module, old.fn.__qualname__) != (ob.module, ob.fn.__qualname__):
+        raise ValueError(f"obligation id {ob.id!r} registered twice: {old.module}.{old.fn.__qualname__} "
+                         f"and {ob.module}.{ob.fn.__qualname__}")
+    OBLIGATIONS[ob.id] = ob
+
+
+def _seq(name: str, x) -> tuple:
+    if isinstance(x, str):
+        raise TypeError(f"{name} must be a list of ids, received the string {x!r}")
+    return tuple(x)
+
+
+def obligation(id: str, *, checks, bounds: dict | None = None, deep_bounds: dict | None = None,
+               assumptions=(), solver: str = "z3"):
+    """Register ``fn(ctx) -> Outcome`` as obligation ``id`` checking the spec items ``checks``.
+
+    bounds: what "bounded" means for this check (e.g. ``{"n": 6, "b": "all"}``; ``{}`` for an
+    unbounded lemma); deep_bounds: larger bounds used under ``--deep`` (defaults to ``bounds``)."""
+
+    def deco(fn):
+        doc = (fn.__doc__ or "").strip().splitlines()
+        _register(Obligation(id, fn, _seq("checks", checks), dict(bounds or {}), dict(deep_bounds or bounds or {}),
+                             _seq("assumptions", assumptions), solver, "proved", None, None, fn.__module__,
+                             doc[0] if doc else id))
+        return fn
+    return deco
+
+
+def control(id: str, *, of: str, bug: str, solver: str | None = None):
+    """Register ``fn(ctx) -> Outcome`` as a negative control of obligation ``of`` with the planted
+    ``bug`` (one line). Bounds, items and assumptions are those of ``of`` (resolved by the runner);
+    the control must come out ``refuted`` with a counterexample."""
+    if not bug or "\n" in bug:
+        raise ValueError(f"control {id!r}: bug must be one non-empty line")
+
+    def deco(fn):
+        _register(Obligation(id, fn, (), {}, {}, (), solver or "", "refuted", of, bug, fn.__module__, bug))
+        return fn
+    return deco
+
+
+def resolve_control(ob: Obligation) -> Obligation:
+    """A control with the checks/bounds/assumptions/solver of the obligation it mutates."""
+    if ob.of is None:
+        return ob
+    base = OBLIGATIONS.get(ob.of)
+    if base is None:
+        return ob
+    return ob._replace(checks=base.checks, bounds=base.bounds, deep_bounds=base.deep_bounds,
+                       assumptions=base.assumptions, solver=ob.solver or base.solver)
+
+
+# ---------------------------------------------------------------------------------------- z3 helpers
+
+def model_dict(model) -> dict:
+    """A z3 model as {constant name: value text} (fractions as ``p/q``), sorted by name."""
+    out = {}
+    for d in model.decls():
+        if d.arity() > 0:  # interpretations of x/0 and the like: not part of the counterexample input
+            continue
+        val = model[d]
+        try:
+            if hasattr(val, "as_fraction"):
+                fr = val.as_fraction()
+                out[d.name()] = str(fr)
+                continue
+        except Exception:  # noqa: BLE001 — algebraic numbers have no fraction
+            pass
+        out[d.name()] = str(val)
+    return dict(sorted(out.items()))
+
+
+def fresh_solver(formulas, ctx: Context, *, logic: str | None = None):
+    """A solver in a NEW z3 context holding ``formulas`` (translated). z3's search depends on the ids
+    of terms created earlier in the same context, so a fresh context makes each answer a function of
+    the query alone (the same in a forked worker, a test process or a REPL)."""
+    import z3
+
+    c = z3.Context()
+    s = z3.SolverFor(logic, ctx=c) if logic else z3.Solver(ctx=c)
+    s.set("timeout", int(ctx.timeout_ms))
+    for f in formulas:
+        s.add(f.translate(c) if isinstance(f, z3.ExprRef) else z3.BoolVal(bool(f), ctx=c))
+    return s
+
+
+def z3_prove(claim, ctx: Context, *, hypotheses=(), logic: str | None = None) -> Outcome:
+    """Prove ``claim`` (a z3 BoolRef) under ``hypotheses``: unsat of the negation is ``proved``,
+    sat is ``refuted`` with the model as counterexample, anything else is ``unknown``. The query is
+    solved in a fresh context (``fresh_solver``); ``logic`` picks a z3 logic (e.g. "QF_FP")."""
+    import z3
+
+    s = fresh_solver(list(hypotheses) + [z3.Not(claim)], ctx, logic=logic)
+    r = s.check()
+    if r == z3.unsat:
+        return Outcome("proved", solver="z3", detail="negation unsat")
+    if r == z3.sat:
+        return Outcome("refuted", counterexample=model_dict(s.model()), solver="z3", detail="negation sat")
+    return Outcome("unknown", solver="z3", detail=f"z3: {s.reason_unknown()}")
+
+
+def z3_witness(formula, ctx: Context, *, logic: str | None = None) -> Outcome:
+    """An existential claim: ``formula`` is satisfiable. sat is ``proved`` (the model is the
+    witness); unsat is ``refuted`` (no witness exists: recorded as the counterexample
+    ``{"unsat": true}``); otherwise ``unknown``."""
+    import z3
+
+    s = fresh_solver([formula], ctx, logic=logic)
+    r = s.check()
+    if r == z3.sat:
+        return Outcome("proved", witness=model_dict(s.model()), solver="z3", detail="witness found (sat)")
+    if r == z3.unsat:
+        return Outcome("refuted", counterexample={"unsat": True}, solver="z3", detail="no witness exists (unsat)")
+    return Outcome("unknown", solver="z3", detail=f"z3: {s.reason_unknown()}")

@@ -1,0 +1,2 @@
+"""The claims ledger: one recomputation per seed claim (``recompute``) and the verdict rule
+(``verdict``)."""

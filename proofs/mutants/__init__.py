@@ -1,0 +1,2 @@
+"""Negative-control mutants, one module per area; each mutant's one-line docstring names the
+planted bug."""

@@ -1,0 +1,2 @@
+"""Obligations about tiled attention (merge, tiling, gradients, floating point, memory, worked
+examples)."""

@@ -1,0 +1,1 @@
+"""Obligations that recompute the seed claims of ``flashproof.spec.seed_claims``."""

@@ -1,0 +1,1 @@
+"""Obligations about speculative decoding (the sampler's step and cycle laws, tokens per cycle)."""

@@ -1,0 +1,1 @@
+"""Inputs and checks shared by several obligation modules (never obligations themselves)."""

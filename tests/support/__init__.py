@@ -1,0 +1,1 @@
+"""Helpers shared by several test files (strategies, builders); never tests themselves."""
