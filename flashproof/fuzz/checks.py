@@ -33,7 +33,7 @@ import torch
 import re
 
 from .oracle import Expected, oracles, read_inputs as oracle_inputs, vjp
-from .problem import Problem, ProblemSpec, build
+from .problem import Problem, ProblemSpec, build, lse_cotangent
 from .targets import Case, KernelOut, Target, Unsupported
 from .tolerance import Verdict, judge, naive
 
@@ -329,8 +329,8 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     lse_grad = want_grads and run.lse is not None and run.lse.requires_grad
     if want_grads and run.lse is not None and not lse_grad:
         notes.add("LSE cotangent not fed back: the kernel's LSE carries no gradient")
-    if not lse_grad:
-        problem = problem._replace(dlse=torch.zeros_like(problem.dlse))
+    if lse_grad:
+        problem = problem._replace(dlse=lse_cotangent(spec))
     kw = {} if max_work is None else {"max_work": max_work}
     orc = oracles(problem, device=device, reference_fn=reference_fn, dense_fn=dense_fn, **kw)
     dev_t = lambda t: t.to(device, tdtype)  # noqa: E731
