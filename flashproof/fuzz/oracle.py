@@ -118,7 +118,8 @@ def _rows(problem: Problem, rows: list) -> Problem:
     sub = s._replace(batch=1, heads_q=1, heads_kv=1, n_q=len(rows), seqlens=None)
     pick = lambda t: t[0:1, 0:1, rows]  # noqa: E731
     return problem._replace(spec=sub, q=pick(problem.q), k=problem.k[0:1, hk:hk + 1], v=problem.v[0:1, hk:hk + 1],
-                            dout=pick(problem.dout), allowed=pick(problem.allowed), dlse=pick(problem.dlse),
+                            dout=pick(problem.dout), allowed=pick(problem.allowed),
+                            dlse=None if problem.dlse is None else pick(problem.dlse),
                             cu_seqlens_q=None, cu_seqlens_k=None)
 
 
@@ -169,7 +170,7 @@ def reference(problem: Problem, *, num: str = "float", forward_only: bool = Fals
             put("lse", (b, h), fwd.lse)
             if forward_only:
                 continue
-            if not problem.dlse[b, h].any():
+            if problem.dlse is None or not problem.dlse[b, h].any():
                 grads = verified.tiled_backward(Q, K, V, G, fwd, scale=problem.scale, block=s.block, allowed=allowed,
                                                 num=num, empty_rows="zero")
                 put("dq", (b, h), grads.dq)
@@ -197,7 +198,8 @@ def dense(problem: Problem, *, device: str = "cpu") -> Expected:
     q, k, v = (t.to(device).requires_grad_() for t in read_inputs(problem))
     with torch.enable_grad():
         out, lse = masked_attention(q, k, v, problem.allowed.to(device), problem.scale)
-        grads = vjp(out, lse, (q, k, v), problem.dout.to(device), problem.dlse.to(device))
+        grads = vjp(out, lse, (q, k, v), problem.dout.to(device),
+                    None if problem.dlse is None else problem.dlse.to(device))
     cpu = lambda t: t.detach().to("cpu")  # noqa: E731
     return Expected(cpu(out), cpu(lse), *(cpu(g) for g in grads), source="dense-float64-torch")
 
