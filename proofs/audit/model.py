@@ -37,7 +37,8 @@ CLAIMS_MODULE = "flashproof.spec.seed_claims"
 
 def _current_hash(ob, rec: dict, obligations: dict) -> str | None:
     try:
-        return cache.content_hash(ob, bounds=rec.get("bounds", {}), base=obligations.get(ob.of) if ob.of else None)
+        return cache.content_hash(ob, bounds=rec.get("bounds", {}), base=obligations.get(ob.of) if ob.of else None,
+                                  cross_check=bool(rec.get("cross_check")))
     except Exception:  # noqa: BLE001 — a hash we cannot compute can never vouch for a result
         return None
 

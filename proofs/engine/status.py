@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
-__all__ = ["record_ok", "name_errors", "ItemStatus", "derive", "transitive_assumptions"]
+__all__ = ["record_ok", "name_errors", "ItemStatus", "derive", "transitive_assumptions", "ItemScope", "evidence",
+           "derive_scope", "item_trust", "scope_label"]
 
 
 def record_ok(rec: dict) -> bool:
-    """The success rule for one result record (dict with ``status``, ``expected``, ``counterexample``)."""
+    """The success rule for one result record (dict with ``status``, ``expected``, ``counterexample``):
+    an obligation ``proved``, a control ``refuted`` with a counterexample, and in both cases no
+    second solver contradicting z3 on any query (``disagreements``)."""
+    if rec.get("disagreements"):
+        return False
     if rec["expected"] == "proved":
         return rec["status"] == "proved"
     return rec["status"] == "refuted" and rec.get("counterexample") not in (None, {}, [])
@@ -135,3 +140,96 @@ def transitive_assumptions(items: dict, obligations: dict, iid: str) -> list[str
                 out.update(obligations[oid].assumptions)
         todo.extend(it.uses)
     return sorted(out)
+
+
+class ItemScope(NamedTuple):
+    """Derived scope of one item. ``scope``: "unbounded" only if every obligation that carries its
+    evidence is unbounded — its ``proof`` obligations (its cross-checks when it has none) — and
+    every item it uses (transitively) is unbounded too; else "bounded" ("—" for assumptions and
+    items nothing checks). ``own``: the same rule without the items it uses. ``bounded_by``: the
+    bounded evidence obligations, its own and those of the items it uses, sorted."""
+
+    scope: str
+    own: str
+    bounded_by: tuple
+
+
+def evidence(it, obligations: dict) -> list:
+    """The obligations whose scope decides an item's: its ``proof`` obligations, or its
+    cross-checks when it has no proof obligation (registered ones only)."""
+    obs = [obligations[o] for o in it.checked_by if o in obligations]
+    proofs = [o for o in obs if o.role == "proof"]
+    return proofs or obs
+
+
+def derive_scope(items: dict, obligations: dict) -> dict[str, ItemScope]:
+    """id -> ItemScope from the registration (scope is a property of the checks, not of a run)."""
+    own: dict[str, tuple] = {}
+    for iid, it in items.items():
+        if it.kind == "assumption" or not it.checked_by:
+            own[iid] = ("—", ())
+            continue
+        ev = evidence(it, obligations)
+        bounded = tuple(sorted(o.id for o in ev if o.scope != "unbounded"))
+        own[iid] = ("unbounded" if ev and not bounded else "bounded", bounded)
+    memo: dict[str, tuple] = {}
+
+    def full(iid: str, stack: tuple = ()) -> tuple:
+        if iid in memo:
+            return memo[iid]
+        if iid not in items or iid in stack:
+            return ("bounded", ())
+        it = items[iid]
+        sc, by = own[iid]
+        if sc == "—":
+            res = ("—", ()) if it.kind == "assumption" else ("bounded", ())
+        else:
+            acc = set(by)
+            for u in it.uses:
+                usc, uby = full(u, stack + (iid,))
+                if usc == "bounded":
+                    acc.update(uby or (u,))
+            res = ("unbounded" if sc == "unbounded" and not acc else "bounded", tuple(sorted(acc)))
+        memo[iid] = res
+        return res
+
+    out = {}
+    for iid in items:
+        sc, by = full(iid)
+        if items[iid].kind != "assumption" and not items[iid].checked_by:
+            sc = "—"
+        out[iid] = ItemScope(sc, own[iid][0], by)
+    return out
+
+
+def item_trust(it, obligations: dict, records: dict) -> str:
+    """The solver trust tier of an item's evidence (latest records by id): "one solver" if some
+    evidence obligation or one of its controls made z3 queries without an agreeing second verdict
+    on each, else "two solvers" if any made z3 queries, else "no SMT"; "—" when nothing ran."""
+    ids = [o.id for o in evidence(it, obligations)]
+    ids += [c.id for c in obligations.values() if c.of in ids]
+    tiers = [records[i].get("trust") for i in ids if i in records]
+    if not tiers:
+        return "—"
+    if "one solver" in tiers:
+        return "one solver"
+    return "two solvers" if "two solvers" in tiers else "no SMT"
+
+
+def scope_label(sc: ItemScope, obligations: dict) -> str:
+    """Words for the status chip: "every n" for an unbounded item; for a bounded one "up to" the
+    smallest numeric bound per parameter over its bounded evidence (``n ≤ 3, b ≤ 4``), or "on
+    bounded instances" when those bounds are not numbers; "" for assumptions and unchecked items."""
+    if sc.scope == "unbounded":
+        return "every n"
+    if sc.scope != "bounded":
+        return ""
+    least: dict = {}
+    for oid in sc.bounded_by:
+        ob = obligations.get(oid)
+        for k, v in (ob.bounds.items() if ob else ()):
+            if isinstance(v, int) and not isinstance(v, bool):
+                least[k] = min(v, least.get(k, v))
+    if not least:
+        return "on bounded instances"
+    return "up to " + ", ".join(f"{k} ≤ {v}" for k, v in least.items())
