@@ -114,7 +114,7 @@ def _item(it: dict) -> str:
         ('<p class="muted">Trusted, not checked (listed with every item that rests on it).</p>'
          if it["kind"] == "assumption" else '<p class="muted">No obligation checks this item.</p>')
     return (f'<section class="item" id="item-{escape(it["id"])}" data-item="{escape(it["id"])}">'
-            f'<h3><span class="kind">{escape(it["kind"])}</span>{escape(it["title"])} {chip(it["status"])}</h3>'
+            f'<h3><span class="kind">{escape(it["kind"])}</span>{escape(it["title"])} {chip(it["status"], text=it.get("chip_text"))}</h3>'
             f'<div class="muted"><code>{escape(it["id"])}</code>'
             f'{" · source " + escape(it["source"]) if it["source"] else ""}</div>'
             f"<pre>{escape(it['statement'])}</pre>"

@@ -143,15 +143,17 @@ def transitive_assumptions(items: dict, obligations: dict, iid: str) -> list[str
 
 
 class ItemScope(NamedTuple):
-    """Derived scope of one item. ``scope``: "unbounded" only if every obligation that carries its
-    evidence is unbounded — its ``proof`` obligations (its cross-checks when it has none) — and
-    every item it uses (transitively) is unbounded too; else "bounded" ("—" for assumptions and
-    items nothing checks). ``own``: the same rule without the items it uses. ``bounded_by``: the
-    bounded evidence obligations, its own and those of the items it uses, sorted."""
+    """Derived scope of one item (the issue's rule, on its own checks). ``scope``: "unbounded" only
+    if every obligation that carries its evidence is unbounded — its ``proof`` obligations, or its
+    cross-checks when it has none — else "bounded"; "—" for assumptions and items nothing checks.
+    ``bounded_by``: those evidence obligations that are bounded. ``with_uses``: the same rule applied
+    also to every item it uses, transitively (what a reader of the whole chain gets);
+    ``bounded_via``: the bounded evidence obligations of the items it uses."""
 
     scope: str
-    own: str
     bounded_by: tuple
+    with_uses: str
+    bounded_via: tuple
 
 
 def evidence(it, obligations: dict) -> list:
@@ -172,33 +174,33 @@ def derive_scope(items: dict, obligations: dict) -> dict[str, ItemScope]:
         ev = evidence(it, obligations)
         bounded = tuple(sorted(o.id for o in ev if o.scope != "unbounded"))
         own[iid] = ("unbounded" if ev and not bounded else "bounded", bounded)
-    memo: dict[str, tuple] = {}
+    memo: dict[str, frozenset] = {}
 
-    def full(iid: str, stack: tuple = ()) -> tuple:
+    def via(iid: str, stack: tuple = ()) -> frozenset:
+        """Bounded evidence of the items ``iid`` uses, transitively (an unchecked used item counts
+        by its own id)."""
         if iid in memo:
             return memo[iid]
-        if iid not in items or iid in stack:
-            return ("bounded", ())
-        it = items[iid]
-        sc, by = own[iid]
-        if sc == "—":
-            res = ("—", ()) if it.kind == "assumption" else ("bounded", ())
-        else:
-            acc = set(by)
-            for u in it.uses:
-                usc, uby = full(u, stack + (iid,))
-                if usc == "bounded":
-                    acc.update(uby or (u,))
-            res = ("unbounded" if sc == "unbounded" and not acc else "bounded", tuple(sorted(acc)))
-        memo[iid] = res
-        return res
+        acc: set = set()
+        for u in items[iid].uses if iid in items else ():
+            if u not in items or u in stack:
+                acc.add(u)
+                continue
+            usc, uby = own[u]
+            if items[u].kind != "assumption":
+                acc.update(uby if usc == "bounded" else ())
+                if usc == "—":
+                    acc.add(u)
+            acc.update(via(u, stack + (iid,)))
+        memo[iid] = frozenset(acc)
+        return memo[iid]
 
     out = {}
     for iid in items:
-        sc, by = full(iid)
-        if items[iid].kind != "assumption" and not items[iid].checked_by:
-            sc = "—"
-        out[iid] = ItemScope(sc, own[iid][0], by)
+        sc, by = own[iid]
+        extra = tuple(sorted(via(iid) - set(by))) if sc != "—" else ()
+        full = sc if sc == "—" else ("unbounded" if sc == "unbounded" and not extra else "bounded")
+        out[iid] = ItemScope(sc, by, full, extra)
     return out
 
 
@@ -216,10 +218,15 @@ def item_trust(it, obligations: dict, records: dict) -> str:
     return "two solvers" if "two solvers" in tiers else "no SMT"
 
 
+def _size_name(key: str) -> bool:
+    """A bound that is a problem size: a short name (n, d, v, b, k, V, dv) or ``n_…``."""
+    return len(key) <= 3 or key.startswith("n_")
+
+
 def scope_label(sc: ItemScope, obligations: dict) -> str:
     """Words for the status chip: "every n" for an unbounded item; for a bounded one "up to" the
-    smallest numeric bound per parameter over its bounded evidence (``n ≤ 3, b ≤ 4``), or "on
-    bounded instances" when those bounds are not numbers; "" for assumptions and unchecked items."""
+    smallest numeric bound per size parameter over its bounded evidence (``n ≤ 3, b ≤ 4``; a grid
+    counts by its largest size), or "on bounded instances" when those bounds are not sizes; "" for assumptions and unchecked items."""
     if sc.scope == "unbounded":
         return "every n"
     if sc.scope != "bounded":
@@ -228,6 +235,10 @@ def scope_label(sc: ItemScope, obligations: dict) -> str:
     for oid in sc.bounded_by:
         ob = obligations.get(oid)
         for k, v in (ob.bounds.items() if ob else ()):
+            if not _size_name(k):
+                continue  # counts of cases or tables, formulas: listed with the obligation, not sizes
+            if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) for x in v):
+                v = max(v)  # a grid of sizes: checked up to its largest
             if isinstance(v, int) and not isinstance(v, bool):
                 least[k] = min(v, least.get(k, v))
     if not least:

@@ -53,7 +53,8 @@ def build(items: dict, obligations: dict, records: list[dict], *, name_errs: lis
             "controls": sorted(c for o in it.checked_by for c in controls_of.get(o, [])),
             "assumptions": transitive_assumptions(items, obligations, iid), "module": it.module,
             "status": st.status, "failing": list(st.failing), "missing": list(st.missing),
-            "scope": scopes[iid].scope, "scope_own": scopes[iid].own, "bounded_by": list(scopes[iid].bounded_by),
+            "scope": scopes[iid].scope, "bounded_by": list(scopes[iid].bounded_by),
+            "scope_with_uses": scopes[iid].with_uses, "bounded_via_uses": list(scopes[iid].bounded_via),
             "scope_text": scope_label(scopes[iid], obligations),
             "trust": item_trust(it, obligations, by_id) if it.kind != "assumption" else "—",
         })

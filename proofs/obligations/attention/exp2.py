@@ -48,7 +48,7 @@ def _check(n, d, v, b, allowed):
 
 
 @obligation("ATT-EXP2", checks=["EXT-EXP2"], bounds={"cases": "(n,d,v,b) = (2,1,1,1) full, (3,1,1,2) causal"},
-            solver="sympy", assumptions=["A-SOLVER-TRUST"])
+            solver="sympy", assumptions=["A-SOLVER-TRUST"], scope="bounded")
 def exp2(ctx):
     """Base-2 run with folded log2(e), converted (lse·ln2, dQ·ln2, dK·ln2), equals the natural run."""
     for case in CASES:

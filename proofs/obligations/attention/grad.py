@@ -54,7 +54,7 @@ def _check_tie():
 
 
 @obligation("ATT-GRAD", checks=["THM-EXACT"], bounds={"n": 3, "d": 3, "v": 3, "cases": "(n,d,v) in (2,2,2) full, (3,1,1)/(3,2,2) causal, (3,1,2) sparse + one-key row, (2,3,3), tie"},
-            deep_bounds={"n": 3, "d": 3, "v": 3, "cases": "default + n = d = v = 3 causal, full, sparse"}, assumptions=["A-SOLVER-TRUST"], solver="sympy")
+            deep_bounds={"n": 3, "d": 3, "v": 3, "cases": "default + n = d = v = 3 causal, full, sparse"}, assumptions=["A-SOLVER-TRUST"], solver="sympy", scope="bounded")
 def grad(ctx):
     """tiled_backward equals sympy's gradient of Φ = Σ G∘Y_dense, for any frozen shift (ties included)."""
     for case in (DEEP_CASES if ctx.deep else CASES):
