@@ -6,8 +6,9 @@ the same formula, not a re-derivation — and answers ``sat``, ``unsat``, ``unkn
 the solver's name and version. Which solver decides is a function of the query alone:
 
 * a query over floating point goes to **Bitwuzla** (bit-precise FP, fast on these queries); a
-  format the PyPI build of Bitwuzla does not accept (bf16 = FP(8, 8): "experimental") goes to cvc5,
-  whose PyPI (BSD) build decides only the standard formats it bundles (fp32 here; not fp16, bf16);
+  format the PyPI build of Bitwuzla refuses (bf16 = FP(8, 8), "experimental" there) goes to cvc5
+  with ``fp-exp`` — cvc5's solver for formats other than Float32/Float64, which its authors call
+  experimental; the verdict's detail says so;
 * every other query (reals, integers, uninterpreted functions) goes to **cvc5**: first its
   cylindrical-algebraic-coverings procedure alone (complete for nonlinear real arithmetic, quick
   on these queries; not used with integers, where it ignores its time limit), then, if that
@@ -169,8 +170,9 @@ def decide(smt2: str, timeout_ms: int) -> Verdict:
                 return Verdict("bitwuzla", vers["bitwuzla"], "error", time.perf_counter() - t0, str(e)[:160])
             bzla_why = str(e).splitlines()[0][:100]
         try:
-            st, why = _cvc5(text, left(), {})
-            return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, why)
+            st, why = _cvc5(text, left(), {"fp-exp": "true"})
+            return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0,
+                           "fp-exp (cvc5's experimental FP formats)" + (f": {why}" if why else ""))
         except Exception as e:  # noqa: BLE001
             status = "unsupported" if _unsupported(e) else "error"
             return Verdict("cvc5", vers["cvc5"], status, time.perf_counter() - t0,
