@@ -21,13 +21,13 @@ import time
 import traceback
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from . import cache, core
 from .core import STATUSES, Context, Obligation, Outcome
 from .status import record_ok
 
-__all__ = ["execute", "make_record", "command_for", "solver_entries", "SECOND_QUERY_S"]
+__all__ = ["execute", "make_record", "command_for", "solver_entries", "SolverReport", "SECOND_QUERY_S"]
 
 #: the longest the second solver may spend on one query (the job's own timeout bounds the sum)
 SECOND_QUERY_S = 20.0
@@ -37,8 +37,17 @@ def command_for(ob_id: str, deep: bool) -> str:
     return f"flashproof prove --only {ob_id}" + (" --deep" if deep else "")
 
 
-def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> tuple[list, str, list]:
-    """(solvers, trust, disagreements) of one record.
+class SolverReport(NamedTuple):
+    """The solver part of one record: ``solvers`` (one entry per solver, z3 first), ``trust`` and
+    ``disagreements`` (one dict per query where a second solver contradicts z3)."""
+
+    solvers: list
+    trust: str
+    disagreements: list
+
+
+def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> SolverReport:
+    """The solvers, trust tier and disagreements of one record.
 
     queries: ``core.Query`` tuples (as lists after pickling are fine); verdicts: one
     ``second.Verdict``-like tuple (name, version, status, seconds, detail) per query, or None for a
@@ -50,14 +59,14 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> tuple[
 
     vers = cache.versions()
     if not queries:
-        return [], "no SMT", []
+        return SolverReport([], "no SMT", [])
     z3_secs = sum(q[2] for q in queries)
     entries = [{"name": "z3", "version": vers.get("z3"), "status": out.status, "seconds": round(z3_secs, 4),
                 "queries": len(queries)}]
     if verdicts is None:
         entries.append({"name": "second solver", "version": None, "status": "not run", "seconds": 0.0,
                         "queries": 0, "detail": "cross-check not run (flashproof prove --cross-check; default of --deep)"})
-        return entries, "one solver", []
+        return SolverReport(entries, "one solver", [])
     per: dict = {}
     disagreements = []
     decided_by_z3 = 0
@@ -93,7 +102,7 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> tuple[
         entries.append(dict(e, status=st, seconds=round(e["seconds"], 4), answers=ans,
                             **({"detail": "; ".join(det)} if det else {})))
     trust = "two solvers" if decided_by_z3 and agreed == decided_by_z3 and not disagreements else "one solver"
-    return entries, trust, disagreements
+    return SolverReport(entries, trust, disagreements)
 
 
 def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, deep: bool, key: str,

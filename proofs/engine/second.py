@@ -185,7 +185,8 @@ def decide(smt2: str, timeout_ms: int) -> Verdict:
                 return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, "coverings")
             detail = f"coverings: {why}; "
         st, why = _cvc5(text, left(), {})
-        return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, detail + (f"default: {why}" if why else "default"))
+        detail += f"default: {why}" if why else "default"
+        return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, detail)
     except Exception as e:  # noqa: BLE001
         status = "unsupported" if _unsupported(e) else "error"
         return Verdict("cvc5", vers["cvc5"], status, time.perf_counter() - t0, str(e).splitlines()[0][:160])

@@ -226,7 +226,8 @@ def _size_name(key: str) -> bool:
 def scope_label(sc: ItemScope, obligations: dict) -> str:
     """Words for the status chip: "every n" for an unbounded item; for a bounded one "up to" the
     smallest numeric bound per size parameter over its bounded evidence (``n ≤ 3, b ≤ 4``; a grid
-    counts by its largest size), or "on bounded instances" when those bounds are not sizes; "" for assumptions and unchecked items."""
+    counts by its largest size), or "on bounded instances" when those bounds are not sizes; "" for
+    assumptions and unchecked items."""
     if sc.scope == "unbounded":
         return "every n"
     if sc.scope != "bounded":

@@ -76,12 +76,14 @@ def test_entries_agree_one_solver_and_disagree():
     agree = second.Verdict("cvc5", "1", "unsat", 0.1)
     sv, trust, dis = runner.solver_entries(out, [_q("unsat")], [agree])
     assert trust == "two solvers" and not dis and sv[1]["status"] == "proved" and sv[1]["agreed"] == 1
-    sv, trust, dis = runner.solver_entries(out, [_q("unsat"), _q("unsat")], [agree, second.Verdict("cvc5", "1", "unknown", 1, "timeout")])
+    gave_up = second.Verdict("cvc5", "1", "unknown", 1, "timeout")
+    sv, trust, dis = runner.solver_entries(out, [_q("unsat"), _q("unsat")], [agree, gave_up])
     assert trust == "one solver" and sv[1]["status"] == "unknown" and not dis
     sv, trust, dis = runner.solver_entries(out, [_q("unsat")], [None])
     assert trust == "one solver" and sv[1]["status"] == "timeout"
     sv, trust, dis = runner.solver_entries(out, [_q("unsat")], [second.Verdict("cvc5", "1", "sat", 0.1)])
-    assert trust == "one solver" and dis == [{"query": 0, "purpose": "goal", "z3": "unsat", "solver": "cvc5", "answer": "sat"}]
+    assert trust == "one solver"
+    assert dis == [{"query": 0, "purpose": "goal", "z3": "unsat", "solver": "cvc5", "answer": "sat"}]
     assert sv[1]["status"] == "disagrees"
     sv, trust, dis = runner.solver_entries(out, [_q("unsat")], None)
     assert trust == "one solver" and sv[1]["status"] == "not run"
