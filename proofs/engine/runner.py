@@ -149,6 +149,9 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
         "command": command_for(ob.id, deep),
         "module": ob.module,
     }
+    if not solvers:  # no z3 query: the checker that decided it (sympy, exact arithmetic, …) stands alone
+        rec["solvers"] = [{"name": solver or "none", "version": rec["solver_version"], "status": out.status,
+                           "seconds": rec["seconds"], "queries": 0}]
     rec["ok"] = record_ok(rec)
     return rec
 
