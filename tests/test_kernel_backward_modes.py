@@ -25,8 +25,8 @@ if __name__ != "__main__" and not (_INTERP or torch.cuda.is_available()):
 
 import test_kernel_cases  # noqa: E402
 from flashproof.kernels import BlockSparseMask, attention  # noqa: E402
-from flashproof.kernels import attention_triton as at  # noqa: E402
-from flashproof.kernels.mutants import MUTANTS  # noqa: E402
+from flashproof.kernels.attention.triton import host as at  # noqa: E402
+from flashproof.fuzz.kernel_mutants import MUTANTS  # noqa: E402
 from test_kernel_cases import CASES, Case, check_case, ids, poison_case  # noqa: E402
 from test_kernel_reference import allowed_matrix, dense_reference, grads, rand_qkv  # noqa: E402
 

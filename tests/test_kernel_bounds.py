@@ -17,7 +17,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 (set by conftest) for CPU runs", allow_module_level=True)
 
 from flashproof.kernels import BlockSparseMask, attention  # noqa: E402
-from flashproof.kernels import attention_triton  # noqa: E402
+from flashproof.kernels.attention.triton import host as attention_triton  # noqa: E402
 
 G = 64  # guard entries on each side
 SENTINEL = {torch.float32: -7.25, torch.float16: -7.25, torch.bfloat16: -7.25, torch.int32: -7777}

@@ -136,7 +136,7 @@ def compile_gluon(compiled: list) -> list:
     the forward's register split (setmaxnreg), the backward's dQ reductions, no spills in either."""
     from triton.experimental.gluon import language as gl
 
-    from flashproof.kernels import attention_gluon as G
+    from flashproof.kernels.attention.gluon import fwd as G
     from flashproof.kernels import attention_gluon_bwd as GB
     failures = []
     variants = [("bf16", False, False), ("bf16", True, False), ("fp16", False, False), ("fp16", True, False),

@@ -19,7 +19,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
 
 import test_kernel_cases  # noqa: E402
 from flashproof.kernels import BlockSparseMask, attention  # noqa: E402
-from flashproof.kernels import attention_triton as at  # noqa: E402
+from flashproof.kernels.attention.triton import host as at  # noqa: E402
 from test_kernel_cases import Case, check_case  # noqa: E402
 
 _TILES = torch.tensor([[True, False], [True, True]])[None, None]

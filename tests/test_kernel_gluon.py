@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flashproof.kernels import attention_gluon as G
-from flashproof.kernels.attention import BlockSparseMask, Problem
+from flashproof.kernels.attention.gluon import fwd as G
+from flashproof.kernels.attention.api import BlockSparseMask, Problem
 
 
 def _prob(window=(None, None), groups=1, scale=0.088, mask=None, tiles=None, seqlens=None, bugs=frozenset()):

@@ -14,8 +14,8 @@ pytest.importorskip("triton")
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 (set by conftest) for CPU runs", allow_module_level=True)
 
-from flashproof.kernels import attention_triton as at  # noqa: E402
-from flashproof.kernels.attention import BlockSparseMask, _validate  # noqa: E402
+from flashproof.kernels.attention.triton import host as at  # noqa: E402
+from flashproof.kernels.attention.api import BlockSparseMask, _validate  # noqa: E402
 
 
 def _prob(tiles, Nq, Nk, causal=False, window=None, dense=None, bq=16, bk=16, Hq=None):

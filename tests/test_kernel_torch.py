@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from flashproof.kernels import attention
-from flashproof.kernels.mutants import MUTANTS
+from flashproof.fuzz.kernel_mutants import MUTANTS
 from test_kernel_cases import CASES, check_case, ids, poison_case
 from test_kernel_reference import allowed_matrix, dense_reference, rand_qkv
 

@@ -13,7 +13,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 (set by conftest) for CPU runs", allow_module_level=True)
 
 from flashproof.kernels import attention  # noqa: E402
-from flashproof.kernels.mutants import MUTANTS  # noqa: E402
+from flashproof.fuzz.kernel_mutants import MUTANTS  # noqa: E402
 from test_kernel_cases import CASES, check_case, ids, poison_case  # noqa: E402
 from test_kernel_reference import rand_qkv  # noqa: E402
 from test_kernel_torch import _mutant_input  # noqa: E402

@@ -24,7 +24,7 @@ def compile_all() -> int:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from flashproof.kernels import sampler_triton as st
+    from flashproof.kernels.sampler import triton as st
     n = 0
     for dtype, full, has_q, greedy, k in VARIANTS:
         c = dict(K=k, HAS_Q=has_q, HAS_KB=True, GREEDY=greedy, FULL=full)

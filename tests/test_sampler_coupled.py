@@ -13,7 +13,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from flashproof.kernels.sampler import SamplerUniforms, rejection_sample, row_sum_tol
+from flashproof.kernels.sampler.api import SamplerUniforms, rejection_sample, row_sum_tol
 from flashproof.verified.speculative import CycleUniforms, verify
 
 U_MAX32 = 1 - 2.0 ** -24

@@ -21,7 +21,7 @@ import mpmath
 import pytest
 import torch
 
-from flashproof.kernels.sampler import SamplerUniforms, draw_uniforms, rejection_sample
+from flashproof.kernels.sampler.api import SamplerUniforms, draw_uniforms, rejection_sample
 from flashproof.proofs.mutants import speculative as mut
 from flashproof.verified import speculative as sp
 from flashproof.verified.branching import canonical, emission_law
@@ -195,7 +195,7 @@ def test_sampler_law_matches_reference_cuda_triton(seed, check):
     set anyway the interpreter would run 20000 programs (minutes), so that is refused, not tested."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("TRITON_INTERPRET=1: this test is for the compiled kernels")
-    from flashproof.kernels import sampler_triton
+    from flashproof.kernels.sampler import triton as sampler_triton
     if not sampler_triton.available():
         pytest.skip("needs triton")
     law_test(seed, "cuda", backend="triton", check=check)

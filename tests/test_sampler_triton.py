@@ -16,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 from test_sampler_coupled import Problem, build, check_coupled, sampler_problems, smallest_residual_problem
 from test_sampler_validation import CASES, good
 
-from flashproof.kernels import sampler_triton
-from flashproof.kernels.sampler import SamplerUniforms, draw_uniforms, rejection_sample
+from flashproof.kernels.sampler import triton as sampler_triton
+from flashproof.kernels.sampler.api import SamplerUniforms, draw_uniforms, rejection_sample
 
 pytestmark = pytest.mark.skipif(not sampler_triton.available(), reason="needs triton")
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
@@ -282,7 +282,7 @@ def test_triton_backend_refuses_to_run_where_it_cannot():
 
 
 def test_auto_backend_is_torch_on_cpu_tensors():
-    from flashproof.kernels.sampler import _resolve_backend
+    from flashproof.kernels.sampler.api import _resolve_backend
     assert _resolve_backend("auto", torch.zeros(1, 1, 1)) == "torch"
     with pytest.raises(ValueError, match="backend"):
         _resolve_backend("cuda", torch.zeros(1, 1, 1))

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from flashproof.kernels.sampler import SamplerUniforms, rejection_sample
+from flashproof.kernels.sampler.api import SamplerUniforms, rejection_sample
 from flashproof.verified.speculative import CycleUniforms, rejection_step, verify
 
 B, K, V = 3, 2, 6

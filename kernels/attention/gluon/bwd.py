@@ -1,13 +1,13 @@
 """Warp-specialised Hopper backward (sm_90) in Gluon: the ``deterministic=False`` backward of the calls
-the Gluon forward takes (``attention_gluon.reason``) when Hq = Hkv; everything else, and every
+the Gluon forward takes, when Hq = Hkv (``dispatch.plan`` says which); everything else, and every
 ``deterministic=True`` call, runs the Triton kernels (two kernels, no atomics).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
-dQ added with fp32 atomics (so its last bits depend on the order the CTAs run in): one scalar atomic
-per element (Gluon 3.6 emits scalar fp32 atomics only), or — ``VEC_ATOMIC``, off, not yet run on a
-GPU — one 16-byte ``red.relaxed.gpu.global.add.v4.f32`` per four elements through inline PTX.
-
-One kernel, 5 N²d matrix products per (query block, key block) pair.
+dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in): one 16-byte
+``red.relaxed.gpu.global.add.v4.f32`` per four elements, through inline PTX (Gluon 3.6 itself emits
+scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:14 UTC, d = 128,
+N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
+scalar atomic per element, which was deleted (it lived until commit 62d839a).
 
 Grid: (N / BLOCK_N, B·H).  One CTA = one key block of BLOCK_N = 128 keys of one (batch, head).
 Partitions (``gl.warp_specialize``):
@@ -33,7 +33,7 @@ Key-major ("transposed") formulation, per query block i of 64 rows, consumer war
     dK_w += dSᵀ Qᵢ                   (A = this warpgroup's dSᵀ rows from shared memory, async)
     wait ds_ready[buf];  dQ_w = dSᵢ K[:, w·64:(w+1)·64]   (64 queries × 64 dims, K=128 keys;
           A = dS = the dSᵀ tile permuted in shared memory, B = a column slice of the K tile)
-    wait all wgmmas; release Q/dO slot; red.global.add dQ_w into the fp32 dQ accumulator.
+    wait all wgmmas; release Q/dO slot; red.global.add.v4 dQ_w into the fp32 dQ accumulator.
     (Gluon 3.6's Hopper TMA module has loads and stores only, no reduce-add: hence the atomics.)
 
 The two warpgroups split the dQ product along the head dimension, so each dQ element gets ONE
@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import torch
 
-from .attention_gluon import AVAILABLE, _jit, gl_dtype
+from .common import AVAILABLE, gl_dtype, jit as _jit
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -62,8 +62,6 @@ if AVAILABLE:
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-#: launches of this kernel since import (tests and the GPU check see which backward ran)
-LAUNCHES = {"gluon_bwd": 0}
 
 BLOCK_M = 64  # query rows per iteration
 BLOCK_N = 128  # keys per CTA (two consumer warpgroups of 64)
@@ -72,14 +70,6 @@ NUM_STAGES = 2  # Q/dO ring slots
 MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
-#: dQ added with 16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32``, sm_90, PTX ISA >= 8.1)
-#: through inline PTX: 1/4 as many reduction instructions. OFF: it compiles (tests/test_kernel_compile.py:
-#: 16-byte REDG.E.ADD.F32x4 in the SASS, no spills) but has never run on a GPU — the session that wrote
-#: it had no device time left (kernels/probe.py --parts gluon-bwd A/Bs it against the scalar path). False:
-#: one scalar atomic per element, the kernel the H200 runs verified.
-VEC_ATOMIC = False
-
-
 # ----------------------------------------------------------------------------------------
 # Producer: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
@@ -111,7 +101,7 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 # Consumer warpgroup.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, VEC: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
+def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
               q_empty, do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0, i0,
               n_qblk, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -175,15 +165,9 @@ def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, VEC: gl.constexpr
     mbarrier.arrive(q_empty.index(slot), count=1)
     mbarrier.arrive(do_empty.index(slot), count=1)
 
-    # dQ accumulation: fire-and-forget fp32 reductions (red.global.add)
+    # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
     dq_base = dq_ptr + qrow.to(gl.int64) * D + WG * DQW  # scalar base; per-element i32 offsets
-    if VEC:
-        _dq_red_v4(dq_base, dq, D)
-    else:
-        r = gl.arange(0, BM, layout=gl.SliceLayout(1, dq_layout))
-        c = gl.arange(0, DQW, layout=gl.SliceLayout(0, dq_layout))
-        offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
-        gl.atomic_add(dq_base + offs, dq, sem="relaxed")
+    _dq_red_v4(dq_base, dq, D)
     return dk, dv
 
 
@@ -218,7 +202,7 @@ def _dq_red_v4(dq_base, dq, D: gl.constexpr):
 
 
 @_jit
-def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, VEC: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
+def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
                   do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem,
                   qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
     BM: gl.constexpr = q_smem.type.shape[1]
@@ -244,16 +228,16 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, VEC: gl.constexpr, k_s
     if CAUSAL:
         # query blocks 2j and 2j+1 overlap the diagonal: masked
         for t in gl.static_range(2):
-            dk, dv = _bwd_iter(t, dk, dv, WG, True, VEC, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+            dk, dv = _bwd_iter(t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                                do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
                                i0, n_qblk, s_layout, a_layout, dq_layout)
         for t in range(2, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, VEC, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                                do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
                                i0, n_qblk, s_layout, a_layout, dq_layout)
     else:
         for t in range(0, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, VEC, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                                do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
                                i0, n_qblk, s_layout, a_layout, dq_layout)
 
@@ -266,69 +250,33 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, VEC: gl.constexpr, k_s
 
 
 @_jit
-def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                  dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter,
-                  n_qblk):
-    _bwd_consumer(0, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
-                  i0, n_iter, n_qblk)
-
-
-@_jit
-def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                  dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter,
-                  n_qblk):
-    _bwd_consumer(1, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
-                  i0, n_iter, n_qblk)
-
-
-@_jit
-def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                    dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0,
-                    n_iter, n_qblk):
-    _bwd_consumer(0, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
-                  i0, n_iter, n_qblk)
-
-
-@_jit
-def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                    dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0,
-                    n_iter, n_qblk):
-    _bwd_consumer(1, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0,
-                  i0, n_iter, n_qblk)
-
-
-@_jit
-def _bwd_wg0_full_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
                       dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(0, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
                   ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
                   seq_row0, i0, n_iter, n_qblk)
 
 
 @_jit
-def _bwd_wg1_full_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
                       dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(1, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
                   ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
                   seq_row0, i0, n_iter, n_qblk)
 
 
 @_jit
-def _bwd_wg0_causal_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
                         dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(0, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
                   ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
                   seq_row0, i0, n_iter, n_qblk)
 
 
 @_jit
-def _bwd_wg1_causal_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
                         dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(1, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
                   ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
                   seq_row0, i0, n_iter, n_qblk)
 
@@ -336,7 +284,7 @@ def _bwd_wg1_causal_vec(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_rea
 @_jit
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX,
                  NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr, VEC_ATOMIC: gl.constexpr = False):
+                 PRODUCER_REGS: gl.constexpr):
     BM: gl.constexpr = q_desc.block_type.shape[0]
     BN: gl.constexpr = k_desc.block_type.shape[0]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
@@ -384,32 +332,18 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
             dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
-    if VEC_ATOMIC:
-        if CAUSAL:
-            gl.warp_specialize([
-                (_bwd_wg0_causal_vec, args),
-                (_bwd_wg1_causal_vec, args),
-                (_bwd_load_partition, load_args),
-            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_bwd_wg0_full_vec, args),
-                (_bwd_wg1_full_vec, args),
-                (_bwd_load_partition, load_args),
-            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    if CAUSAL:
+        gl.warp_specialize([
+            (_bwd_wg0_causal, args),
+            (_bwd_wg1_causal, args),
+            (_bwd_load_partition, load_args),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
-        if CAUSAL:
-            gl.warp_specialize([
-                (_bwd_wg0_causal, args),
-                (_bwd_wg1_causal, args),
-                (_bwd_load_partition, load_args),
-            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_bwd_wg0_full, args),
-                (_bwd_wg1_full, args),
-                (_bwd_load_partition, load_args),
-            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+        gl.warp_specialize([
+            (_bwd_wg0_full, args),
+            (_bwd_wg1_full, args),
+            (_bwd_load_partition, load_args),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 # ----------------------------------------------------------------------------------------
@@ -426,11 +360,16 @@ def vec_layout():
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
 
 
-def backward(q, k, v, dout, lse, delta, prob):
-    """(dq, dk, dv) for a call ``attention_gluon.reason`` accepts with Hq = Hkv, given the forward's
-    lse and ``delta`` = rowsum(out · dout) − dlse (``attention_triton_bwd.attn_bwd_delta``)."""
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
+    """(dq, dk, dv) shaped like (q, k, v) (B, H, N, 128), for a call the router sends here (the Gluon
+    forward's calls with Hq = Hkv and deterministic=False). δ = rowsum(out · dout) − dlse comes from
+    the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused here)."""
+    from ..triton.host import delta as _delta
+
     B, H, N, D = q.shape
     dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
+    lse = lse.contiguous()
+    delta = _delta(out, dout, lse, dlse)
     dq_acc = torch.zeros(B, H, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     gdt = gl_dtype(q.dtype)
@@ -443,8 +382,6 @@ def backward(q, k, v, dout, lse, delta, prob):
              TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
     _attn_bwd_ws[(N // BLOCK_N, B * H)](*descs, dq_acc, dk, dv, float(prob.scale), N, NUM_STAGES=NUM_STAGES,
-                                        CAUSAL=prob.window == (None, 0), CONSUMER_REGS=CONSUMER_REGS,
-                                        PRODUCER_REGS=PRODUCER_REGS, VEC_ATOMIC=VEC_ATOMIC, num_warps=4,
-                                        maxnreg=MAXNREG)
-    LAUNCHES["gluon_bwd"] += 1
+                                        CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
+                                        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return (dq_acc * prob.scale).to(q.dtype), dk, dv

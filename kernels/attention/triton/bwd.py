@@ -1,26 +1,22 @@
-"""Triton backward kernels (FlashAttention-2 schedule). Two launch structures, chosen by the
-host (``attention_triton.backward``) from ``deterministic``:
+"""Triton backward kernels (FlashAttention-2 schedule). Launched by the host (``host.backward``):
 
-* ``attn_bwd_delta``: δ_i = rowsum(dO ∘ O)_i − dlse_i (dlse only on rows with finite lse). Both modes.
-* ``deterministic=True`` — no atomics, bitwise identical run to run, 7 N²d products:
-  ``attn_bwd_dkdv``: one program per (key block, kv head); it walks every query head of its GQA
+* ``attn_bwd_delta``: δ_i = rowsum(dO ∘ O)_i − dlse_i (dlse only on rows with finite lse). 
+* ``attn_bwd_dkdv``: one program per (key block, kv head); it walks every query head of its GQA
   group and the query blocks that may read its keys, recomputing P = 2^(s₂ − lse₂) from the saved
   lse, and accumulates dV += Pᵀ dO, dK += dSᵀ Q with dS = P ∘ (dP − δ), dP = dO Vᵀ (4 products);
-  ``attn_bwd_dq``: one program per (query block, query head), walking key blocks like the
-  forward: S and dP again, dQ += dS K (3 products). Every program writes only its own tiles, in a
-  fixed order.
-* ``deterministic=False`` (the default) — 5 N²d products: ``attn_bwd_dkdv_dq`` is the dK/dV
-  program that also forms dQ_tile = sm_scale · dS K at each (query block, key block) step it
-  already computes and adds it with ``tl.atomic_add`` into a zeroed fp32 buffer (B, Hq, Nq, D);
-  the host casts that buffer to q's dtype. The order of the fp32 additions into one dQ row depends
-  on scheduling, so dQ may differ in the last bits run to run (dK, dV do not).
+* ``attn_bwd_dq``: one program per (query block, query head), walking key blocks like the
+  forward: S and dP again, dQ += dS K (3 products).
+
+Every program writes only its own tiles, in a fixed order: no atomics, bitwise identical run to
+run, 7 N²d products. (The dispatcher sends deterministic=False calls that the Gluon backward takes
+there; every other Triton backward is this one.)
 
 Masked pairs have P = dS = 0 by ``where`` (not by 0 · x), and rows/keys that no allowed pair
 reads are zeroed before a product, so planted NaN/inf cannot leak.
 
 Block-sparse masks (HAS_TILES): each program walks the present tiles of its row/column of the
 tile grid in two flat loops over (tile, sub-block) pairs — the partial tiles (predicate on) and
-then the full ones (no predicate; see ``attention_triton_plan``) — with no data-dependent
+then the full ones (no predicate; see ``plan.py``) — with no data-dependent
 branch inside, so Triton can software-pipeline them (num_stages). Tiles that the window excludes
 entirely are not listed. A sub-block of a partial tile may still lie outside the window: its
 pairs are all masked, so it adds exact zeros (wasted work, never a wrong value).
@@ -30,7 +26,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .attention_triton_fwd import allowed_pairs, allowed_tile, exp2_mixed, key_range, load_kv, seq_bounds
+from .fwd import allowed_pairs, allowed_tile, key_range, load_kv, seq_bounds
 
 
 @triton.jit
@@ -88,28 +84,16 @@ def query_range(n0, q_len, k_len, left, right, BLOCK_M: tl.constexpr, BLOCK_N: t
 
 
 @triton.jit
-def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base, sqn, sqd, sdn, sdd, sdqn, sdqd,
+def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sdn, sdd,
                start_m, offs_n, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-               qk_scale, sm_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
-               HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-               USE_DESC: tl.constexpr, POLY: tl.constexpr):
+               qk_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
+               HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
     is exact at a one-hot row only if S is bitwise the forward's S, and K Qᵀ sums in another order
     (at |s| ~ 1e3 a few ulps of S made dV 3–6× the naive-fp32 bound; tests/test_kernel_huge_logits.py).
-    In fp16/bf16 P is rounded to 8–11 bits before its products, which hides that difference.
-
-    ATOMIC_DQ: also dQᵀ_tile = sm_scale · Kᵀ dSᵀ (kT is K's tile loaded as (BD, BN), so the first
-    operand is again a loaded tile) added to the fp32 buffer at dq_base with ``tl.atomic_add``,
-    rows that no key of the step reads left out. Poison: a key that no row of this step reads has
-    dSᵀ = 0 exactly (``where``), so its kT column must be finite (0 · NaN = NaN). The caller loads
-    kT once per program with every key whose row holds a NaN/±inf set to 0: a key that any allowed
-    pair reads is finite by contract, so only never-read keys change, and a finite value (1e30
-    included) times 0 is 0. (A per-step ``where`` on kT would do the same but moves kT from shared
-    memory into registers.) An unmasked step never meets a key past k_len: the caller routes a
-    ragged key block through masked steps only, because there k = 0 but dSᵀ need not be finite
-    (P = 2^(0 − lse₂) overflows for a row with lse < −88)."""
+    In fp16/bf16 P is rounded to 8–11 bits before its products, which hides that difference."""
     SAME_ORDER: tl.constexpr = DOT_PREC == "ieee"
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rows = offs_m < q_len
@@ -136,11 +120,7 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
     lse = tl.load(lse_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(delta_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)  # natural -> exp2 domain
-    if MASKED:
-        pT = tl.math.exp2(sT - lse2[None, :])
-    else:  # every pair allowed, so sT − lse₂ <= ~0 (lse >= the row max): POLY's range
-        pT = exp2_mixed(sT - lse2[None, :], POLY)
-    live = rows
+    pT = tl.math.exp2(sT - lse2[None, :])
     if MASKED:
         okT = allowed_pairs(offs_m[None, :], offs_n[:, None], q_len, k_len, diag, left, right, mask_base, smi, smj,
                             q_start, HAS_LEFT, HAS_RIGHT, HAS_MASK)  # (BN, BM)
@@ -154,25 +134,21 @@ def _dkdv_step(dk, dv, k, v, kT, q_base, do_base, lse_base, delta_base, dq_base,
     if MASKED:
         dsT = tl.where(okT, dsT, 0.0)
     dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
-    if ATOMIC_DQ:
-        dqT = tl.dot(kT, dsT.to(kT.dtype), input_precision=DOT_PREC) * sm_scale  # (BD, BM)
-        tl.atomic_add(dq_base + offs_m[None, :].to(tl.int64) * sdqn + offs_d[:, None] * sdqd, dqT,
-                      mask=live[None, :] & (offs_d[:, None] < D), sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
+def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
                   sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
-                  sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
-                  Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
+                  sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
+                  Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
-    """The body of ``attn_bwd_dkdv`` (ATOMIC_DQ False: DQ_ACC and its strides are unused) and of
-    ``attn_bwd_dkdv_dq``. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M,
-    BLOCK_D|BLOCK_DV]) streamed by TMA; the host checked TMA's layout rules (not varlen)."""
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+    """Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV) in the input
+    dtype. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M, BLOCK_D|BLOCK_DV])
+    streamed by TMA; the host checked TMA's layout rules (not varlen)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
@@ -197,22 +173,10 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                 mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)
     v = tl.load(V + bb * svb + hk.to(tl.int64) * svh + k_off * svn + offs_dv[None, :] * svd,
                 mask=in_k[:, None] & (offs_dv[None, :] < DV_DIM), other=0.0)  # (BN, BDV)
-    if ATOMIC_DQ:
-        # keys whose row holds a NaN/±inf are loaded as 0 (see _dkdv_step); a load, not a where, so
-        # the compiler keeps kT in shared memory like k and v
-        finite = tl.max(tl.where(tl.abs(k.to(tl.float32)) < float("inf"), 0, 1), axis=1) == 0  # (BN,)
-        kT = tl.load(k_ptr + k_row[None, :] * skn + offs_d[:, None] * skd,
-                     mask=(in_k & finite)[None, :] & (offs_d[:, None] < D), other=0.0)  # (BD, BN)
-    else:
-        kT = k  # unused
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
     diag = k_len - q_len
     a, c1, c2, hi = query_range(n0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, HAS_MASK)
-    if ATOMIC_DQ:
-        if n0 + BLOCK_N > k_len:  # ragged key block: masked steps only (see _dkdv_step)
-            c1 = hi
-            c2 = hi
     for g in range(0, GROUPS):
         if GQA_MAP:
             h = (hk + g * Hkv).to(tl.int64)
@@ -225,7 +189,6 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
             q_base = Q + bb * sqb + h * sqh + q_start.to(tl.int64) * sqn
             do_base = DO + bb * sdb + h * sdh + q_start.to(tl.int64) * sdn
         desc_h = h.to(tl.int32)
-        dq_base = DQ_ACC + bb * sdqb + h * sdqh + q_start.to(tl.int64) * sdqn
         row_base = (bb * Hq + h) * Nq + q_start
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
         if HAS_TILES:
@@ -236,31 +199,28 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
                 n_g = tl.load(Q_NUM + 2 * t_off + grp)
                 for it in range(0, n_g * SUBS):  # one flat loop, no branch (pipelinable)
                     start_m = tl.load(idx + it // SUBS) * TILE_Q + (it % SUBS) * BLOCK_M
-                    dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
-                                        sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
-                                        diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
+                    dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
+                                        sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
+                                        diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                         desc_b, desc_h, BLOCK_M, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                        DOT_PREC, ATOMIC_DQ, USE_DESC, POLY)
+                                        DOT_PREC, USE_DESC)
                 idx += n_g
         else:
             for start_m in range(a, c1, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
-                                    sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
-                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC, POLY)
+                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
+                                    sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
+                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
             for start_m in range(c1, c2, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
-                                    sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
-                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC, POLY)
+                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
+                                    sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
+                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
+                                    desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
             for start_m in range(c2, hi, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, kT, q_base, do_base, LSE + row_base, DELTA + row_base, dq_base,
-                                    sqn, sqd, sdn, sdd, sdqn, sdqd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
-                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale, sm_scale,
-                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, ATOMIC_DQ,
-                                    USE_DESC, POLY)
+                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
+                                    sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
+                                    diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
              dk.to(DK.dtype.element_ty), mask=in_k[:, None] & (offs_d[None, :] < D))
@@ -269,58 +229,15 @@ def _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_N
 
 
 @triton.jit
-def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
-                  sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
-                  sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
-                  Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-                  IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-                  HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
-    """deterministic=True. Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV)
-    in the input dtype."""
-    _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DK, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
-                  sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
-                  sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, 0, 0, 0, 0, smb, smh, smi, smj,
-                  Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
-                  BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, False, USE_DESC, POLY)
-
-
-@triton.jit
-def attn_bwd_dkdv_dq(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
-                     sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
-                     sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
-                     Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-                     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-                     HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                     DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
-    """deterministic=False. As ``attn_bwd_dkdv``, and also DQ_ACC (B, Hq, Nq, D) fp32, zeroed by
-    the caller, += sm_scale · dS K by atomic adds (the host casts it to the input dtype). The host
-    passes USE_DESC=False: with Q/dO descriptors this kernel hit an illegal memory access on the
-    H200 (d = 128, N = 8192, causal; BENCHMARKS.md), so it streams them through pointers."""
-    _dkdv_program(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
-                  sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
-                  sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
-                  Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right,
-                  BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, IS_VARLEN, HAS_LEFT, HAS_RIGHT, HAS_MASK, HAS_TILES,
-                  TILE_Q, TILE_K, DOT_PREC, GQA_MAP, True, USE_DESC, POLY)
-
-
-@triton.jit
 def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
+             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
-    if MASKED:
-        p = tl.math.exp2(s - lse2[:, None])
-    else:
-        p = exp2_mixed(s - lse2[:, None], POLY)
+    p = tl.math.exp2(s - lse2[:, None])
     if MASKED:
         ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                           HAS_LEFT, HAS_RIGHT, HAS_MASK)
@@ -343,8 +260,8 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                 IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, POLY: tl.constexpr):
-    """deterministic=True. Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype.
+                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+    """Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype.
     USE_DESC: K and V are 4-D tensor descriptors (blocks [1, 1, BLOCK_N, BLOCK_D|BLOCK_DV]) streamed
     by TMA; the host checked TMA's layout rules (not varlen)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
@@ -399,21 +316,21 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                               offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                               qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                              DOT_PREC, USE_DESC, POLY)
+                              DOT_PREC, USE_DESC)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC, POLY)
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
         for start_n in range(c1, c2, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC, POLY)
+                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
         for start_n in range(c2, hi, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC, POLY)
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
     dq = dq * sm_scale
     tl.store(DQ + bb * sdqb + h.to(tl.int64) * sdqh + q_off * sdqn + offs_d[None, :] * sdqd,
              dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))

@@ -20,66 +20,6 @@ LOG2E = 1.4426950408889634  # 1 / ln 2: e^x = 2^(x · LOG2E)
 LN2 = 0.6931471805599453
 
 
-#: degree-3 minimax coefficients (relative error) of 2^f on [−½, ½]: max relative error 7.5e-5,
-#: below half an ulp of fp16 (4.9e-4) and bf16 (3.9e-3), the types P is rounded to for P·V
-POLY_C = (0.99992806, 0.69326097, 0.24261113, 0.05517167)
-_C0, _C1, _C2, _C3 = (tl.constexpr(c) for c in POLY_C)
-
-
-@triton.jit
-def exp2_fma(x):
-    """2^x on the FMA and integer pipes, no MUFU (Hopper's MUFU does 16 ex2 a clock per SM, which
-    bounds the softmax): x is clamped below at −125 (NaN kept), rounded to n = round(x) by adding
-    1.5·2^23 (the rounded integer lands in the low mantissa bits), 2^(x − n) ∈ [0.70, 1.42]
-    comes from POLY_C by Horner, and n is added to its exponent field (shifting the sum's bits by
-    23 leaves exactly n·2^23 mod 2^32). Below −125 the result is 2^-125-ish instead of 0 or a
-    subnormal (ex2.approx.ftz gives 0 below −126): harmless next to the row's max term, 1."""
-    x = tl.maximum(x, -125.0, propagate_nan=tl.PropagateNan.ALL)
-    t = x + 12582912.0
-    f = x - (t - 12582912.0)
-    p = f * _C3 + _C2
-    p = p * f + _C1
-    p = p * f + _C0
-    bits = p.to(tl.int32, bitcast=True) + (t.to(tl.int32, bitcast=True) << 23)
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _halves(x):
-    """(BM, BN) -> columns [0, BN/2) and [BN/2, BN): in the MMA accumulator layout a thread holds
-    column j and j + BN/2 of its rows, so the split moves no data between threads."""
-    return tl.split(tl.permute(tl.reshape(x, [x.shape[0], 2, x.shape[1] // 2]), [0, 2, 1]))
-
-
-@triton.jit
-def _unhalves(a, b):
-    """Inverse of ``_halves``."""
-    return tl.reshape(tl.permute(tl.join(a, b), [0, 2, 1]), [a.shape[0], 2 * a.shape[1]])
-
-
-@triton.jit
-def exp2_mixed(x, POLY: tl.constexpr):
-    """2^x of a (BM, BN) score tile with 1/POLY of its columns (POLY = 2, 4, 8) on the FMA pipe
-    (``exp2_fma``) and the rest on MUFU (``tl.math.exp2``), so that both pipes work on the softmax
-    (FlashAttention-4's split); POLY = 0: all on MUFU."""
-    if POLY == 0:
-        p = tl.math.exp2(x)
-    elif POLY == 2:
-        a, b = _halves(x)
-        p = _unhalves(tl.math.exp2(a), exp2_fma(b))
-    elif POLY == 4:
-        a, b = _halves(x)
-        b0, b1 = _halves(b)
-        p = _unhalves(tl.math.exp2(a), _unhalves(tl.math.exp2(b0), exp2_fma(b1)))
-    else:
-        tl.static_assert(POLY == 8, "POLY is 0, 2, 4 or 8")
-        a, b = _halves(x)
-        b0, b1 = _halves(b)
-        c0, c1 = _halves(b1)
-        p = _unhalves(tl.math.exp2(a), _unhalves(tl.math.exp2(b0), _unhalves(tl.math.exp2(c0), exp2_fma(c1))))
-    return p
-
-
 @triton.jit
 def seq_bounds(CU_Q, CU_K, b, Nq, Nk, IS_VARLEN: tl.constexpr):
     """(q_start, q_len, k_start, k_len, batch index into the tensors) of sequence/batch ``b``:
@@ -180,34 +120,21 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr,
               NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr,
-              FMA: tl.constexpr, LAZY: tl.constexpr, POLY: tl.constexpr):
+              FMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
     if FMA and not MASKED:
-        # interior step, qk_scale > 0 (host): rowmax(qk) · c = rowmax(qk · c) exactly (rounding is
-        # monotone), so the scale folds into one FMA per score, qk · c − m, instead of a multiply
-        # and a subtract
+        # interior step, qk_scale > 0 (the dispatcher's rule): rowmax(qk) · c = rowmax(qk · c) exactly
+        # (rounding is monotone), so the scale folds into one FMA per score, qk · c − m, instead of a
+        # multiply and a subtract
         qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)  # (BM, BN), unscaled
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        if LAZY:
-            # keep the old reference unless some row's max grew by more than 8 (log2 units): the state
-            # is exact for any common reference (out = acc / l), and p <= 2^8 is far from overflow
-            if tl.max(m_new - m_i, 0) > 8.0:
-                alpha = tl.math.exp2(m_i - tl.where(m_new == float("-inf"), 0.0, m_new))
-                acc = acc * alpha[:, None]
-                l_i = l_i * alpha
-                m_i = m_new
-            m_new = m_i
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
-            l_i = l_i + tl.sum(p, 1)
-        else:
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # ⊥ guard
-            p = exp2_mixed(qk * qk_scale - m_ref[:, None], POLY)
-            alpha = tl.math.exp2(m_i - m_ref)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # ⊥ guard
+        p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
+        alpha = tl.math.exp2(m_i - m_ref)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
     else:
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # (BM, BN), exp2 domain
         if MASKED:
@@ -243,8 +170,7 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
              DOT_PREC: tl.constexpr, NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr,
-             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr,
-             FMA: tl.constexpr, LAZY: tl.constexpr, POLY: tl.constexpr):
+             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, FMA: tl.constexpr):
     """Grid (cdiv(max Nq, BLOCK_M), B·Hq). q (B, Hq, Nq, D) -> O (B, Hq, Nq, DV), LSE (B, Hq, Nq) fp32.
     USE_DESC (not varlen; the host checked TMA's alignment rules): Q, K, V are 4-D tensor descriptors
     with blocks [1, 1, BLOCK_M|BLOCK_N, BLOCK_D|BLOCK_DV] (set by the autotuner's pre-hook), loaded by
@@ -309,24 +235,24 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                                           offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                           smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, g == 0 or ALL_MASKED,
                                           HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC,
-                                          FMA, LAZY, POLY)
+                                          FMA)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY, POLY)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA)
         for start_n in range(c1, c2, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY, POLY)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA)
         for start_n in range(c2, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA, LAZY, POLY)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA)
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]

@@ -1,4 +1,5 @@
-"""Production attention: ``attention(q, k, v, ...)``, an autograd op with a torch and a Triton backend.
+"""Production attention: ``attention(q, k, v, ...)``: validation, the router's plan, and the autograd op
+over the torch, Triton and Gluon kernels.
 
 Shapes follow ``torch.nn.functional.scaled_dot_product_attention``::
 
@@ -18,25 +19,29 @@ Conventions (``docs/kernel.md`` has the long form):
 * Varlen: ``cu_seqlens_q``/``cu_seqlens_k`` (S + 1,) int32/int64 with q ``(1, Hq, total_q, D)``
   and k/v ``(1, Hkv, total_k, ·)``: sequence s owns rows ``cu[s]:cu[s+1]``.
 
-Backend selection is explicit and never falls back: ``backend="triton" | "torch"``; the default
-is ``"triton"`` for CUDA tensors and ``"torch"`` otherwise. ``"triton"`` on CPU tensors needs
-``TRITON_INTERPRET=1`` (the CI mode) and raises otherwise.
+Backends: ``backend="auto" | "gluon" | "triton" | "torch"``; ``dispatch.plan`` is the one place
+that routes a call (its docstring states the rules). A backend asked for by name runs the call or
+raises naming the rule that failed; nothing falls back silently. ``tuning="autotune" | "first"``:
+Triton's autotuner times every configuration of a new launch key, or the first configuration that
+fits runs (correctness runs that would otherwise compile every configuration).
 """
 from __future__ import annotations
 
+import importlib
 import math
-import os
 from typing import NamedTuple, Optional
 
 import torch
 
-__all__ = ["AttnOut", "BlockSparseMask", "attention", "BUGS"]
+from .dispatch import BACKENDS, TUNINGS, device_of, plan
 
-#: Deliberate bugs the torch/Triton paths can switch on (``kernels/mutants.py``); never set by users.
+__all__ = ["AttnOut", "BlockSparseMask", "AttentionProblem", "attention", "validate", "BUGS"]
+
+#: Deliberate bugs the torch/Triton kernels can switch on, reached only through ``_attention``
+#: (``flashproof/fuzz/kernel_mutants.py``); not part of ``attention()``'s signature.
 BUGS = frozenset({"no_alpha", "no_max", "tile_floor", "unguarded_inf", "gqa_map"})
 MAX_HEAD_DIM = 256
-_DTYPES = {"torch": (torch.float16, torch.bfloat16, torch.float32, torch.float64),
-           "triton": (torch.float16, torch.bfloat16, torch.float32)}
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 class AttnOut(NamedTuple):
@@ -62,60 +67,69 @@ class BlockSparseMask(NamedTuple):
     dense: Optional[torch.Tensor] = None
 
 
-class Problem(NamedTuple):
-    """The validated call, as both backends read it. mask: None or bool (B|1, Hq|1, Nq, Nk) view;
-    tiles: None or BlockSparseMask; window: (left, right) with None = unbounded (causal folded in);
-    seqlens: None or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device. plans: a
-    backend's derived launch data (the Triton block-sparse walk lists), built by the forward and
-    reused by the backward of the same call; it lives as long as the call's autograd graph."""
+class AttentionProblem(NamedTuple):
+    """The validated call, as the router and every kernel read it.
 
+    B, Hq, Hkv, Nq, Nk, D, Dv: the shapes (q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv));
+    dtype; scale; window: (left, right) with None = unbounded, causal folded in; causal: the allowed
+    pairs are exactly the causal triangle (window (None, 0), no mask, no varlen: Gluon's CAUSAL);
+    mask: None or a bool (B|1, Hq|1, Nq, Nk) view; tiles: None or a BlockSparseMask; seqlens: None
+    or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device; groups = Hq // Hkv; deterministic;
+    requires_grad: some input needs a gradient; dense_layout: q, k, v contiguous on 16-byte
+    boundaries; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
+    derives once per call (the Triton arguments and block-sparse walk lists) and its backward
+    reuses; it lives as long as the call's autograd graph."""
+
+    B: int
+    Hq: int
+    Hkv: int
+    Nq: int
+    Nk: int
+    D: int
+    Dv: int
+    dtype: torch.dtype
     scale: float
     window: tuple
+    causal: bool
     mask: Optional[torch.Tensor]
     tiles: Optional[BlockSparseMask]
     seqlens: Optional[tuple]
     groups: int
     deterministic: bool
+    requires_grad: bool
+    dense_layout: bool
     bugs: frozenset
-    plans: dict
+    backend: str
+    tuning: str
+    cache: dict
 
 
 def attention(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_seqlens_q=None,
-              cu_seqlens_k=None, return_lse=False, deterministic=False, backend=None,
-              _bugs=frozenset()):
+              cu_seqlens_k=None, return_lse=False, deterministic=False, backend="auto", tuning="autotune"):
     """Exact softmax attention (FlashAttention-2 schedule), differentiable in q, k, v.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), or
     ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (B, Hq, Nq)). See the module docstring
     for the masking conventions. ``deterministic=True`` promises bitwise-identical gradients run to
-    run. ``False`` allows a backward that adds dQ up with fp32 atomics (5 instead of 7 N²d products;
-    dQ may then differ in its last bits between runs): on an sm_90 GPU the Gluon backward for the
-    dense d = 128 calls ``kernels.attention_gluon.reason`` accepts with Hq = Hkv, and the Triton
-    atomic-dQ kernel when ``attention_triton.ATOMIC_DQ`` is on (off by default: it measured slower
-    on the H200); every other call takes the deterministic two-kernel Triton backward.
+    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls with Hq = Hkv) add dQ with
+    fp32 reductions (5 instead of 7 N²d products; dQ may differ in its last bits between runs).
+    backend: "auto" | "gluon" | "triton" | "torch" (``dispatch.plan`` states the rules; a backend
+    that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
+    (Triton launches only).
     """
-    backend = _resolve_backend(backend, q)
-    prob = _validate(q, k, v, causal=causal, window=window, mask=mask, scale=scale,
-                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, backend=backend,
-                     deterministic=deterministic, bugs=_bugs, return_lse=return_lse)
-    out, lse = _AttentionFn.apply(q, k, v, prob, backend)
+    return _attention(q, k, v, causal=causal, window=window, mask=mask, scale=scale, cu_seqlens_q=cu_seqlens_q,
+                      cu_seqlens_k=cu_seqlens_k, return_lse=return_lse, deterministic=deterministic,
+                      backend=backend, tuning=tuning, bugs=frozenset())
+
+
+def _attention(q, k, v, *, bugs, **kwargs):
+    """``attention`` with deliberate bugs switched on (``BUGS``): the entry of the fuzzer's kernel
+    mutants (``flashproof/fuzz/kernel_mutants.py``), never of users."""
+    return_lse = kwargs.pop("return_lse", False)
+    prob = validate(q, k, v, bugs=bugs, return_lse=return_lse, **kwargs)
+    route = plan(prob, device_of(q))
+    out, lse = _AttentionFn.apply(q, k, v, prob, route)
     return AttnOut(out, lse) if return_lse else out
-
-
-def _resolve_backend(backend, q):
-    if backend is None:
-        backend = "triton" if isinstance(q, torch.Tensor) and q.is_cuda else "torch"
-    if backend not in ("torch", "triton"):
-        raise ValueError(f"backend must be 'torch' or 'triton', got {backend!r}")
-    if backend == "triton":
-        try:
-            import triton  # noqa: F401
-        except ImportError as e:
-            raise RuntimeError("backend='triton' was asked for but triton is not installed") from e
-        if isinstance(q, torch.Tensor) and not q.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-            raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU "
-                             f"tensors); got q on {q.device}")
-    return backend
 
 
 def _check_tensor(name, t):
@@ -125,15 +139,21 @@ def _check_tensor(name, t):
         raise ValueError(f"{name} must be 4-D (B, H, N, D), got shape {tuple(t.shape)}")
 
 
-def _validate(q, k, v, *, causal, window, mask, scale, cu_seqlens_q, cu_seqlens_k, backend,
-              deterministic, bugs, return_lse) -> Problem:
+def validate(q, k, v, *, causal=False, window=None, mask=None, scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
+             backend="auto", tuning="autotune", deterministic=False, bugs=frozenset(),
+             return_lse=False) -> AttentionProblem:
+    """The checked, normalised call (``AttentionProblem``); a TypeError/ValueError naming what was
+    expected and what was received for bad input. Arguments as ``attention``'s."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(name, t)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dtype not in _DTYPES[backend]:
-        raise TypeError(f"dtype {q.dtype} is not supported by backend {backend!r} "
-                        f"(supported: {', '.join(str(d) for d in _DTYPES[backend])})")
+    if q.dtype not in DTYPES:
+        raise TypeError(f"dtype {q.dtype} is not supported (supported: {', '.join(str(d) for d in DTYPES)})")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if tuning not in TUNINGS:
+        raise ValueError(f"tuning must be one of {TUNINGS}, got {tuning!r}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
     B, Hq, Nq, D = q.shape
@@ -174,7 +194,11 @@ def _validate(q, k, v, *, causal, window, mask, scale, cu_seqlens_q, cu_seqlens_
         mask = tiles.dense
     elif mask is not None:
         mask = _dense_mask(mask, q, B, Hq, Nq, Nk, "mask")
-    return Problem(float(scale), (left, right), mask, tiles, seqlens, Hq // Hkv, deterministic, bugs, {})
+    pure_causal = (left, right) == (None, 0) and mask is None and tiles is None and seqlens is None
+    requires_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    dense_layout = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+    return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, float(scale), (left, right), pure_causal, mask, tiles,
+                            seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {})
 
 
 def _window(window):
@@ -252,31 +276,35 @@ def _seqlens(cu_q, cu_k, q, Nq, Nk):
     return cq, ck, max_q, max_k
 
 
-def _backend_module(backend):
-    if backend == "torch":
-        from . import attention_torch as mod
-    else:
-        from . import attention_triton as mod
-    return mod
+#: the host module of each (direction, kernel) a plan names; imported on first use (the Triton and
+#: Gluon modules import triton)
+_MODULES = {("forward", "torch"): ".torch", ("forward", "triton"): ".triton.host", ("forward", "gluon"): ".gluon.fwd",
+            ("backward", "torch"): ".torch", ("backward", "triton"): ".triton.host", ("backward", "gluon"): ".gluon.bwd"}
+
+
+def _kernels(direction, name):
+    return importlib.import_module(_MODULES[direction, name], __package__)
 
 
 class _AttentionFn(torch.autograd.Function):
-    """Forward saves (q, k, v, out, lse); backward recomputes P tile by tile from lse."""
+    """Forward saves (q, k, v, out, lse); backward recomputes P tile by tile from lse. The kernels of
+    each direction are the ones ``plan`` chose."""
 
     @staticmethod
-    def forward(ctx, q, k, v, prob, backend):
+    def forward(ctx, q, k, v, prob, route):
         ctx.set_materialize_grads(False)  # an unused lse (or out) gives None, not a zero tensor to read
-        mod = _backend_module(backend)
-        out, lse = mod.forward(q, k, v, prob)
+        out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.prob, ctx.backend = prob, backend
+        ctx.prob, ctx.route = prob, route
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        mod = _backend_module(ctx.backend)
+        route = ctx.route
+        if route.backward == "none":
+            raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
         if dout is None:
             dout = torch.zeros_like(out)
-        dq, dk, dv = mod.backward(q, k, v, out, lse, dout, dlse, ctx.prob)
+        dq, dk, dv = _kernels("backward", route.backward).backward(q, k, v, out, lse, dout, dlse, ctx.prob, route)
         return dq, dk, dv, None, None

@@ -1,4 +1,4 @@
-"""A/B timings behind issue 7, one CUDA run: ``python -m flashproof.kernels.probe --out DIR``.
+"""A/B timings behind issue 7, one CUDA run: ``python lab/probe.py --out DIR``.
 
 1. Forward variants of the interior loop (``attention_triton.FWD_POLY``: exponentials on the FMA pipe), each
    autotuned, against SDPA's cuDNN backend in the same process, with each variant's max error
@@ -47,8 +47,8 @@ def _cudnn(q, k, v, causal):
 def forward_variants(shapes, rows):
     from triton.testing import do_bench
 
-    from . import attention_triton as at
-    from .attention import attention
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention
     variants = [("fma", dict(FWD_FMA=True, FWD_LAZY=False, FWD_POLY=0))] + [
         (f"fma+poly{k}", dict(FWD_FMA=True, FWD_LAZY=False, FWD_POLY=k)) for k in (2, 4, 8)]
     saved = {n: getattr(at, n) for n in ("FWD_FMA", "FWD_LAZY", "FWD_POLY")}
@@ -82,7 +82,7 @@ def _best(autotuner):
 
 def _sparse_problem(frac=0.1):
     """(q, k, v, mask, dO) of the block-sparse probes: d = 128, N = 8192, ``frac`` of 128×128 tiles."""
-    from .attention import BlockSparseMask
+    from flashproof.kernels.attention.api import BlockSparseMask
     (q, k, v), B, H = _qkv(128, 8192, seed=3)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < frac
@@ -110,10 +110,10 @@ def _enqueue_ms(step, reps, profiler=None):
 def sparse_breakdown(rows, frac=0.1):
     from triton.testing import do_bench
 
-    from .bench import gpu_ms as _gpu_ms
+    from flashproof.bench.attention import gpu_ms as _gpu_ms
 
-    from . import attention_triton as at
-    from .attention import _validate, attention
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import _validate, attention
     q, k, v, bm, do = _sparse_problem(frac)
     B, H, n, d = q.shape
     for causal in (False, True):
@@ -150,7 +150,7 @@ def host_profile(rows, reps=20):
     import io
     import pstats
 
-    from .attention import attention
+    from flashproof.kernels.attention.api import attention
     q, k, v, bm, do = _sparse_problem()
 
     def step():
@@ -168,7 +168,7 @@ def host_profile(rows, reps=20):
 
 _PINGPONG_SMOKE = """
 import torch
-from flashproof.kernels import attention_gluon as ag
+from flashproof.kernels.attention.gluon import fwd as ag
 from flashproof.kernels.attention import attention
 q, k, v = (torch.randn(2, 4, 1024, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 outs = []
@@ -202,10 +202,10 @@ def gluon_forward(rows):
     Triton forward (``GLUON_FWD`` off) next to cuDNN, per shape."""
     from triton.testing import do_bench
 
-    from . import attention_gluon as ag
-    from . import attention_triton as at
-    from .attention import attention
-    from .bench import gpu_ms as _gpu_ms
+    from flashproof.kernels.attention.gluon import fwd as ag
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention
+    from flashproof.bench.attention import gpu_ms as _gpu_ms
     saved = ag.PINGPONG
     variants = [("gluon", True, False), ("triton", False, False)]
     if _pingpong_smoke(rows):
@@ -257,8 +257,8 @@ def gluon_backward(rows):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    from . import attention_gluon_bwd as gb
-    from .attention import attention
+    from flashproof.kernels.attention.gluon import bwd as gb
+    from flashproof.kernels.attention.api import attention
     saved = getattr(gb, "VEC_ATOMIC", None)
     variants = [("triton-det", True, None), ("gluon", False, False)]
     if saved is not None:
@@ -296,8 +296,8 @@ def launch_overhead(rows, reps=30):
     the call's wall time."""
     from triton.testing import do_bench
 
-    from . import attention_triton as at
-    from .attention import attention
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention
     q, k, v, bm, do = _sparse_problem()
     for direct in (True, False):
         def step():
@@ -317,8 +317,8 @@ def atomic_variants(shapes, rows):
     (5 products, one scalar fp32 atomic per dQ element), gradients compared."""
     from triton.testing import do_bench
 
-    from . import attention_triton as at
-    from .attention import attention
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention
     saved = at.ATOMIC_DQ
     variants = [("two-kernel", False), ("atomic", True)]
     for d, n, causal in shapes:
@@ -376,8 +376,8 @@ def _backward_row(row, run, do, leaves, flops, base):
 
 def backward_variants(shapes, rows):
     """Backward variants (module switches of attention_triton), gradients of each against the first's."""
-    from . import attention_triton as at
-    from .attention import attention
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention
     variants = [("desc", dict(BWD_DESCRIPTORS=True, BWD_POLY=0))] + [
         (f"desc+poly{k}", dict(BWD_DESCRIPTORS=True, BWD_POLY=k)) for k in (2, 4)]
     saved = {n: getattr(at, n) for n in ("BWD_DESCRIPTORS", "BWD_POLY")}
@@ -401,7 +401,7 @@ def backward_variants(shapes, rows):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flashproof.kernels.probe", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python lab/probe.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/probe")
     p.add_argument("--parts", default="fwd,sparse,bwd,atomic,launch")
     args = p.parse_args(argv)

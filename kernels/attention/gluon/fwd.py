@@ -1,6 +1,6 @@
-"""Warp-specialised Hopper forward (sm_90) in Gluon, Triton's lower-level dialect: the fast path of
-``backend="triton"`` for the dense problems it covers (``reason`` says which; everything else, and
-every backward, runs the Triton kernels of ``attention_triton_fwd/_bwd``).
+"""Warp-specialised Hopper forward (sm_90) in Gluon, Triton's lower-level dialect: the forward of
+``backend="auto"`` (and ``"gluon"``) for the dense problems it covers (``dispatch.gluon_rule`` says
+which; everything else runs the Triton kernels of ``triton/``).
 
 Why: the ``tl.dot`` forward serialises the two matrix products of a key block with its softmax. In
 its PTX each iteration waits for S = Q Kᵀ (``wgmma.wait_group 0``) and meets CTA-wide
@@ -24,82 +24,30 @@ asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 d
 
 The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(s)·c = rowmax(s·c));
 no row is empty and no key is read only by masked pairs on this path (dense, Nq = Nk), so the
-⊥ guard and the poison handling of the general kernel are not needed here (``reason`` rules out
-everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
-(tests/test_kernel_compile.py) and check ``reason``; the GPU check (kernels/gpu_check.py) and the
-fuzz campaign run it against the float64 oracle on the H200.
+⊥ guard and the poison handling of the general kernel are not needed here (``dispatch.gluon_rule``
+rules out everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
+(tests/kernels/test_compile.py) and check the router's plan; the GPU check (lab/gpu_check.py) and
+the fuzz campaign run it against the oracle on the H200.
 """
 from __future__ import annotations
 
-import functools
-import os
-
 import torch
 
-try:
-    from triton.experimental import gluon
+from .common import AVAILABLE, gl_dtype, jit as _jit
+
+if AVAILABLE:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    AVAILABLE = True
-except ImportError:  # an older Triton: the Triton kernels serve every call
-    AVAILABLE = False
-
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
 BLOCK_M_WG = 64
 BLOCK_N = 128  # keys per block
-HEAD_DIM = 128  # the only head dim routed here: at d = 64 this kernel measured slower than the Triton one
+HEAD_DIM = 128  # the only head dim routed here (dispatch.GLUON_HEAD_DIM): at d = 64 it measured slower than Triton
 NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB (3 stages measured no faster)
 MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
 CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
-#: ping-pong: the two consumer warpgroups take turns issuing their matrix products (an mbarrier
-#: pair), so one's products run during the other's softmax (FlashAttention-3); False: they issue freely
-PINGPONG = False
-#: forward launches of this kernel since import (tests and the GPU check see which path ran)
-LAUNCHES = {"gluon_fwd": 0}
-
-
-def reason(q, k, v, prob):
-    """None if this kernel computes the call, else why not (a short phrase)."""
-    if not AVAILABLE or INTERPRET:
-        return "Gluon unavailable (or the interpreter)"
-    if q.device.type != "cuda" or _capability(q.device.index) != (9, 0):
-        return "not an sm_90 GPU"
-    return shape_reason(q, k, v, prob)
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(index):
-    return torch.cuda.get_device_capability(index)
-
-
-def shape_reason(q, k, v, prob):
-    """The device-independent part of ``reason``."""
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        return "dtype"
-    B, Hq, Nq, D = q.shape
-    Hkv, Nk, Dv = k.shape[1], k.shape[2], v.shape[3]
-    if D != HEAD_DIM or Dv != HEAD_DIM:
-        return "head dim"
-    if Nq != Nk or Nq == 0 or Nq % BLOCK_M:
-        return "lengths (need Nq = Nk, a multiple of 128)"
-    if prob.mask is not None or prob.tiles is not None or prob.seqlens is not None:
-        return "mask / block-sparse / varlen"
-    if prob.window not in ((None, None), (None, 0)):
-        return "window"
-    if prob.bugs or prob.scale <= 0:
-        return "bug injection or scale <= 0"
-    if Hq != Hkv * prob.groups:
-        return "head grouping"
-    if any(not t.is_contiguous() or t.data_ptr() % 16 for t in (q, k, v)):
-        return "layout (needs contiguous (B, H, N, D))"
-    return None
-
-
-_jit = gluon.jit if AVAILABLE else (lambda fn: fn)
 
 
 # ----------------------------------------------------------------------------------------
@@ -137,9 +85,9 @@ def _apply_causal_mask(s, row0, col0, BM: gl.constexpr, BN: gl.constexpr, s_layo
 
 
 @_jit
-def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, row0,
+def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, qk_scale, row0,
                MASK: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, NUM_STAGES: gl.constexpr,
-               s_layout: gl.constexpr, p_layout: gl.constexpr, WG: gl.constexpr):
+               s_layout: gl.constexpr, p_layout: gl.constexpr):
     slot = j % NUM_STAGES
     phase = (j // NUM_STAGES) & 1
     pslot = (j - 1) % NUM_STAGES
@@ -149,16 +97,11 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 
     # S_j = Q K_j^T (async)
     mbarrier.wait(k_ready.index(slot), phase)
-    PINGPONG: gl.constexpr = turn.type.shape[0] == 2
-    if PINGPONG:  # this warpgroup's turn to issue (the other one issued iteration j−1's products)
-        mbarrier.wait(turn.index(WG), (j - 1) & 1)
     s_zero = gl.zeros([BM, BN], gl.float32, s_layout)
     s_tok = warpgroup_mma(q_s, k_s.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     # O += P_{j-1} V_{j-1} (async)
     mbarrier.wait(v_ready.index(pslot), pphase)
     o_tok = warpgroup_mma(p_prev, v_s, acc, is_async=True)
-    if PINGPONG:  # the other warpgroup may issue now: its products run during this one's softmax
-        mbarrier.arrive(turn.index(1 - WG), count=1)
     # wait for S_j only; P.V stays in flight during the softmax
     s, q_s, k_s = warpgroup_mma_wait(num_outstanding=1, deps=[s_tok, q_s, k_s])
     mbarrier.arrive(k_empty.index(slot), count=1)
@@ -179,7 +122,7 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 
 @_jit
 def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, k_empty, v_empty, turn, qk_scale, q_row, lse_row, row_in_seq, n_kv):
+                   v_ready, k_empty, v_empty, qk_scale, q_row, lse_row, row_in_seq, n_kv):
     # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
     BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -218,14 +161,13 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
         n_main = n_kv
     for j in range(1, n_main):
         acc, m_i, l_i, p_prev = _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
-                                           v_empty, turn, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout,
-                                           WG)
+                                           v_empty, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout)
     # ---- diagonal block (masked), causal only ----
     if CAUSAL:
         if n_kv > 1:
             acc, m_i, l_i, p_prev = _attn_iter(n_kv - 1, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready,
-                                               v_ready, k_empty, v_empty, turn, qk_scale, row0, True, BM, BN, NUM_STAGES,
-                                               s_layout, p_layout, WG)
+                                               v_ready, k_empty, v_empty, qk_scale, row0, True, BM, BN, NUM_STAGES,
+                                               s_layout, p_layout)
 
     # ---- epilogue: last P.V ----
     jl = n_kv - 1
@@ -255,37 +197,37 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
 
 
 @_jit
-def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                             lse_row, row_in_seq, n_kv):
     _attn_consumer(0, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                               lse_row, row_in_seq, n_kv):
     _attn_consumer(0, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                             lse_row, row_in_seq, n_kv):
     _attn_consumer(1, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                               lse_row, row_in_seq, n_kv):
     _attn_consumer(1, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   turn, qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
 
 
 @_jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+                 CONSUMER_REGS: gl.constexpr):
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
@@ -311,22 +253,15 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    # issue turns of the two consumer warpgroups; the partitions read PINGPONG off this array's shape
-    # (constexprs do not pass through warp_specialize's argument tuples)
-    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)
         mbarrier.init(v_empty.index(i), count=2)
-    for i in gl.static_range(2 if PINGPONG else 1):
-        mbarrier.init(turn.index(i), count=1)
-    if PINGPONG:
-        mbarrier.arrive(turn.index(0), count=1)  # warpgroup 0 issues first
     fence_async_shared()
 
-    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, turn, qk_scale, q_row,
+    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
                  lse_row, row_in_seq, n_kv)
     load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, q_row,
                  kv_row, n_kv)
@@ -344,11 +279,6 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
         ], [4, 1], [CONSUMER_REGS, 24])
 
 
-def gl_dtype(dtype):
-    """Gluon's element type of a torch fp16/bf16 dtype."""
-    return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
-
-
 def _descs(q, k, v, o):
     """2-D TMA descriptors over the (B·H·N, D) row views."""
     dt = gl_dtype(q.dtype)
@@ -361,14 +291,13 @@ def _descs(q, k, v, o):
             TensorDescriptor.from_tensor(rows(o), [BLOCK_M_WG, HEAD_DIM], q_layout))
 
 
-def forward(q, k, v, prob):
-    """(out, lse) as ``attention_triton.forward`` returns them, for a call that ``reason`` accepts."""
+def forward(q, k, v, prob, route=None):
+    """q, k, v (B, H, N, 128) fp16/bf16 -> (out (B, H, N, 128), lse (B, H, N) fp32), for a call that
+    ``dispatch.gluon_rule`` accepts. ``route``: the plan (unused here)."""
     B, H, N, _ = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
-    causal = prob.window == (None, 0)
     _attn_fwd_ws[(B * H, N // BLOCK_M)](*_descs(q, k, v, out), lse, float(prob.scale), N, H, prob.groups,
-                                        HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=causal,
-                                        CONSUMER_REGS=CONSUMER_REGS, PINGPONG=PINGPONG, num_warps=4, maxnreg=MAXNREG)
-    LAUNCHES["gluon_fwd"] += 1
+                                        HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
+                                        CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

@@ -1,9 +1,9 @@
 """GPU timing of the speculative sampler: ours vs a straightforward multi-pass torch implementation,
 with a sweep of Triton configurations (launch-1 tiling) in the same run.
 
-    python -m flashproof.kernels.sampler_bench --out out/sampler_bench.json        # H200 defaults + sweep
-    python -m flashproof.kernels.sampler_bench --configs 16384/512/4/3,8192/512/4/2  # other candidates
-    TRITON_INTERPRET=1 python -m flashproof.kernels.sampler_bench --device cpu --batch 8 --vocab 4096 --no-sweep \
+    python -m flashproof.bench.sampler --out out/sampler_bench.json        # H200 defaults + sweep
+    python -m flashproof.bench.sampler --configs 16384/512/4/3,8192/512/4/2  # other candidates
+    TRITON_INTERPRET=1 python -m flashproof.bench.sampler --device cpu --batch 8 --vocab 4096 --no-sweep \
         --reps 3 --warmup 1                                                       # CPU smoke run
 
 Correctness first: every implementation and every swept configuration gets the same injected uniforms
@@ -23,7 +23,7 @@ Two floors, bytes / --bandwidth (4.29 TB/s measured on the H200):
 A probe row reads every input once with torch (three sums) as a practical bound. The default of
 ``rejection_sample`` is marked '*'. The sweep's choice is the fastest check="full" configuration with
 identical tokens (printed, and recorded as "choice" in the JSON next to every candidate); DEFAULT_CONFIG
-in kernels/sampler_triton.py is set by hand from such a run, never by the bench.
+in kernels/sampler/triton.py is set by hand from such a run, never by the bench.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from .sampler import (UNIFORM_BITS, WEIGHT_BITS, SamplerUniforms, _resolve_backend, draw_uniforms, rejection_sample,
+from flashproof.kernels.sampler.api import (UNIFORM_BITS, WEIGHT_BITS, SamplerUniforms, _resolve_backend, draw_uniforms, rejection_sample,
                       row_sum_tol)
 
 __all__ = ["multipass_sample", "make_problem", "needed_bytes", "main"]
@@ -132,7 +132,7 @@ def _time_gpu(fn, device, warmup, reps):
 
 
 def _parse_configs(text: str):
-    from .sampler_triton import TritonConfig
+    from flashproof.kernels.sampler.triton import TritonConfig
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         parts = item.split("/")
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     ids, pd, pt, pb = make_problem(B, K, V, dev)
     u = draw_uniforms(B, K, device=dev, generator=torch.Generator(device=dev).manual_seed(1))
 
-    from . import sampler_triton
+    from flashproof.kernels.sampler import triton as sampler_triton
     triton_ok = sampler_triton.available() and (dev.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
     default_backend = _resolve_backend("auto", pt)
     default_cfg = sampler_triton.DEFAULT_CONFIG

@@ -1,17 +1,19 @@
 """Deliberately broken variants of ``attention`` — the corpus the fuzzer must catch.
 
-Each mutant has ``attention``'s signature and a one-line docstring naming its bug. They run the
-torch backend by default; ``backend="triton"`` runs the same bug as a ``tl.constexpr`` switch of
-the Triton kernel. ``MUTANTS`` maps the bug switch name to the callable.
+Each mutant has ``attention``'s signature and a one-line docstring naming its bug; it calls the
+kernels' internal entry ``flashproof.kernels.attention.api._attention`` with the bug switched on (the
+public ``attention()`` has no such argument). They run the torch backend by default;
+``backend="triton"`` runs the same bug as a ``tl.constexpr`` switch of the Triton kernel (the router
+never sends a mutant to Gluon). ``MUTANTS`` maps the bug switch name to the callable.
 """
 from __future__ import annotations
 
-from .attention import BUGS, attention
+from flashproof.kernels.attention.api import BUGS, _attention
 
 
 def _mutant(bug, doc):
     def run(q, k, v, *, backend="torch", **kwargs):
-        return attention(q, k, v, backend=backend, _bugs=frozenset({bug}), **kwargs)
+        return _attention(q, k, v, backend=backend, bugs=frozenset({bug}), **kwargs)
     run.__name__ = run.__qualname__ = f"attention_{bug}"
     run.__doc__ = doc
     return run

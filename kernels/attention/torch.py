@@ -21,9 +21,9 @@ import torch
 BLOCK_N = 64  # keys per tile
 
 
-def forward(q, k, v, prob):
+def forward(q, k, v, prob, route=None):
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's
-    dtype, lse (B, Hq, Nq) float32 (float64 for float64 inputs)."""
+    dtype, lse (B, Hq, Nq) float32 (float64 for float64 inputs). ``route``: the plan (unused here)."""
     cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     B, Hq, Nq, _ = q.shape
     out = torch.zeros(B, Hq, Nq, v.shape[3], dtype=cdt, device=q.device)
@@ -35,7 +35,7 @@ def forward(q, k, v, prob):
     return out.to(q.dtype), lse
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob):
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype."""
     cdt = lse.dtype
     dq = torch.zeros(q.shape, dtype=cdt, device=q.device)

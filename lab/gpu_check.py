@@ -1,4 +1,4 @@
-"""``python -m flashproof.kernels.gpu_check --out DIR``: the kernel's correctness run on a CUDA GPU.
+"""``python lab/gpu_check.py --out DIR``: the kernel's correctness run on a CUDA GPU.
 
 1. Feature cases at large shapes in bf16 / fp16 / fp32 against a float64 dense formula, judged by
    FlashAttention's rule: kernel error ≤ 2 × (naive same-dtype error) + floor for the output and
@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from .attention import BlockSparseMask, attention
+from flashproof.kernels.attention.api import BlockSparseMask, attention
 
 DEVICE = "cuda"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -136,7 +136,7 @@ def check_case(cid, shape, opt, dname, seed=0):
     dtype = DTYPES[dname]
     q, k, v, kw, allowed = _build(cid, shape, opt, dtype, seed)
     scale = kw["scale"] or 1 / math.sqrt(q.shape[-1])
-    from . import attention_gluon, attention_gluon_bwd
+    from flashproof.kernels.attention.gluon import bwd as attention_gluon_bwd, fwd as attention_gluon
     launches = attention_gluon.LAUNCHES["gluon_fwd"]
     bwd_launches = attention_gluon_bwd.LAUNCHES["gluon_bwd"]
     res = attention(q, k, v, return_lse=True, backend="triton", **kw)
@@ -255,7 +255,7 @@ def tail_summary(results) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flashproof.kernels.gpu_check", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python lab/gpu_check.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/gpu_check")
     p.add_argument("--fuzz-budget", type=int, default=40, help="examples per fuzz search round (0: no fuzzing)")
     p.add_argument("--no-mutants", action="store_true", help="skip fuzzing the mutant corpus")
@@ -323,7 +323,7 @@ def main(argv=None) -> int:
                 else:
                     record(check_poison(dname))
     if args.fuzz_budget > 0:
-        from .mutants import MUTANTS
+        from flashproof.fuzz.kernel_mutants import MUTANTS
         names = [] if args.no_mutants else [f"mutant:{b}" for b in sorted(MUTANTS)]
         for r in fuzz(args.fuzz_budget, names, deadline):
             record(r)

@@ -66,7 +66,7 @@ def _provider(name, causal, n):
     """A callable (q, k, v) -> out, or a reason string when unavailable."""
     F = torch.nn.functional
     if name in ("ours", "ours-det"):
-        from .attention import attention
+        from flashproof.kernels import attention
         det = name == "ours-det"
         return lambda q, k, v: attention(q, k, v, causal=causal, backend="triton", deterministic=det)
     if name.startswith("sdpa-"):
@@ -168,7 +168,7 @@ def bench_sparse(d, n, causal, frac, tokens, width):
     ours, forward + backward: wall-clock medians (``do_bench``) and the kernels' GPU time (profiler)."""
     from triton.testing import do_bench
 
-    from .attention import BlockSparseMask, attention
+    from flashproof.kernels import BlockSparseMask, attention
     B, H = max(tokens // n, 1), width // d
     g = torch.Generator(device="cuda").manual_seed(3)
     q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
@@ -259,6 +259,6 @@ def run(args) -> int:
 
 if __name__ == "__main__":
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m flashproof.kernels.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m flashproof.bench.attention", description=__doc__.splitlines()[0])
     add_arguments(parser)
     raise SystemExit(run(parser.parse_args()))

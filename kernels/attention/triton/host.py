@@ -1,54 +1,34 @@
-"""The Triton backend: host side (argument packing, autotuning, launches) for
-``attention_triton_fwd`` and ``attention_triton_bwd``.
+"""The Triton kernels' host side: argument packing, autotuning and launches of ``fwd.py`` and ``bwd.py``,
+for the calls ``dispatch.plan`` sends here (forward and/or backward "triton").
 
 Every autotuned configuration computes the same function (lengths, head dims and masks are all
 handled by predicates, never by a divisibility assumption); the tile constraints that do exist
 are ``tl.static_assert``s in the kernels and ``_prune`` here drops configurations that break them.
-Under ``TRITON_INTERPRET=1`` (CI) one small configuration is used.
+``Plan.tuning`` picks the autotuner: "autotune" times every configuration of a new key, "first"
+runs the first configuration that fits in shared memory. Under the interpreter (CPU) one small
+configuration is used. Q/K/V (and dO) are loaded through TMA tensor descriptors where their layout
+allows it (``_descriptors``), else through pointers: the same values either way.
+(Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile the forward's
+interior loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
 """
 from __future__ import annotations
 
-import os
+from typing import NamedTuple
 
 import torch
 import triton
 
-from . import attention_gluon, attention_gluon_bwd
-from .attention_triton_bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dkdv_dq, attn_bwd_dq
-from .attention_triton_fwd import LOG2E, attn_fwd
-from .attention_triton_plan import tile_plan
+from ...interpreter import interpreting
+from .bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
+from .fwd import LOG2E, attn_fwd
+from .plan import tile_plan
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
 except ImportError:  # pragma: no cover — older Triton: pointer loads only
     TensorDescriptor = None
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-#: ``FLASHPROOF_TRITON_CONFIG=first`` (read at each new autotuning key, so it may be set after
-#: import): run the first configuration that fits, no autotuning: for correctness runs that would
-#: otherwise compile every configuration for every feature combination.
-def first_only() -> bool:
-    return os.environ.get("FLASHPROOF_TRITON_CONFIG") == "first"
-
-
-def _numpy_2_4_shim():
-    """Triton 3.6's interpreter turns a scalar (a shape-(1,) array there) into a loop bound with
-    ``int(array)``, which numpy >= 2.4 rejects; index through ``.item()`` instead (interpreter only)."""
-    from triton.runtime import interpreter
-
-    if getattr(interpreter, "_flashproof_shim", False):
-        return
-    patch = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-    interpreter._patch_lang_tensor = patched
-    interpreter._flashproof_shim = True
-
-
-if INTERPRET:
-    _numpy_2_4_shim()
+INTERPRET = interpreting()  # read once: Triton decided at import whether its kernels are interpreted
 
 
 def _configs(shapes, pre_hook=None, explicit=False):
@@ -59,32 +39,6 @@ def _configs(shapes, pre_hook=None, explicit=False):
         shapes = [(16, 16, 4, 1)]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=pre_hook)
             for m, n, w, s in shapes]
-
-
-#: the forward loads Q/K/V through TMA tensor descriptors where the layout allows (see ``_descriptors``);
-#: tests turn it off to cover the pointer path on the same inputs
-USE_DESCRIPTORS = True
-#: the same for the backward's streamed operands: Q and dO in the dK/dV kernels, K and V in the dQ kernel
-BWD_DESCRIPTORS = True
-#: Forward variants of the interior (unmasked) loop, switches so that one benchmark run can A/B them
-#: (``kernels/probe.py``) and the tests cover both sides:
-#: FWD_FMA — the scale folded into one FMA per score (fp16/bf16, scale > 0; see ``_fwd_step``);
-#: FWD_LAZY — rescale acc and l only when some row's max grew by more than 2^8 (needs FWD_FMA).
-#: (Triton 3.6's warp specialisation, ``tl.range(warp_specialize=True)``, does not compile this
-#: loop for sm_90: its NVGPUWarpSpecialization pass asserts in TaskIdPropagation.)
-FWD_FMA = True
-FWD_LAZY = False
-#: FWD_POLY — 1/FWD_POLY of the interior's exponentials (2, 4 or 8; 0: none) by a polynomial on the
-#: FMA pipe instead of MUFU (``attention_triton_fwd.exp2_mixed``; needs FWD_FMA, not with FWD_LAZY)
-FWD_POLY = 0
-#: GLUON_FWD — dense fp16/bf16 d = 128 forwards (Nq = Nk, a multiple of 128, causal or not) on an
-#: sm_90 GPU go to the warp-specialised Gluon kernel (``attention_gluon``; ``reason`` lists the rules)
-GLUON_FWD = True
-#: GLUON_BWD — the deterministic=False backward of those calls (when Hq = Hkv) goes to the Gluon
-#: backward (``attention_gluon_bwd``: one kernel, 5 products, dQ by fp32 atomics)
-GLUON_BWD = True
-#: BWD_POLY — the same for P's recomputation in the unmasked steps of the gradient kernels (not fp32)
-BWD_POLY = 0
 
 
 def _descriptors(prob, *ts):
@@ -118,7 +72,8 @@ def _set_blocks(nargs):
 
 def _prune(configs, named_args, **kwargs):
     """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, or are too
-    large for the padded head dim (shared memory)."""
+    large for the padded head dim (shared memory). The autotuner skips a configuration that runs
+    out of shared memory."""
     args = {**named_args, **kwargs}
     tq, tk = args.get("TILE_Q", 0), args.get("TILE_K", 0)
     big = max(args["BLOCK_D"], args["BLOCK_DV"]) > 128
@@ -127,8 +82,13 @@ def _prune(configs, named_args, **kwargs):
             and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    if not first_only():
-        return keep  # the autotuner skips a configuration that runs out of shared memory
+    return keep
+
+
+def _prune_first(configs, named_args, **kwargs):
+    """``_prune``, then only the first configuration whose tiles fit ``SMEM_BUDGET`` (tuning="first")."""
+    keep = _prune(configs, named_args, **kwargs)
+    args = {**named_args, **kwargs}
     fits = [c for c in keep if _smem_estimate(c, args) <= SMEM_BUDGET]
     return (fits or keep[-1:])[:1]
 
@@ -140,8 +100,7 @@ SMEM_BUDGET = 200 * 1024
 
 def _smem_estimate(c, args) -> int:
     """Bytes of the tiles a kernel keeps in shared memory: the resident operand once, the streamed
-    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernels) ``num_stages`` times, and the
-    atomic-dQ kernel's extra Kᵀ tile (fp32 d = 96 / dv = 64 asked for 241 KiB on the H200 without it).
+    pair (K/V in the forward and dQ kernels, Q/dO in the dK/dV kernels) ``num_stages`` times.
     Used by the first-configuration mode (which cannot fall back on the autotuner skipping a
     configuration that fails to compile): fp32 tiles are twice the bytes of bf16 ones, and the first
     configurations are sized for bf16 (an H200 run showed fp32 at d = 128 asking for 257 KiB)."""
@@ -151,46 +110,54 @@ def _smem_estimate(c, args) -> int:
     bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
     width = args["BLOCK_D"] + args["BLOCK_DV"]
     resident, streamed = (bn, bm) if "DK" in args else (bm, bn)
-    extra = bn * args["BLOCK_D"] if "DQ_ACC" in args else 0  # the atomic-dQ kernel's Kᵀ tile for dQ
-    return esize * (width * (resident + max(c.num_stages, 1) * streamed) + extra)
+    return esize * width * (resident + max(c.num_stages, 1) * streamed)
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
         "TILE_K", "DOT_PREC"]
 #: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
 #: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
-#: ``tests/test_kernel_configs.py`` runs each shape on its own against the float64 oracle.
-# dkdv_dq (deterministic=False with ATOMIC_DQ): dK/dV plus atomic dQ. Each (query block, key block) step adds BLOCK_M·D fp32
-# atomics, so atomic traffic per product falls as 1/BLOCK_N (hence the 128-key configurations); the
-# first (the one FLASHPROOF_TRITON_CONFIG=first runs) spilled least in ptxas -v for sm_90 at d = 128
-# (824 bytes of spill stores, against 2.1-10 KB for the others; the deterministic dK/dV kernel
-# spills as well). Autotuning runs the kernel once per configuration, so the atomic buffer is zeroed
-# before each run (reset_to_zero; the autotuner zeroes it again before the real launch).
+#: ``tests/kernels/test_correctness.py`` runs each shape on its own against the oracle.
 TUNED = {
     "fwd": (attn_fwd, [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 128, 4, 3),
                        (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
-            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA", "LAZY", "POLY"], {}),
+            ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA"], {}),
     "dkdv": (attn_bwd_dkdv, [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2),
-                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "POLY"], {}),
+                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
     "dq": (attn_bwd_dq, [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2),
-                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "POLY"], {}),
-    "dkdv_dq": (attn_bwd_dkdv_dq, [(64, 64, 8, 3), (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 64, 4, 3),
-                                   (16, 32, 4, 2)], ["GQA_MAP", "POLY"], {"reset_to_zero": ["DQ_ACC"]}),
+                         (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
 }
 
 
-def autotuned(name, shapes=None):
-    """The autotuner of ``TUNED[name]``, over ``shapes`` if given (a test's single configuration;
-    then also under the interpreter) or else the table's."""
+def autotuned(name, shapes=None, tuning="autotune"):
+    """The autotuner of ``TUNED[name]`` over ``shapes`` if given (a test's single configuration;
+    then also under the interpreter), else the table's; ``tuning`` as ``Plan.tuning``."""
     kernel, default, extra_key, kw = TUNED[name]
     configs = _configs(shapes or default, pre_hook=_set_blocks, explicit=shapes is not None)
-    return triton.autotune(configs, key=_KEY + extra_key, prune_configs_by={"early_config_prune": _prune},
+    prune = _prune_first if tuning == "first" else _prune
+    return triton.autotune(configs, key=_KEY + extra_key, prune_configs_by={"early_config_prune": prune},
                            **kw)(kernel)
 
 
-_FWD, _DKDV, _DQ, _DKDV_DQ = (autotuned(n) for n in ("fwd", "dkdv", "dq", "dkdv_dq"))
+class Tuners(NamedTuple):
+    """The autotuned forward, dK/dV and dQ kernels one call launches."""
 
-#: (autotuner, interpreter-config mode, q's dtype, its key values) -> the configuration it chose.
+    fwd: object
+    dkdv: object
+    dq: object
+
+
+def tuners(shapes=None, tuning="autotune") -> Tuners:
+    """A set of autotuners; ``shapes``: {"fwd" | "dkdv" | "dq": [(BLOCK_M, BLOCK_N, warps, stages)]}
+    to run given configurations (the configuration tests), else the table's."""
+    shapes = shapes or {}
+    return Tuners(*(autotuned(n, shapes.get(n), tuning) for n in Tuners._fields))
+
+
+#: the autotuners of each ``Plan.tuning`` mode
+TUNERS = {mode: tuners(tuning=mode) for mode in ("autotune", "first")}
+
+#: (autotuner, q's dtype, its key values) -> the configuration it chose.
 #: A launch whose key was seen goes straight to the kernel with that configuration: Triton 3.6's
 #: ``Autotuner.run`` rebuilds its key on every call with a list scan per argument (~65 arguments
 #: here; ~0.1 ms of host time a launch in a cProfile on the H200 machine), which bounds small calls.
@@ -205,7 +172,7 @@ def _launch(tuner, grid, *args, **kwargs):
         return tuner[grid](*args, **kwargs)
     q = args[0]
     dtype = getattr(q, "base", q).dtype
-    key = (tuner, first_only(), dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))
+    key = (tuner, dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))
     cfg = _CHOSEN.get(key)
     if cfg is None:
         tuner[grid](*args, **kwargs)
@@ -215,18 +182,6 @@ def _launch(tuner, grid, *args, **kwargs):
     if cfg.pre_hook is not None:
         cfg.pre_hook({**dict(zip(tuner.arg_names, args)), **full})
     tuner.fn[grid](*args, **full)
-
-
-#: Route ``deterministic=False`` to the atomic-dQ kernel. Off: on the H200 (bench of 2026-11-30
-#: 14:17 UTC, BENCHMARKS.md) it ran the backward at 309-325 TFLOP/s against 374-392 for the two-kernel
-#: path at d = 128 (255 registers and spills in the fused kernel, one scalar fp32 atomic per element),
-#: so both values of ``deterministic`` take the two-kernel path until the atomic kernel is faster.
-#: Kept, tested and fuzzed (``flashproof fuzz --kernel triton-atomic`` turns it on) as the next step's base.
-ATOMIC_DQ = False
-
-#: Kernel launches made by ``backward`` since import, by kernel ("delta", "dkdv", "dq", "dkdv_dq"):
-#: lets a test see which launch structure ``deterministic`` selected.
-BACKWARD_LAUNCHES = {"delta": 0, "dkdv": 0, "dq": 0, "dkdv_dq": 0}
 
 
 def _pad(d):
@@ -282,9 +237,9 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
 
 
 def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
-    """The walk lists ``names`` of a block-sparse call (``attention_triton_plan``), each built on the
-    device once per call and kept in ``prob.plans`` (the forward builds KV, the backward of the same
-    call reuses it and builds Q; a forward without a backward never builds Q):
+    """The walk lists ``names`` of a block-sparse call (``plan.py``), each built on the device once
+    per call and kept in ``prob.cache`` (the forward builds KV, the backward of the same call reuses
+    it and builds Q; a forward without a backward never builds Q):
 
     * KV_NUM (B, Hq, TQ, 2) int32: per query tile, how many present key tiles need the predicate
       (partial) and how many do not (full); KV_IDX (B, Hq, TQ, TK) int32: their column indices,
@@ -300,7 +255,7 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
     plan = {}
     for name in names:
         key = (name, B, Hq, Nq, Nk)
-        if key not in prob.plans:
+        if key not in prob.cache:
             R, C, transposed = (TQ, TK, False) if name == "KV" else (TK, TQ, True)
             num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
             idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
@@ -308,87 +263,93 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
                                    prob.tiles.block_k, left or 0, right or 0, HAS_LEFT=left is not None,
                                    HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
                                    TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), 1024))
-            prob.plans[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
-        plan.update(prob.plans[key])
+            prob.cache[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
+        plan.update(prob.cache[key])
     return plan
 
 
-def forward(q, k, v, prob):
-    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32."""
-    if GLUON_FWD and attention_gluon.reason(q, k, v, prob) is None:
-        return attention_gluon.forward(q, k, v, prob)
+def _common_once(q, k, v, prob, lists):
+    """``_common`` of this call, computed by whichever of its Triton forward / backward runs first and
+    kept in ``prob.cache``; the walk lists ``lists`` are added when a later kernel needs them."""
+    c = prob.cache.get("common")
+    if c is None:
+        c = prob.cache["common"] = _common(q, k, v, prob, lists)
+    elif prob.tiles is not None:
+        c.update(_tile_plan(prob, q.shape[0], q.shape[1], q.shape[2], k.shape[2], lists))
+    return c
+
+
+def forward(q, k, v, prob, route, tuned=None):
+    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32.
+    route: the ``dispatch.Plan`` (tuning, fma); tuned: a ``Tuners`` to launch instead of the plan's
+    (the configuration tests)."""
     B, Hq, Nq, _ = q.shape
     out = torch.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if Nq == 0:
         return out, lse
-    c = _common(q, k, v, prob, ("KV",))
+    tuned = tuned or TUNERS[route.tuning]
+    c = _common_once(q, k, v, prob, ("KV",))
     grid = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    descs = _descriptors(prob, q, k, v) if USE_DESCRIPTORS else None
-    fma = FWD_FMA and prob.scale > 0 and c["DOT_PREC"] != "ieee"
-    _launch(_FWD, grid, *(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"], c["KV_IDX"],
-               *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
-               Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
-               c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),
-               BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
-               HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-               TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
-               NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
-               TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-               FMA=fma, LAZY=fma and FWD_LAZY, POLY=FWD_POLY if fma and not FWD_LAZY else 0)
+    descs = _descriptors(prob, q, k, v)
+    _launch(tuned.fwd, grid, *(descs or (q, k, v)), out, lse, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
+            c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *out.stride(), *c["mask_strides"],
+            Hq, c["Hkv"], c["GROUPS"], Nq, c["Nk"], c["TQ"], c["TK"], c["D"], v.shape[3],
+            c["scale"] * LOG2E, c["left"], c["right"], _bucket(c["max_q"]),
+            BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
+            HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
+            TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
+            NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
+            TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
+            FMA=route.fma)
     return out, lse
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob):
-    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see
-    ``attention_triton_bwd``): δ, then for ``prob.deterministic`` the dK/dV kernel and the dQ kernel
-    (no atomics, bitwise reproducible, 7 N²d products); otherwise one dK/dV kernel that also adds
-    dQ into a zeroed fp32 buffer with atomics (5 N²d products), then a cast of that buffer."""
+def delta(out, dout, lse, dlse):
+    """δ (B, Hq, Nq) fp32 = rowsum(out ∘ dout) − dlse (dlse only on rows with a finite lse): the
+    first launch of every backward, the Gluon one included. out, dout (B, Hq, Nq, Dv)."""
+    B, Hq, Nq, Dv = out.shape
+    d = torch.empty_like(lse)
+    has_dlse = dlse is not None
+    if has_dlse:
+        dlse = dlse.to(torch.float32).contiguous()  # autograd may hand an expanded (stride-0) tensor
+    bm = 16 if INTERPRET else 64
+    attn_bwd_delta[(triton.cdiv(Nq, bm), B * Hq)](
+        out, dout, lse, dlse if has_dlse else lse, d, *out.stride(), *dout.stride(), Hq, Nq, Dv,
+        BLOCK_M=bm, BLOCK_DV=_pad(Dv), HAS_DLSE=has_dlse)
+    return d
+
+
+def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None):
+    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see ``bwd.py``): δ, the
+    dK/dV kernel and the dQ kernel (no atomics, bitwise reproducible, 7 N²d products). ``route``,
+    ``tuned`` as in ``forward``."""
     B, Hq, Nq, D = q.shape
     Nk = k.shape[2]
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if Nq == 0 or Nk == 0:
         return torch.zeros_like(q), dk.zero_(), dv.zero_()
-    c = _common(q, k, v, prob)
-    delta = torch.empty_like(lse)
-    has_dlse = dlse is not None
-    if has_dlse:
-        dlse = dlse.to(torch.float32).contiguous()  # autograd may hand an expanded (stride-0) tensor
-    BM_D = 64 if not INTERPRET else 16
-    attn_bwd_delta[(triton.cdiv(Nq, BM_D), B * Hq)](
-        out, dout, lse, dlse if has_dlse else lse, delta, *out.stride(), *dout.stride(), Hq, Nq, v.shape[3],
-        BLOCK_M=BM_D, BLOCK_DV=c["BLOCK_DV"], HAS_DLSE=has_dlse)
-    BACKWARD_LAUNCHES["delta"] += 1
-    if GLUON_BWD and not prob.deterministic and Hq == c["Hkv"] and attention_gluon.reason(q, k, v, prob) is None:
-        return attention_gluon_bwd.backward(q, k, v, dout, lse.contiguous(), delta, prob)
+    tuned = tuned or TUNERS[route.tuning]
+    c = _common_once(q, k, v, prob, ("KV", "Q"))
+    dlt = delta(out, dout, lse, dlse)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"],
-                  POLY=BWD_POLY if c["DOT_PREC"] != "ieee" else 0)
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
     tail = (c["CU_Q"], c["CU_K"], c["MASK"], c["Q_NUM"], c["Q_IDX"])
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride())
-    if not prob.deterministic and ATOMIC_DQ:
-        dq_acc = torch.zeros(B, Hq, Nq, D, dtype=torch.float32, device=q.device)
-        # pointers, not descriptors: see attn_bwd_dkdv_dq
-        _launch(_DKDV_DQ, grid_kv, q, k, v, dout, lse, delta, dk, dv, dq_acc, *tail, *strides, *dq_acc.stride(),
-                *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=False)
-        BACKWARD_LAUNCHES["dkdv_dq"] += 1
-        return dq_acc.to(q.dtype), dk, dv  # sm_scale is applied in the kernel; fp32: no copy
-    qd = _descriptors(prob, q, dout) if BWD_DESCRIPTORS else None  # streamed by the dK/dV kernel
-    kd = _descriptors(prob, k, v) if BWD_DESCRIPTORS else None  # streamed by the dQ kernel
-    _launch(_DKDV, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, delta, dk, dv, *tail, *strides,
-            *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
-    BACKWARD_LAUNCHES["dkdv"] += 1
+    qd = _descriptors(prob, q, dout)  # streamed by the dK/dV kernel
+    kd = _descriptors(prob, k, v)  # streamed by the dQ kernel
+    _launch(tuned.dkdv, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, dlt, dk, dv, *tail,
+            *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
     dq = torch.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
-    _launch(_DQ, grid_q, q, *(kd or (k, v)), dout, lse, delta, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
+    _launch(tuned.dq, grid_q, q, *(kd or (k, v)), dout, lse, dlt, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
             c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],
             *scalars, _bucket(c["max_q"]), **common, USE_DESC=kd is not None)
-    BACKWARD_LAUNCHES["dq"] += 1
     return dq, dk, dv
 
 
-__all__ = ["forward", "backward"]
+__all__ = ["forward", "backward", "delta", "tuners", "Tuners", "TUNERS"]
