@@ -10,7 +10,7 @@ from flashproof.kernels.attention.triton import bwd, fwd, host, plan
 
 from flashproof.proofs.support.kernel_exec import mutate
 
-__all__ = ["KernelMutant", "MUTANTS", "overrides"]
+__all__ = ["KernelMutant", "MUTANTS", "overrides", "finish_lse_without_log"]
 
 _MODULES = {"fwd": fwd, "bwd": bwd, "plan": plan, "host": host}
 
@@ -71,3 +71,11 @@ def overrides(name: str) -> dict:
     """{function name: the mutated function} for ``MUTANTS[name]`` (built on demand)."""
     m = MUTANTS[name]
     return {m.function: mutate(getattr(_MODULES[m.module], m.function), m.old, m.new)}
+
+
+def finish_lse_without_log(state, num):
+    """_finish returns lse = m instead of m + log ℓ (a partial's weight loses the factor ℓ)."""
+    ne = state.nonempty
+    l_safe = num.where(ne, state.l, num.one())
+    out = [num.where(ne, num.div(za, l_safe), num.zero()) for za in state.z]
+    return out, state.m, state.l, num.where(ne, state.m, num.score_neg_inf())

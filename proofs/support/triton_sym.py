@@ -123,9 +123,15 @@ def _lin_add(a, b, sign=1):
 
 
 def _trunc_div(a, b):
-    """Triton's signed integer division (sdiv): the quotient truncated toward zero."""
-    q = z3.If(a >= 0, 1, -1) * z3.If(b >= 0, 1, -1) * (z3.If(a >= 0, a, -a) / z3.If(b >= 0, b, -b))
-    return z3.simplify(q) if isinstance(b, int) or z3.is_int_value(b) else q
+    """Triton's signed integer division (sdiv): the quotient truncated toward zero (z3's div is
+    floor division for b > 0, which agrees when a ≥ 0)."""
+    general = z3.If(a >= 0, 1, -1) * z3.If(b >= 0, 1, -1) * (z3.If(a >= 0, a, -a) / z3.If(b >= 0, b, -b))
+    return z3.If(z3.And(a >= 0, b > 0), a / b, general)
+
+
+def _trunc_mod(a, b):
+    """Triton's signed remainder (srem): a − b·trunc(a / b); z3's mod where a ≥ 0 and b > 0."""
+    return z3.If(z3.And(a >= 0, b > 0), a % b, a - b * _trunc_div(a, b))
 
 
 class Data:
@@ -183,8 +189,8 @@ class Sym:
         a, b = (o, self) if rev else (self, o)
         wide = _or(a.wide, b.wide)
         e = op(a.e, b.e)
-        safe = _and(a.safe, b.safe, _fits(e, wide))
         lin = lin_op(a, b) if lin_op else ({None: e} if _plain(a) and _plain(b) else None)
+        safe = _and(a.safe, b.safe, _address_fits(lin, wide) if _strided(lin) else _fits(e, wide))
         return Sym(e, wide, safe, lin, a.axes | b.axes)
 
     def __add__(self, o):
@@ -213,7 +219,7 @@ class Sym:
         return self._bin(o, _trunc_div, rev=True)
 
     def __mod__(self, o):
-        r = self._bin(o, lambda x, y: x - y * _trunc_div(x, y))
+        r = self._bin(o, _trunc_mod)
         return r if r is NotImplemented else _nonzero(r, o)
 
     def __neg__(self):
@@ -260,6 +266,37 @@ class Sym:
 
     def __repr__(self):
         return f"Sym({self.e})"
+
+
+#: stride argument name -> (tensor name, size of its dimension); tensor name -> storage span
+#: Σ (size − 1)·stride. Filled by the obligation that declares the tensors (kernel_exec clears nothing).
+STRIDES: dict = {}
+SPANS: dict = {}
+SPAN_MAX = 2 ** 62
+
+
+def _strided(lin):
+    return lin is not None and any(k is not None for k in lin)
+
+
+def _address_fits(lin, wide):
+    """An address term Σ c_k·s_k + c over the strides of ONE tensor fits int64 when every c_k lies in
+    [0, size_k − 1] (or s_k = 0: a broadcast dimension) and |c| ≤ 2^62: then 0 ≤ Σ c_k·s_k ≤ Σ (size_k − 1)·s_k = span ≤ 2^62 (strides are
+    non-negative). This linear sufficient condition replaces the nonlinear range check of the product.
+    In i32, or over strides of several tensors, the exact check applies."""
+    keys = [k for k in lin if k is not None]
+    owners = {STRIDES[k][0] for k in keys if k in STRIDES}
+    exact = _fits(sum((v * z3.Int(k) if k is not None else v) for k, v in lin.items()), wide)
+    if len(owners) != 1 or any(k not in STRIDES for k in keys):
+        return exact
+    c = lin.get(None, z3.IntVal(0))
+    lin_ok = z3.And(c >= -SPAN_MAX, c <= SPAN_MAX,
+                    *[z3.Or(z3.And(lin[k] >= 0, lin[k] <= STRIDES[k][1] - 1), z3.Int(k) == 0) for k in keys])
+    if wide is True:
+        return lin_ok
+    if wide is False:
+        return exact
+    return z3.If(wide, lin_ok, exact)
 
 
 def _plain(s):
