@@ -238,7 +238,7 @@ def _read_before_write(body) -> set:
 
 
 def _is_jit(v) -> bool:
-    return hasattr(v, "fn") and callable(getattr(v, "fn", None)) and type(v).__name__ == "JITFunction"
+    return type(v).__name__ in ("JITFunction", "InterpretedFunction") and callable(getattr(v, "fn", None))
 
 
 def _shim(fn, overrides, memo):
