@@ -1,4 +1,5 @@
-"""``flashproof bench``: TFLOP/s of our Triton kernel against SDPA's flash, cuDNN and efficient
+"""``flashproof bench``: TFLOP/s of our kernels (the default call: Gluon on sm_90 where it applies, else
+Triton; autotuned) against SDPA's flash, cuDNN and efficient
 backends and FlexAttention (compiled), in one run, on one GPU.
 
 Problem family (the anchors of DESIGN.md): bf16, batch·seqlen = 16k tokens, model width 2048, so
@@ -22,8 +23,9 @@ import torch
 #: the anchor rows of issue 7 (d = 128: N = 4k, 8k non-causal, 8k causal; d = 64: 8k) inside the grid
 #: the plot needs: N = 4k / 8k / 16k for each (d, causal) drawn
 ANCHORS = [(d, n, c) for d, c in ((128, False), (128, True), (64, False)) for n in (4096, 8192, 16384)]
-#: "ours": the default call (deterministic=False: atomic dQ, 5 N²d products in the backward);
-#: "ours-det": deterministic=True (two-kernel backward, bitwise reproducible, 7 products)
+#: "ours": the default call (backend="auto", deterministic=False: on sm_90 the Gluon kernels for the dense
+#: d = 128 shapes, with the backward's dQ by fp32 vector reductions, 5 N²d products; else Triton);
+#: "ours-det": deterministic=True (the Triton two-kernel backward, bitwise reproducible, 7 products)
 PROVIDERS = ("ours", "ours-det", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flex")
 
 
@@ -68,7 +70,7 @@ def _provider(name, causal, n):
     if name in ("ours", "ours-det"):
         from flashproof.kernels import attention
         det = name == "ours-det"
-        return lambda q, k, v: attention(q, k, v, causal=causal, backend="triton", deterministic=det)
+        return lambda q, k, v: attention(q, k, v, causal=causal, deterministic=det)
     if name.startswith("sdpa-"):
         from torch.nn.attention import SDPBackend, sdpa_kernel
         backend = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -178,7 +180,7 @@ def bench_sparse(d, n, causal, frac, tokens, width):
 
     def step(mask):
         q.grad = k.grad = v.grad = None
-        out = attention(q, k, v, causal=causal, mask=mask, backend="triton")
+        out = attention(q, k, v, causal=causal, mask=mask)
         out.backward(torch.ones_like(out))
     times = [do_bench(lambda: step(m), warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
              for m in (None, bm)]

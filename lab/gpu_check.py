@@ -1,73 +1,40 @@
-"""``python lab/gpu_check.py --out DIR``: the kernel's correctness run on a CUDA GPU.
+"""``python lab/gpu_check.py --out DIR``: the attention kernels' correctness run on a CUDA GPU (lab code:
+not installed, run from a checkout with the package installed).
 
-1. Feature cases at large shapes in bf16 / fp16 / fp32 against a float64 dense formula, judged by
-   FlashAttention's rule: kernel error ≤ 2 × (naive same-dtype error) + floor for the output and
-   lse, 3 × for gradients.
+1. Feature cases at large shapes in bf16 / fp16 / fp32 against the oracle (``flashproof.fuzz.oracle``:
+   its dense float64 formula, checked against the verified reference by tests/test_fuzz_oracle.py),
+   judged by the one tolerance rule (``flashproof.fuzz.tolerance.judge``), with the router's plan
+   checked for the cases that must take the Gluon kernels on sm_90.
 2. Poison: NaN / inf / 1e30 where only masked pairs read must not leak.
 3. Determinism stress: repeated backward passes are bitwise equal.
-4. The fuzz campaign of ``flashproof.fuzz`` (the verified oracle lives there; this module loads
-   it only when present, the kernel modules never do) for ``--kernel triton`` in bf16 and fp16,
-   and for each mutant (each must be caught).
+4. The fuzz campaign of ``flashproof.fuzz`` for ``--kernel triton`` in bf16 and fp16, and for each
+   kernel mutant (each must be caught).
 
-Writes ``gpu_check.json`` and ``gpu_check.md`` under ``--out``; exit status 0 only if all passed.
+``--all-configs`` autotunes every launch (``tuning="autotune"``); the default runs the first
+configuration that fits (``tuning="first"``). Writes ``gpu_check.json`` and ``gpu_check.md`` under
+``--out``; exit status 0 only if all passed.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
+import sys
 import time
 
 import torch
 
-from flashproof.kernels.attention.api import BlockSparseMask, attention
+from flashproof.fuzz.oracle import masked_attention, read_inputs
+from flashproof.fuzz.problem import ProblemSpec, build
+from flashproof.fuzz.tolerance import judge, magnitudes
+from flashproof.kernels import BlockSparseMask, attention
+from flashproof.kernels.attention import dispatch
+from flashproof.kernels.attention.api import validate
 
 DEVICE = "cuda"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-FLOOR = {"bf16": 1e-4, "fp16": 1e-5, "fp32": 1e-6}
-
-
-def allowed_matrix(B, H, nq, nk, causal=False, window=None, mask=None, cu=None):
-    device = DEVICE
-    """bool (B, H, nq, nk) from the API conventions (independent of the kernels' index arithmetic)."""
-    left, right = window or (None, None)
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    spans = [(0, nq, 0, nk)] if cu is None else list(zip(cu[0][:-1], cu[0][1:], cu[1][:-1], cu[1][1:]))
-    a = torch.zeros(nq, nk, dtype=torch.bool, device=device)
-    for q0, q1, k0, k1 in spans:
-        i = torch.arange(q1 - q0, device=device)[:, None] + (k1 - k0) - (q1 - q0)
-        j = torch.arange(k1 - k0, device=device)[None, :]
-        ok = torch.ones(q1 - q0, k1 - k0, dtype=torch.bool, device=device)
-        if left is not None:
-            ok &= j >= i - left
-        if right is not None:
-            ok &= j <= i + right
-        a[q0:q1, k0:k1] = ok
-    a = a.expand(B, H, nq, nk)
-    return a if mask is None else a & mask.expand(B, H, nq, nk)
-
-
-def dense(q, k, v, allowed, scale, dtype):
-    """(out, lse) of masked softmax attention computed in ``dtype`` (float64: the reference;
-    the input dtype: the 'naive' implementation of the tolerance rule). Differentiable."""
-    G = q.shape[1] // k.shape[1]
-    q, k, v = q.to(dtype), k.to(dtype).repeat_interleave(G, 1), v.to(dtype).repeat_interleave(G, 1)
-    q = torch.where(allowed.any(-1, keepdim=True), q, 0)
-    k = torch.where(allowed.any(-2)[..., None], k, 0)
-    v = torch.where(allowed.any(-2)[..., None], v, 0)
-    s = torch.where(allowed, (q @ k.transpose(-1, -2)) * scale, -math.inf)
-    lse = torch.logsumexp(s.float() if dtype != torch.float64 else s, -1)
-    p = torch.where(allowed, torch.exp(s - torch.where(lse.isfinite(), lse, 0)[..., None].to(s.dtype)), 0)
-    return p.to(dtype) @ v, lse
-
-
-def _loss_grads(out, lse, leaves, G, g):
-    loss = (out.double() * G).sum() + torch.where(lse.isfinite(), lse.double() * g, 0).sum()
-    return torch.autograd.grad(loss, leaves)
-
+TUNING = "first"  # main() sets it from --all-configs
 
 CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("causal_1025_gqa", (2, 8, 2, 1025, 1025, 128, 128), {"causal": True}),
@@ -80,8 +47,8 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("varlen", (1, 4, 2, 0, 0, 128, 128), {"lens": ([0, 1, 513, 64, 1025], [3, 0, 513, 65, 1000]), "causal": True}),
     ("strided_mqa", (2, 6, 1, 333, 333, 64, 64), {"noncontig": True, "causal": True}),
     ("huge_logits", (1, 2, 2, 257, 257, 64, 64), {"scale": 4.0}),
-    # shapes the warp-specialised Gluon forward takes in fp16/bf16 (attention_gluon.reason); the
-    # check also asserts which forward ran
+    # shapes the warp-specialised Gluon kernels take in fp16/bf16 on sm_90 (dispatch.gluon_rule); the
+    # check also asserts the router's plan for them
     ("gluon_plain", (2, 4, 4, 2048, 2048, 128, 128), {"gluon": True}),
     ("gluon_causal_gqa", (2, 8, 2, 1024, 1024, 128, 128), {"causal": True, "gluon": True}),
     ("gluon_huge_logits", (1, 2, 2, 256, 256, 128, 128), {"scale": 4.0, "gluon": True}),
@@ -93,87 +60,107 @@ CASE_SEEDS = {cid: i for i, (cid, _, _) in enumerate(CASES)}  # a case's inputs 
 
 
 def _build(cid, shape, opt, dtype, seed):
+    """(fuzz Problem rounded to dtype, kernel inputs q, k, v on DEVICE, attention() keywords). The
+    tensors and the causal/window/varlen structure come from ``flashproof.fuzz.problem.build``; the
+    case's extras (a late-keys mask, a BlockSparseMask, huge logits, ties) are applied on top."""
     B, Hq, Hkv, nq, nk, D, Dv = shape
-    gen = torch.Generator(device=DEVICE).manual_seed(seed)
-    kw, cu = {"causal": opt.get("causal", False), "window": opt.get("window"), "scale": opt.get("scale")}, None
+    lens = None
     if "lens" in opt:
-        lq, lk = opt["lens"]
-        cq = [0] + list(torch.tensor(lq).cumsum(0).tolist())
-        ck = [0] + list(torch.tensor(lk).cumsum(0).tolist())
-        nq, nk, cu = cq[-1], ck[-1], (cq, ck)
-        kw["cu_seqlens_q"] = torch.tensor(cq, dtype=torch.int32, device=DEVICE)
-        kw["cu_seqlens_k"] = torch.tensor(ck, dtype=torch.int32, device=DEVICE)
-
-    def rnd(*s):
-        return torch.randn(*s, device=DEVICE, generator=gen, dtype=torch.float32)
-    if opt.get("noncontig"):
-        q = rnd(B, nq, Hq, D).transpose(1, 2)
-        k = rnd(B, nk, Hkv, D).transpose(1, 2)
-        v = rnd(B, Hkv, Dv, nk).transpose(2, 3)
-    else:
-        q, k, v = rnd(B, Hq, nq, D), rnd(B, Hkv, nk, D), rnd(B, Hkv, nk, Dv)
+        lens = tuple(zip(*opt["lens"]))
+        nq, nk = sum(opt["lens"][0]), sum(opt["lens"][1])
+    spec = ProblemSpec(batch=B, heads_q=Hq, heads_kv=Hkv, n_q=nq, n_k=nk, d=D, dv=Dv, causal=opt.get("causal", False),
+                       window=opt.get("window"), seqlens=lens, seed=seed)
+    prob = build(spec)
+    gen = torch.Generator().manual_seed(seed + 1)
+    kw = {"causal": spec.causal, "window": spec.window}
+    q, k, allowed, scale = prob.q, prob.k, prob.allowed, prob.scale
     if opt.get("scale"):
-        q = q * 8  # logits up to ~ 4 · 8 · √d · O(1): far beyond e^88
+        scale, q = opt["scale"], q * 8  # logits up to ~ 4 · 8 · √d · O(1): far beyond e^88
+        kw["scale"] = scale
     if opt.get("ties"):  # the row max tied exactly in two key tiles; flat (q = 0) rows in the first tile
+        k = k.clone()
         k[:, :, nk // 2:] = k[:, :, :nk - nk // 2]
+        q = q.clone()
         q[:, :, :64] = 0
-    mask = None
     if opt.get("mask") == "late":
-        start = torch.randint(0, nk + 40, (nq, 1), device=DEVICE, generator=gen)
-        mask = (torch.arange(nk, device=DEVICE)[None] >= start)[None, None]  # some rows empty
-        kw["mask"] = mask
+        start = torch.randint(0, nk + 40, (nq, 1), generator=gen)
+        mask = (torch.arange(nk)[None] >= start)[None, None]  # some rows empty
+        kw["mask"], allowed = mask.to(DEVICE), allowed & mask
     if "tiles" in opt:
         bq, bk = opt["tiles"]
-        t = torch.rand(1, Hq, -(-nq // bq), -(-nk // bk), device=DEVICE, generator=gen) < 0.4
-        kw["mask"] = BlockSparseMask(t, bq, bk)
-        mask = t.repeat_interleave(bq, 2)[:, :, :nq].repeat_interleave(bk, 3)[..., :nk]
-    allowed = allowed_matrix(B, Hq, nq, nk, kw["causal"], kw["window"], mask, cu)
-    q, k, v = (x.to(dtype).requires_grad_() for x in (q, k, v))
-    return q, k, v, kw, allowed
+        t = torch.rand(1, Hq, -(-nq // bq), -(-nk // bk), generator=gen) < 0.4
+        kw["mask"] = BlockSparseMask(t.to(DEVICE), bq, bk)
+        allowed = allowed & t.repeat_interleave(bq, 2)[:, :, :nq].repeat_interleave(bk, 3)[..., :nk]
+    if prob.cu_seqlens_q is not None:
+        kw["cu_seqlens_q"], kw["cu_seqlens_k"] = prob.cu_seqlens_q.to(DEVICE), prob.cu_seqlens_k.to(DEVICE)
+    prob = prob._replace(q=q, k=k, allowed=allowed, scale=float(scale)).rounded(dtype)
+
+    def leaf(x):
+        y = x.to(DEVICE, dtype)
+        if opt.get("noncontig"):  # (B, N, H, D)-strided views, as a packed projection hands them over
+            y = y.transpose(1, 2).contiguous().transpose(1, 2)
+        return y.requires_grad_()
+    return prob, tuple(leaf(x) for x in (prob.q, prob.k, prob.v)), kw
+
+
+def _grads(out, lse, leaves, G, g):
+    """(dq, dk, dv) of Σ out·G + Σ_finite lse·g (the lse cotangent exercises the backward's dlse)."""
+    loss = (out.double() * G).sum() + torch.where(lse.isfinite(), lse.double() * g, 0).sum()
+    return torch.autograd.grad(loss, leaves)
+
+
+def _dense(clean, allowed, scale, dtype, G, g):
+    """out, lse and the gradients of the oracle's dense formula evaluated in ``dtype`` (float64: the
+    oracle; the kernel dtype: the naive baseline of the tolerance rule), on the poison-free inputs."""
+    leaves = tuple(t.to(DEVICE, dtype).requires_grad_() for t in clean)
+    with torch.enable_grad():
+        out, lse = masked_attention(*leaves, allowed, scale)
+        grads = _grads(out, lse, leaves, G, g)
+    return [out.detach(), lse.detach(), *grads]
+
+
+def _backend():
+    """The default call on the GPU ("auto": Gluon where it applies, else Triton); the Triton kernels in
+    the interpreter for a CPU smoke run ("auto" would pick torch there)."""
+    return "auto" if DEVICE == "cuda" else "triton"
+
+
+def expected_plan(shape, dname, causal):
+    """(forward, backward) the router must plan for a ``gluon`` case of the default call on this GPU."""
+    if dname == "fp32" or torch.cuda.get_device_capability() != (9, 0):
+        return ("triton", "triton")
+    return ("gluon", "gluon" if shape[1] == shape[2] else "triton")
 
 
 def check_case(cid, shape, opt, dname, seed=0):
     dtype = DTYPES[dname]
-    q, k, v, kw, allowed = _build(cid, shape, opt, dtype, seed)
-    scale = kw["scale"] or 1 / math.sqrt(q.shape[-1])
-    from flashproof.kernels.attention.gluon import bwd as attention_gluon_bwd, fwd as attention_gluon
-    launches = attention_gluon.LAUNCHES["gluon_fwd"]
-    bwd_launches = attention_gluon_bwd.LAUNCHES["gluon_bwd"]
-    res = attention(q, k, v, return_lse=True, backend="triton", **kw)
-    took_gluon = attention_gluon.LAUNCHES["gluon_fwd"] > launches
-    ref = dense(q, k, v, allowed, scale, torch.float64)
-    naive = dense(q, k, v, allowed, scale, dtype)
-    gen = torch.Generator(device=DEVICE).manual_seed(seed + 1)
-    G = torch.randn(res.out.shape, device=DEVICE, dtype=torch.float64, generator=gen)
-    g = torch.randn(res.lse.shape, device=DEVICE, dtype=torch.float64, generator=gen)
-    leaves = (q, k, v)
-    got = [res.out, res.lse, *_loss_grads(res.out, res.lse, leaves, G, g)]
-    want = [ref[0], ref[1], *_loss_grads(ref[0], ref[1], leaves, G, g)]
-    base = [naive[0], naive[1], *_loss_grads(naive[0], naive[1], leaves, G, g)]
-    empty = ~allowed.any(-1)
-    worst, problems = {}, []
-    if opt.get("gluon"):  # the default call (deterministic=False): Gluon forward, and backward when Hq = Hkv
-        hopper = dname != "fp32" and torch.cuda.get_device_capability() == (9, 0)
-        took_bwd = attention_gluon_bwd.LAUNCHES["gluon_bwd"] > bwd_launches
-        for part, took, expect in (("forward", took_gluon, hopper), ("backward", took_bwd, hopper and shape[1] == shape[2])):
-            if took != expect:
-                problems.append(f"{part} path: Gluon kernel ran = {took}, expected {expect}")
-    if not torch.equal(res.lse.isneginf(), empty):
-        problems.append("lse is not -inf exactly on the empty rows")
-    if (res.out[empty] != 0).any():
-        problems.append("empty rows have nonzero output")
-    for name, a, w, n, factor in zip(("out", "lse", "dq", "dk", "dv"), got, want, base, (2, 2, 3, 3, 3)):
-        if name == "lse":
-            a, w, n = (torch.where(empty, 0, x.double()) for x in (a, w, n))
-        if torch.isnan(a).any():
-            problems.append(f"NaN in {name}")
-            continue
-        err = (a.double() - w).abs().max().item()
-        nerr = (n.double() - w).nan_to_num(0, 0, 0).abs().max().item()
-        bound = factor * nerr + FLOOR[dname] * max(1.0, w.abs().max().item())
-        worst[name] = round(err / bound, 4)
-        if err > bound:
-            problems.append(f"{name}: error {err:.3g} > bound {bound:.3g} (naive {nerr:.3g})")
+    prob, (q, k, v), kw = _build(cid, shape, opt, dtype, seed)
+    problems = []
+    if opt.get("gluon"):  # the default call (backend="auto", deterministic=False): the router's plan
+        route = dispatch.plan(validate(q, k, v, **kw, backend=_backend(), tuning=TUNING), dispatch.device_of(q))
+        want = expected_plan(shape, dname, kw["causal"])
+        if (route.forward, route.backward) != want:
+            problems.append(f"plan {route.forward}/{route.backward}, expected {want[0]}/{want[1]}: {route.reasons}")
+    res = attention(q, k, v, return_lse=True, backend=_backend(), tuning=TUNING, **kw)
+    gen = torch.Generator().manual_seed(seed + 2)
+    G = prob.dout.to(DEVICE, torch.float64)
+    g = torch.randn(res.lse.shape, dtype=torch.float64, generator=gen).to(DEVICE)
+    got = [res.out, res.lse, *_grads(res.out, res.lse, (q, k, v), G, g)]
+    clean = read_inputs(prob)
+    allowed = prob.allowed.to(DEVICE)
+    want = _dense(clean, allowed, prob.scale, torch.float64, G, g)
+    base = _dense(clean, allowed, prob.scale, dtype, G, g)
+    mags = magnitudes(*clean, prob.dout, want[1], prob.scale)
+    empty = prob.empty_rows
+    worst = {}
+    for name, a, w, n in zip(("out", "lse", "dq", "dk", "dv"), got, want, base):
+        zero = empty[..., None] if name in ("out", "dq") else None
+        verdict = judge(name, a, w.cpu(), n, dtype, mags, exact_zero=zero)
+        if 0 < verdict.bound < math.inf:
+            worst[name] = round(verdict.error / verdict.bound, 4)
+        if not verdict.ok:
+            problems.append(f"{name}: {verdict.reason} at {verdict.first}: got {verdict.got!r}, expected "
+                            f"{verdict.expected!r} (error {verdict.error:.3g}, bound {verdict.bound:.3g})")
     return {"case": cid, "dtype": dname, "passed": not problems, "problems": problems, "err_over_bound": worst}
 
 
@@ -189,7 +176,7 @@ def check_poison(dname):
     v[:, :, 500:530] = math.nan
     v[:, :, :200], k[:, :, :200] = 1e30 if dtype == torch.float32 else 6e4, math.nan  # outside every window
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    res = attention(q, k, v, window=(400, 0), mask=mask, return_lse=True, backend="triton")
+    res = attention(q, k, v, window=(400, 0), mask=mask, return_lse=True, backend=_backend(), tuning=TUNING)
     grads = torch.autograd.grad(res.out.float().sum() + torch.where(res.lse.isfinite(), res.lse, 0).sum(), (q, k, v))
     bad = [n for n, t in zip(("out", "lse", "dq", "dk", "dv"), (res.out, res.lse, *grads))
            if t.isnan().any() or (t == math.inf).any()]
@@ -204,7 +191,7 @@ def check_determinism(runs=8):
     do = torch.randn(2, 16, 2048, 128, device=DEVICE, dtype=torch.bfloat16, generator=g)
     first, problems = None, []
     for r in range(runs):
-        out = attention(q, k, v, causal=True, deterministic=True)
+        out = attention(q, k, v, causal=True, deterministic=True, backend=_backend(), tuning=TUNING)
         gr = torch.autograd.grad(out, (q, k, v), do)
         ts = (out, *gr)
         if first is None:
@@ -218,11 +205,10 @@ def check_determinism(runs=8):
 
 
 def fuzz(budget, mutants, deadline):
-    """The flashproof.fuzz campaign, when that package provides it."""
-    try:
-        campaign = importlib.import_module("flashproof.fuzz.campaign")
-    except ImportError as e:
-        return [{"case": "fuzz", "skipped": f"flashproof.fuzz.campaign not available: {e}"}]
+    """The flashproof.fuzz campaign of our kernel, then of each mutant (each must be caught)."""
+    from flashproof.fuzz import campaign, targets
+
+    targets.set_tuning(TUNING)
     out = []
     if time.time() > deadline:
         return [{"case": f"fuzz:{n}", "skipped": "time budget spent"} for n in ["triton", *mutants]]
@@ -270,10 +256,15 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true",
                    help="CPU smoke run of this script (TRITON_INTERPRET=1, shapes / 16, fp32 only, no fuzzing)")
     args = p.parse_args(argv)
-    global DEVICE, CASES
-    if not args.all_configs:  # before the Triton backend is first imported
-        os.environ.setdefault("FLASHPROOF_TRITON_CONFIG", "first")
+    global DEVICE, CASES, TUNING
+    TUNING = "autotune" if args.all_configs else "first"
     if args.smoke:
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            print("gpu_check --smoke: set TRITON_INTERPRET=1 (the Triton kernels then run in the interpreter)")
+            return 2
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from support.triton_interpreter import numpy_2_4_shim  # lab code may use the test machinery
+        numpy_2_4_shim()
         DEVICE, args.fuzz_budget = "cpu", 0
         CASES = [(c, (s[0], s[1], s[2], max(s[3] // 16, 1), max(s[4] // 16, 1), s[5], s[6]),
                   {**o, **({"lens": ([x // 16 for x in o["lens"][0]], [x // 16 for x in o["lens"][1]])} if "lens" in o else {}),
@@ -284,7 +275,7 @@ def main(argv=None) -> int:
     import triton
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
-    meta = {"triton_config": os.environ.get("FLASHPROOF_TRITON_CONFIG", "autotuned"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    meta = {"tuning": TUNING, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu (interpreter smoke run)",
             "torch": torch.__version__, "triton": triton.__version__}
     results = []

@@ -1,19 +1,20 @@
-"""A/B timings behind issue 7, one CUDA run: ``python lab/probe.py --out DIR``.
+"""Timings behind the kernels' design, one CUDA run: ``python lab/probe.py --out DIR`` (lab code: not
+installed; it may reach into the kernels' internals).
 
-1. Forward variants of the interior loop (``attention_triton.FWD_POLY``: exponentials on the FMA pipe), each
-   autotuned, against SDPA's cuDNN backend in the same process, with each variant's max error
-   against SDPA's math backend in float32 (a fast variant that is wrong is reported as wrong).
-2. Block-sparse (10 % of 128×128 tiles) broken down: forward alone and forward + backward, dense
-   and sparse, wall time (``do_bench``) next to the GPU time of the kernels (``torch.profiler``),
-   so host overhead and kernel time are told apart; the plan build alone.
-3. Backward variants (``attention_triton.BWD_POLY``: share of P's exponentials on the FMA pipe),
-   gradients against the first variant's; ``deterministic=False`` through the two-kernel path and the atomic-dQ kernel (``ATOMIC_DQ``),
-   gradients compared. 4. ``host``: cProfile of the block-sparse call's host side; ``launch``: its
-   enqueue time with and without the direct launch of known autotuning keys. 5. ``gluon``: the
-   Gluon forward's wall, GPU and host times, with and without autograd, next to the Triton forward;
-   ``gluon-bwd``: the backward paths (Triton deterministic, Gluon with scalar / vector dQ atomics).
+Parts (``--parts``): ``fwd`` — the Triton forward against SDPA's cuDNN backend in one process, with its
+max error against SDPA's math backend in float32; ``sparse`` — block-sparse (10 % of 128×128 tiles)
+broken down: forward alone and forward + backward, dense and sparse, wall time (``do_bench``) next to
+the kernels' GPU time (``torch.profiler``), and the walk-list build alone; ``host`` — cProfile of the
+block-sparse call's host side; ``launch`` — its enqueue time with and without the direct launch of
+known autotuning keys; ``gluon`` — the Gluon forward's wall, GPU and host times, with and without
+autograd, next to the Triton forward (``backend="gluon"`` vs ``"triton"``); ``gluon-bwd`` — the
+backward paths (the Triton deterministic backward, the Gluon backward with its vector dQ reductions)
+next to cuDNN's.
 
-Prints markdown tables and writes ``probe.json``; autotuned (unset FLASHPROOF_TRITON_CONFIG).
+The variants measured slower and deleted (FWD_LAZY, FWD_POLY, BWD_POLY, the atomic-dQ Triton kernel,
+the Gluon forward's ping-pong, the Gluon backward's scalar dQ atomics) had their A/B parts here until
+commit 62d839a; BENCHMARKS.md keeps the numbers. Prints markdown tables and writes ``probe.json``;
+autotuned (``tuning="autotune"``, the default).
 """
 from __future__ import annotations
 
@@ -44,35 +45,28 @@ def _cudnn(q, k, v, causal):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def forward_variants(shapes, rows):
+def forward_triton(shapes, rows):
+    """The Triton forward (autotuned) next to SDPA's cuDNN backend, per shape."""
     from triton.testing import do_bench
 
     from flashproof.kernels.attention.triton import host as at
-    from flashproof.kernels.attention.api import attention
-    variants = [("fma", dict(FWD_FMA=True, FWD_LAZY=False, FWD_POLY=0))] + [
-        (f"fma+poly{k}", dict(FWD_FMA=True, FWD_LAZY=False, FWD_POLY=k)) for k in (2, 4, 8)]
-    saved = {n: getattr(at, n) for n in ("FWD_FMA", "FWD_LAZY", "FWD_POLY")}
+    from flashproof.kernels import attention
     for d, n, causal in shapes:
         (q, k, v), B, H = _qkv(d, n)
         flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
         ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
         rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9, err=None))
-        for name, flags in variants:
-            for f, val in flags.items():
-                setattr(at, f, val)
-            try:
-                with torch.no_grad():
-                    err = _err_vs_math(attention(q, k, v, causal=causal, backend="triton"), q, k, v, causal)
-                    ms = do_bench(lambda: attention(q, k, v, causal=causal, backend="triton"), warmup=25, rep=100,
-                                  return_mode="median")
-                rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant=name, tflops=flops / ms * 1e-9, err=err,
-                                 config=str(_best(at._FWD))))
-            except Exception as e:  # noqa: BLE001 - a variant that fails is reported
-                rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant=name, tflops=float("nan"), err=None,
-                                 note=f"{type(e).__name__}: {str(e)[:160]}"))
-            print(rows[-1], flush=True)
-    for f, val in saved.items():
-        setattr(at, f, val)
+        try:
+            with torch.no_grad():
+                err = _err_vs_math(attention(q, k, v, causal=causal, backend=name), q, k, v, causal)
+                ms = do_bench(lambda: attention(q, k, v, causal=causal, backend=name), warmup=25, rep=100,
+                              return_mode="median")
+            rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="triton", tflops=flops / ms * 1e-9, err=err,
+                             config=str(_best(at.TUNERS["autotune"].fwd))))
+        except Exception as e:  # noqa: BLE001 - a failure is reported
+            rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="triton", tflops=float("nan"), err=None,
+                             note=f"{type(e).__name__}: {str(e)[:160]}"))
+        print(rows[-1], flush=True)
 
 
 def _best(autotuner):
@@ -113,7 +107,7 @@ def sparse_breakdown(rows, frac=0.1):
     from flashproof.bench.attention import gpu_ms as _gpu_ms
 
     from flashproof.kernels.attention.triton import host as at
-    from flashproof.kernels.attention.api import _validate, attention
+    from flashproof.kernels.attention.api import attention, validate
     q, k, v, bm, do = _sparse_problem(frac)
     B, H, n, d = q.shape
     for causal in (False, True):
@@ -135,8 +129,7 @@ def sparse_breakdown(rows, frac=0.1):
             print(rows[-1], flush=True)
 
         def plan():
-            prob = _validate(q, k, v, causal=causal, window=None, mask=bm, scale=None, cu_seqlens_q=None,
-                             cu_seqlens_k=None, backend="triton", deterministic=False, bugs=(), return_lse=False)
+            prob = validate(q, k, v, causal=causal, mask=bm, backend="triton")
             at._tile_plan(prob, B, H, n, n)
         rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
                          step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
@@ -166,50 +159,14 @@ def host_profile(rows, reps=20):
     rows.append(dict(part="host", d=128, n=8192, causal=False, variant="sparse step (cProfile on)", host_ms=host))
 
 
-_PINGPONG_SMOKE = """
-import torch
-from flashproof.kernels.attention.gluon import fwd as ag
-from flashproof.kernels.attention import attention
-q, k, v = (torch.randn(2, 4, 1024, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-outs = []
-for ping in (False, True):
-    ag.PINGPONG = ping
-    for causal in (False, True):
-        outs.append(attention(q, k, v, causal=causal, backend="triton"))
-torch.cuda.synchronize()
-print("bitwise", all(torch.equal(a, b) for a, b in zip(outs[:2], outs[2:])), "launches", ag.LAUNCHES)
-"""
-
-
-def _pingpong_smoke(rows) -> bool:
-    """The ping-pong variant in a child process with a time limit first (a wrong mbarrier protocol
-    deadlocks, and must not take the rest of the probe with it); True if it ran and matched."""
-    import subprocess
-    import sys
-    try:
-        r = subprocess.run([sys.executable, "-c", _PINGPONG_SMOKE], capture_output=True, text=True, timeout=120)
-        ok, text = r.returncode == 0 and "bitwise True" in r.stdout, (r.stdout + r.stderr)[-300:]
-    except subprocess.TimeoutExpired:
-        ok, text = False, "timed out (deadlock?)"
-    rows.append(dict(part="gluon", d=128, n=1024, causal=False, variant="pingpong-smoke", note=f"ok={ok}: {text}"))
-    print(rows[-1], flush=True)
-    return ok
-
-
 def gluon_forward(rows):
     """The Gluon forward (d = 128) split into its parts: the wall time of the default call with and
     without autograd, the kernel's GPU time (profiler), the host time to enqueue one call, and the
-    Triton forward (``GLUON_FWD`` off) next to cuDNN, per shape."""
+    Triton forward (``backend="triton"``) next to cuDNN, per shape."""
     from triton.testing import do_bench
 
-    from flashproof.kernels.attention.gluon import fwd as ag
-    from flashproof.kernels.attention.triton import host as at
-    from flashproof.kernels.attention.api import attention
     from flashproof.bench.attention import gpu_ms as _gpu_ms
-    saved = ag.PINGPONG
-    variants = [("gluon", True, False), ("triton", False, False)]
-    if _pingpong_smoke(rows):
-        variants.insert(1, ("gluon+pingpong", True, True))
+    from flashproof.kernels import attention
     for d, n, causal in ((128, 4096, False), (128, 8192, False), (128, 16384, False), (128, 8192, True)):
         (q, k, v), B, H = _qkv(d, n)
         flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
@@ -217,26 +174,25 @@ def gluon_forward(rows):
         ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
         rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
         first = None
-        for name, on, ping in variants:
-            at.GLUON_FWD, ag.PINGPONG = on, ping
+        for name in ("gluon", "triton"):
             try:
                 with torch.no_grad():
-                    o = attention(q, k, v, causal=causal, backend="triton")
+                    o = attention(q, k, v, causal=causal, backend=name)
                     err = _err_vs_math(o, q, k, v, causal)
                     same = None if first is None else torch.equal(o, first)
                     first = o if first is None else first
-                    ms = do_bench(lambda: attention(q, k, v, causal=causal, backend="triton"), warmup=25, rep=100,
+                    ms = do_bench(lambda: attention(q, k, v, causal=causal, backend=name), warmup=25, rep=100,
                                   return_mode="median")
-                    gpu = sum(_gpu_ms(lambda: attention(q, k, v, causal=causal, backend="triton")).values())
-                    host = _enqueue_ms(lambda: attention(q, k, v, causal=causal, backend="triton"), 30)
-                ms_grad = do_bench(lambda: attention(qg, kg, vg, causal=causal, backend="triton"), warmup=25,
+                    gpu = sum(_gpu_ms(lambda: attention(q, k, v, causal=causal, backend=name)).values())
+                    host = _enqueue_ms(lambda: attention(q, k, v, causal=causal, backend=name), 30)
+                ms_grad = do_bench(lambda: attention(qg, kg, vg, causal=causal, backend=name), warmup=25,
                                    rep=100, return_mode="median")
                 graph = torch.cuda.CUDAGraph()  # the call replayed without host work: launch latency out
                 with torch.no_grad():
-                    attention(q, k, v, causal=causal, backend="triton")
+                    attention(q, k, v, causal=causal, backend=name)
                     torch.cuda.synchronize()
                     with torch.cuda.graph(graph):
-                        attention(q, k, v, causal=causal, backend="triton")
+                        attention(q, k, v, causal=causal, backend=name)
                 ms_graph = do_bench(graph.replay, warmup=25, rep=100, return_mode="median")
                 rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=flops / ms * 1e-9,
                                  err=err, fwd_ms=ms, step_ms=ms_grad, gpu_ms=gpu, host_ms=host,
@@ -247,22 +203,18 @@ def gluon_forward(rows):
                 rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=float("nan"),
                                  note=f"{type(e).__name__}: {str(e)[:160]}"))
             print(rows[-1], flush=True)
-        at.GLUON_FWD, ag.PINGPONG = True, saved
 
 
 def gluon_backward(rows):
-    """Backward variants at d = 128, each next to cuDNN's backward: the deterministic Triton
-    two-kernel path, and the Gluon backward (deterministic=False) with scalar and with 4-wide dQ
-    reductions (``attention_gluon_bwd.VEC_ATOMIC``); gradients against the deterministic ones."""
+    """The backward paths at d = 128, each next to cuDNN's backward: the deterministic Triton two-kernel
+    backward (``deterministic=True``; the plan: Gluon forward, Triton backward) and the Gluon backward
+    (``deterministic=False``, dQ by 16-byte vector reductions); gradients against the deterministic ones."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    from flashproof.kernels.attention.gluon import bwd as gb
-    from flashproof.kernels.attention.api import attention
-    saved = getattr(gb, "VEC_ATOMIC", None)
-    variants = [("triton-det", True, None), ("gluon", False, False)]
-    if saved is not None:
-        variants.append(("gluon+vec4", False, True))
+    from flashproof.kernels import attention
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.api import validate
     for d, n, causal in ((128, 8192, False), (128, 16384, False), (128, 8192, True), (128, 4096, False)):
         (q, k, v), B, H = _qkv(d, n, seed=5)
         q, k, v = (t.requires_grad_() for t in (q, k, v))
@@ -274,19 +226,15 @@ def gluon_backward(rows):
                       return_mode="median")
         rows.append(dict(part="gluon-bwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
         base = None
-        for name, det, vec in variants:
-            if vec is not None:
-                gb.VEC_ATOMIC = vec
+        for name, det in (("triton-det", True), ("gluon", False)):
             row = dict(part="gluon-bwd", d=d, n=n, causal=causal, variant=name)
-            before = gb.LAUNCHES["gluon_bwd"]
-            g = _backward_row(row, lambda: attention(q, k, v, causal=causal, backend="triton", deterministic=det),
+            route = dispatch.plan(validate(q, k, v, causal=causal, deterministic=det), dispatch.device_of(q))
+            g = _backward_row(row, lambda: attention(q, k, v, causal=causal, deterministic=det),
                               do, (q, k, v), flops, base)
-            row.setdefault("note", f"gluon ran: {gb.LAUNCHES['gluon_bwd'] > before} ")
+            row.setdefault("note", f"plan {route.forward}/{route.backward} ")
             base = g if base is None else base
             rows.append(row)
             print(row, flush=True)
-    if saved is not None:
-        gb.VEC_ATOMIC = saved
 
 
 def launch_overhead(rows, reps=30):
@@ -312,46 +260,6 @@ def launch_overhead(rows, reps=30):
         print(rows[-1], flush=True)
 
 
-def atomic_variants(shapes, rows):
-    """deterministic=False through the two-kernel path (7 products) and through the atomic-dQ kernel
-    (5 products, one scalar fp32 atomic per dQ element), gradients compared."""
-    from triton.testing import do_bench
-
-    from flashproof.kernels.attention.triton import host as at
-    from flashproof.kernels.attention.api import attention
-    saved = at.ATOMIC_DQ
-    variants = [("two-kernel", False), ("atomic", True)]
-    for d, n, causal in shapes:
-        (q, k, v), B, H = _qkv(d, n, seed=5)
-        q, k, v = (t.requires_grad_() for t in (q, k, v))
-        do = torch.randn_like(q)
-        flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
-        ref = None
-        for name, atomic in variants:
-            at.ATOMIC_DQ = atomic
-            row = dict(part="bwd", d=d, n=n, causal=causal, variant=name)
-            try:
-                out = attention(q, k, v, causal=causal, backend="triton", deterministic=False)
-                ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
-                              grad_to_none=[q, k, v], return_mode="median")
-                out.backward(do, retain_graph=True)
-                g = [t.grad.float() for t in (q, k, v)]
-                for t in (q, k, v):
-                    t.grad = None
-                row.update(tflops=flops / ms * 1e-9, config=str(_best(at._DKDV_DQ)) if atomic else None)
-                if ref is None:
-                    ref = g
-                else:  # relative to the two-kernel gradients
-                    row["max_grad_diff"] = max(((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item()
-                                               for a, b in zip(g, ref))
-                    row["note"] = f"rel diff vs two-kernel {row['max_grad_diff']:.2g} "
-            except Exception as e:  # noqa: BLE001
-                row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
-            rows.append(row)
-            print(row, flush=True)
-    at.ATOMIC_DQ = saved
-
-
 def _backward_row(row, run, do, leaves, flops, base):
     """Time ``run()``'s output's backward (``do_bench``, median) into ``row`` (TFLOP/s for ``flops``),
     and its gradients' largest relative difference from ``base`` (the first variant's, per tensor)
@@ -374,36 +282,10 @@ def _backward_row(row, run, do, leaves, flops, base):
     return g
 
 
-def backward_variants(shapes, rows):
-    """Backward variants (module switches of attention_triton), gradients of each against the first's."""
-    from flashproof.kernels.attention.triton import host as at
-    from flashproof.kernels.attention.api import attention
-    variants = [("desc", dict(BWD_DESCRIPTORS=True, BWD_POLY=0))] + [
-        (f"desc+poly{k}", dict(BWD_DESCRIPTORS=True, BWD_POLY=k)) for k in (2, 4)]
-    saved = {n: getattr(at, n) for n in ("BWD_DESCRIPTORS", "BWD_POLY")}
-    for d, n, causal in shapes:
-        (q, k, v), B, H = _qkv(d, n, seed=5)
-        q, k, v = (t.requires_grad_() for t in (q, k, v))
-        do = torch.randn_like(q)
-        flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
-        base = None
-        for name, flags in variants:
-            for f, val in flags.items():
-                setattr(at, f, val)
-            row = dict(part="bwd", d=d, n=n, causal=causal, variant=name)
-            g = _backward_row(row, lambda: attention(q, k, v, causal=causal, backend="triton"), do, (q, k, v), flops,
-                              base)
-            base = g if base is None else base
-            rows.append(row)
-            print(row, flush=True)
-    for f, val in saved.items():
-        setattr(at, f, val)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python lab/probe.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/probe")
-    p.add_argument("--parts", default="fwd,sparse,bwd,atomic,launch")
+    p.add_argument("--parts", default="fwd,sparse,launch,gluon,gluon-bwd")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("probe: needs a CUDA GPU")
@@ -427,11 +309,7 @@ def main(argv=None) -> int:
         if "sparse" in parts:
             sparse_breakdown(rows)
         if "fwd" in parts:
-            forward_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False), (128, 4096, False)], rows)
-        if "atomic" in parts:
-            atomic_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False)], rows)
-        if "bwd" in parts:
-            backward_variants([(128, 8192, False), (128, 8192, True), (64, 8192, False)], rows)
+            forward_triton([(128, 8192, False), (128, 8192, True), (64, 8192, False), (128, 4096, False)], rows)
     finally:
         with open(os.path.join(args.out, "probe.json"), "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)

@@ -27,7 +27,6 @@ fits runs (correctness runs that would otherwise compile every configuration).
 """
 from __future__ import annotations
 
-import importlib
 import math
 from typing import NamedTuple, Optional
 
@@ -276,14 +275,18 @@ def _seqlens(cu_q, cu_k, q, Nq, Nk):
     return cq, ck, max_q, max_k
 
 
-#: the host module of each (direction, kernel) a plan names; imported on first use (the Triton and
-#: Gluon modules import triton)
-_MODULES = {("forward", "torch"): ".torch", ("forward", "triton"): ".triton.host", ("forward", "gluon"): ".gluon.fwd",
-            ("backward", "torch"): ".torch", ("backward", "triton"): ".triton.host", ("backward", "gluon"): ".gluon.bwd"}
-
-
 def _kernels(direction, name):
-    return importlib.import_module(_MODULES[direction, name], __package__)
+    """The host module of the kernels a plan names for ``direction`` ("forward" | "backward"), imported
+    on first use (the Triton and Gluon modules import triton)."""
+    if name == "torch":
+        from . import torch as mod
+    elif name == "triton":
+        from .triton import host as mod
+    elif direction == "forward":
+        from .gluon import fwd as mod
+    else:
+        from .gluon import bwd as mod
+    return mod
 
 
 class _AttentionFn(torch.autograd.Function):

@@ -1,4 +1,5 @@
-"""Batched speculative rejection sampler (torch, CPU and GPU).
+"""Batched speculative rejection sampler: ``rejection_sample()``, its input checks and its backend choice
+(the torch path in ``torch.py``, CPU and GPU; the Triton path in ``triton.py``).
 
 The rule (spec SPEC-STEP / SPEC-CYCLE, proved in flashproof.proofs.speculative; the reference is
 ``flashproof.verified.speculative.verify``, which this code matches bit for bit):
@@ -225,7 +226,7 @@ def rejection_sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None
     backend: "auto" (the default: "triton" for CUDA tensors when triton is installed, else "torch"),
     "torch", or "triton" (``kernels/sampler/triton.py``, two launches: CUDA, or the CPU under
     TRITON_INTERPRET=1; asking for it where it cannot run raises, it never falls back);
-    triton_config: a ``sampler_triton.TritonConfig`` (tuning only; None = its DEFAULT_CONFIG).
+    triton_config: a ``kernels/sampler/triton.TritonConfig`` (tuning only; None = its DEFAULT_CONFIG).
 
     Returns ``SpecSample(tokens (B, K+1) padded with −1, num_accepted (B,))``."""
     if check not in ("full", "read"):

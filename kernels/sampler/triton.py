@@ -1,6 +1,6 @@
 """Triton backend of the speculative sampler: a whole batch verified in two launches, one host sync.
 
-Same rule and fixed-point draw as ``kernels/sampler.py`` (bit-identical tokens):
+Same rule and fixed-point draw as ``kernels/sampler/api.py`` and ``torch.py`` (bit-identical tokens):
     accept x at i  iff  u_i·p_draft(x) < p_target(x)                 (float64)
     w_y = max(0, p_y − q_y), W_y = ⌊w_y·2^40⌋; empty residual (Σ W = 0) → W_y = ⌊p_y·2^40⌋
     token = #{y : C_y ≤ ⌊U·T/2^31⌋}, C the inclusive integer cumsum of W, T = C_{V−1}, U = ⌊u·2^31⌋.
@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover — the torch path works without Triton
 
 __all__ = ["available", "TritonConfig", "DEFAULT_CONFIG", "TritonResult", "sample", "FLAG_NAMES"]
 
-# flag bits written per request by the finish kernel (decoded by kernels/sampler.py on the error path)
+# flag bits written per request by the finish kernel (decoded by kernels/sampler/api.py on the error path)
 FLAG_NAMES = {1: "num_draft_tokens", 2: "uniforms.accept", 4: "uniforms.residual", 8: "uniforms.bonus",
               16: "draft_token_ids", 32: "rows", 64: "gathered entries"}
 FALLBACK_BLOCK = 2048  # entries per step of the finish kernel's empty-residual draw (two passes over a row)
@@ -367,7 +367,7 @@ def sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target
            u_residual: torch.Tensor, u_bonus: torch.Tensor, greedy, *, full: bool, tol: float,
            config: TritonConfig | None = None) -> TritonResult:
     """The whole sampler in two launches. Shapes/dtypes/devices are the caller's to check
-    (``kernels/sampler.py`` does): draft_token_ids (B, K) ints; p_draft (B, K, V) or None (one-hot
+    (``kernels/sampler/api.py`` and ``torch.py`` does): draft_token_ids (B, K) ints; p_draft (B, K, V) or None (one-hot
     drafts); p_target (B, K, V); p_bonus (B, V); num_draft_tokens (B,) ints or None (= K); u_accept
     (B, K), u_residual (B,), u_bonus (B,) float32/float64; greedy: bool, or a (B,) bool tensor.
     Data checks are NOT raised here: they come back as ``flags`` (no host sync in this function)."""
@@ -375,7 +375,7 @@ def sample(draft_token_ids: torch.Tensor, p_draft: torch.Tensor | None, p_target
         raise RuntimeError("the Triton sampler backend needs triton; use backend='torch'")
     cfg = DEFAULT_CONFIG if config is None else config
     if not isinstance(cfg, TritonConfig):
-        raise TypeError(f"triton_config must be a sampler_triton.TritonConfig, received {type(cfg).__name__}")
+        raise TypeError(f"triton_config must be a flashproof.kernels.sampler.triton.TritonConfig, received {type(cfg).__name__}")
     _checked(cfg)
     B, K, V = p_target.shape
     # clipped to the power of two ≥ V (a small vocabulary runs no fully masked steps); otherwise not adapted

@@ -3,7 +3,7 @@ is missing, so the modules still import on an older Triton), and the torch -> Gl
 
 Gluon is Triton's lower-level dialect (explicit layouts, asynchronous MMA, mbarriers and warp
 specialisation). It has no interpreter: on CPU the kernels are only compiled for sm_90
-(tests/kernels/test_compile.py); the dispatcher (``dispatch.py``) routes a call here only on an sm_90 GPU.
+(tests/kernels/test_kernel_compile.py); the dispatcher (``dispatch.py``) routes a call here only on an sm_90 GPU.
 """
 from __future__ import annotations
 

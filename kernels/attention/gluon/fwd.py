@@ -26,7 +26,7 @@ The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(
 no row is empty and no key is read only by masked pairs on this path (dense, Nq = Nk), so the
 ⊥ guard and the poison handling of the general kernel are not needed here (``dispatch.gluon_rule``
 rules out everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
-(tests/kernels/test_compile.py) and check the router's plan; the GPU check (lab/gpu_check.py) and
+(tests/kernels/test_kernel_compile.py) and check the router's plan; the GPU check (lab/gpu_check.py) and
 the fuzz campaign run it against the oracle on the H200.
 """
 from __future__ import annotations

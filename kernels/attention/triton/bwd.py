@@ -92,7 +92,7 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
     is exact at a one-hot row only if S is bitwise the forward's S, and K Qᵀ sums in another order
-    (at |s| ~ 1e3 a few ulps of S made dV 3–6× the naive-fp32 bound; tests/test_kernel_huge_logits.py).
+    (at |s| ~ 1e3 a few ulps of S made dV 3–6× the naive-fp32 bound; tests/kernels/test_kernel_correctness.py::test_fp32_huge_logits).
     In fp16/bf16 P is rounded to 8–11 bits before its products, which hides that difference."""
     SAME_ORDER: tl.constexpr = DOT_PREC == "ieee"
     offs_m = start_m + tl.arange(0, BLOCK_M)

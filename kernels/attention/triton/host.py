@@ -254,7 +254,7 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     return c
 
 
-def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
+def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024):
     """The walk lists ``names`` of a block-sparse call (``plan.py``), each built on the device once
     per call and kept in ``prob.cache`` (the forward builds KV, the backward of the same call reuses
     it and builds Q; a forward without a backward never builds Q):
@@ -265,7 +265,8 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
     * Q_NUM (B, Hq, TK, 2), Q_IDX (B, Hq, TK, TQ): the same per key tile (the dK/dV kernel's walk).
 
     Tiles that the window excludes entirely are not listed (a causal mask's tiles above the
-    diagonal are never visited)."""
+    diagonal are never visited). ``block``: columns per step of the list kernel (a test makes it small
+    to take several steps)."""
     t = prob.tiles.tiles
     TQ, TK = t.shape[2], t.shape[3]
     u = t.expand(B, Hq, TQ, TK).view(torch.uint8)  # broadcast dims keep stride 0
@@ -280,7 +281,7 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q")):
             tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q,
                                    prob.tiles.block_k, *_index_args(prob.window, Nq, Nk), HAS_LEFT=left is not None,
                                    HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
-                                   TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), 1024))
+                                   TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), block))
             prob.cache[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
         plan.update(prob.cache[key])
     return plan
@@ -297,13 +298,14 @@ def _common_once(q, k, v, prob, lists):
     return c
 
 
-def forward(q, k, v, prob, route, tuned=None):
+def forward(q, k, v, prob, route, tuned=None, mem=torch):
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32.
-    route: the ``dispatch.Plan`` (tuning, fma); tuned: a ``Tuners`` to launch instead of the plan's
-    (the configuration tests)."""
+    route: the ``dispatch.Plan`` (tuning, fma). For the kernel tests only (``attention()`` passes
+    neither): tuned, a ``Tuners`` to launch instead of the plan's; mem, what allocates the results
+    (``empty``/``empty_like`` as torch's), so that a test can surround them with guard regions."""
     B, Hq, Nq, _ = q.shape
-    out = torch.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
-    lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
+    out = mem.empty(B, Hq, Nq, v.shape[3], dtype=q.dtype, device=q.device)
+    lse = mem.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if Nq == 0:
         return out, lse
     tuned = tuned or TUNERS[route.tuning]
@@ -323,11 +325,11 @@ def forward(q, k, v, prob, route, tuned=None):
     return out, lse
 
 
-def delta(out, dout, lse, dlse):
+def delta(out, dout, lse, dlse, mem=torch):
     """δ (B, Hq, Nq) fp32 = rowsum(out ∘ dout) − dlse (dlse only on rows with a finite lse): the
     first launch of every backward, the Gluon one included. out, dout (B, Hq, Nq, Dv)."""
     B, Hq, Nq, Dv = out.shape
-    d = torch.empty_like(lse)
+    d = mem.empty_like(lse)
     has_dlse = dlse is not None
     if has_dlse:
         dlse = dlse.to(torch.float32).contiguous()  # autograd may hand an expanded (stride-0) tensor
@@ -338,18 +340,18 @@ def delta(out, dout, lse, dlse):
     return d
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None):
+def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
     """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see ``bwd.py``): δ, the
     dK/dV kernel and the dQ kernel (no atomics, bitwise reproducible, 7 N²d products). ``route``,
-    ``tuned`` as in ``forward``."""
+    ``tuned``, ``mem`` as in ``forward``."""
     B, Hq, Nq, D = q.shape
     Nk = k.shape[2]
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dk, dv = mem.empty_like(k), mem.empty_like(v)
     if Nq == 0 or Nk == 0:
         return torch.zeros_like(q), dk.zero_(), dv.zero_()
     tuned = tuned or TUNERS[route.tuning]
     c = _common_once(q, k, v, prob, ("KV", "Q"))
-    dlt = delta(out, dout, lse, dlse)
+    dlt = delta(out, dout, lse, dlse, mem)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
                   TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
@@ -362,7 +364,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None):
     kd = _descriptors(prob, k, v)  # streamed by the dQ kernel
     _launch(tuned.dkdv, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, dlt, dk, dv, *tail,
             *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
-    dq = torch.empty_like(q)
+    dq = mem.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     _launch(tuned.dq, grid_q, q, *(kd or (k, v)), dout, lse, dlt, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
             c["KV_IDX"], *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(), *c["mask_strides"],

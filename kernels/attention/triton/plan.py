@@ -14,7 +14,7 @@ keys [i + diag − left, i + diag + right] (None = unbounded):
   keys every row reads), and no dense mask.
 
 This replaced a chain of ~30 torch operations whose host time (0.7–1.5 ms a call on the H200)
-exceeded the sparse kernels' own GPU time. ``tests/test_kernel_tile_plan.py`` checks the lists
+exceeded the sparse kernels' own GPU time. ``tests/kernels/test_kernel_walk_lists.py`` checks the lists
 against brute-force enumeration of every pair.
 """
 from __future__ import annotations

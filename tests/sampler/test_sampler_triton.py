@@ -1,26 +1,25 @@
-"""The Triton backend (``kernels/sampler_triton.py``) gives the reference's tokens bit for bit and raises the
+"""The Triton backend (``kernels/sampler/triton.py``) gives the reference's tokens bit for bit and raises the
 same errors: coupled tests under TRITON_INTERPRET=1 on the CPU (small vocabularies and small programs and
 cells, so that every request spans several launch-1 programs and the two-level scan crosses many cells; the
-interpreter is slow), on CUDA when present. The compile for sm_90 without a GPU is in test_sampler_aot.py.
+interpreter is slow), on CUDA when present. The compile for sm_90 without a GPU is in tests/sampler/test_sampler_aot.py.
 Terms: a program of launch 1 covers `chunk` entries of each row it reads, in steps of `block` entries; the
 integer totals are kept per cell (128 fp32 entries, one warp's share of a step; a smaller block is one cell),
 and the finish kernel re-reads one cell."""
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from test_sampler_coupled import Problem, build, check_coupled, sampler_problems, smallest_residual_problem
-from test_sampler_validation import CASES, good
+from support.sampler_cases import BAD_INPUTS, SamplerCase, build, check_coupled, good, sampler_problems, \
+    smallest_residual_problem
 
 from flashproof.kernels.sampler import triton as sampler_triton
+from flashproof.kernels.interpreter import interpreting
 from flashproof.kernels.sampler.api import SamplerUniforms, draw_uniforms, rejection_sample
 
 pytestmark = pytest.mark.skipif(not sampler_triton.available(), reason="needs triton")
-INTERP = os.environ.get("TRITON_INTERPRET") == "1"
+INTERP = interpreting()
 needs_interp = pytest.mark.skipif(not INTERP, reason="CPU run needs TRITON_INTERPRET=1")
 SMALL = sampler_triton.TritonConfig(chunk=256, block=64, num_warps=4)  # V = 1030: 5 programs, 17 cells of 64
 TINY = sampler_triton.TritonConfig(chunk=4, block=2, num_warps=1, num_stages=1)  # V = 17: 5 programs, 9 cells of 2
@@ -65,7 +64,7 @@ def test_triton_threshold_on_a_chunk_boundary(u):
     for pb in (row, shifted):
         u_ = SamplerUniforms(torch.zeros(1, 0, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
                              torch.tensor([u], dtype=torch.float64))
-        pr = Problem(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(1, 0, V), torch.zeros(1, 0, V), pb[None],
+        pr = SamplerCase(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(1, 0, V), torch.zeros(1, 0, V), pb[None],
                      torch.zeros(1, dtype=torch.int64), u_, torch.zeros(1, dtype=torch.bool))
         for check in ("full", "read"):
             check_coupled(pr, backend="triton", check=check, triton_config=TINY)
@@ -85,7 +84,7 @@ def test_triton_empty_residual_draws_from_target():
         u = SamplerUniforms(torch.rand(4, 2, generator=g, dtype=torch.float64),
                             torch.rand(4, generator=g, dtype=torch.float64),
                             torch.rand(4, generator=g, dtype=torch.float64))
-        pr = Problem(ids, pt.clone(), pt, torch.softmax(torch.randn(4, V, generator=g), -1), torch.full((4,), 2), u,
+        pr = SamplerCase(ids, pt.clone(), pt, torch.softmax(torch.randn(4, V, generator=g), -1), torch.full((4,), 2), u,
                      torch.zeros(4, dtype=torch.bool))
         check_coupled(pr, backend="triton", check="read" if seed % 2 else "full", triton_config=TINY)
         out = rejection_sample(*pr[:4], uniforms=u, backend="triton", triton_config=TINY)
@@ -121,7 +120,7 @@ def test_triton_threshold_on_a_cell_boundary_in_the_second_search_step(u):
     cfg = sampler_triton.TritonConfig(chunk=65536, block=4096, num_warps=4, num_stages=1)
     u_ = SamplerUniforms(torch.zeros(1, 0, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
                          torch.tensor([u], dtype=torch.float64))
-    pr = Problem(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(1, 0, V), torch.zeros(1, 0, V), row,
+    pr = SamplerCase(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(1, 0, V), torch.zeros(1, 0, V), row,
                  torch.zeros(1, dtype=torch.int64), u_, torch.zeros(1, dtype=torch.bool))
     for check in ("full", "read"):
         check_coupled(pr, backend="triton", check=check, triton_config=cfg)
@@ -141,7 +140,7 @@ def test_triton_empty_residual_fallback_spans_several_steps():
     for u_draw in (0.0, 0.5, 1 - 2.0 ** -24):
         u = SamplerUniforms(torch.full((3, 1), 0.5, dtype=torch.float64), torch.full((3,), u_draw, dtype=torch.float64),
                             torch.zeros(3, dtype=torch.float64))
-        pr = Problem(torch.zeros(3, 1, dtype=torch.int64), pt.clone(), pt, pt[:, 0].clone(),
+        pr = SamplerCase(torch.zeros(3, 1, dtype=torch.int64), pt.clone(), pt, pt[:, 0].clone(),
                      torch.ones(3, dtype=torch.int64), u, torch.zeros(3, dtype=torch.bool))
         check_coupled(pr, backend="triton", check="full")
         out = rejection_sample(*pr[:4], uniforms=u, backend="triton")
@@ -180,7 +179,7 @@ def test_triton_one_hot_draft_rejected_with_large_mass(check):
     for u_draw in (0.1, 0.45, 0.7, 0.95):
         u = SamplerUniforms(torch.full((4, 1), 0.9, dtype=torch.float64), torch.full((4,), u_draw, dtype=torch.float64),
                             torch.zeros(4, dtype=torch.float64))
-        pr = Problem(x[:, None], None, pt, pt[:, 0].clone(), torch.ones(4, dtype=torch.int64), u,
+        pr = SamplerCase(x[:, None], None, pt, pt[:, 0].clone(), torch.ones(4, dtype=torch.int64), u,
                      torch.zeros(4, dtype=torch.bool))
         check_coupled(pr, backend="triton", check=check, triton_config=TINY)
 
@@ -190,7 +189,7 @@ def test_triton_default_config_interpreter():
     check_coupled(build(7, 2, 2, 5000, zeros=0.3), backend="triton")
 
 
-ERROR_CASES = [c for c in CASES if c[0] != "check-mode"]
+ERROR_CASES = [c for c in BAD_INPUTS if c[0] != "check-mode"]
 
 
 def bad_input_case(mutate, kw, fragment, check, device="cpu", config=None) -> None:
@@ -294,7 +293,7 @@ def test_auto_backend_is_torch_on_cpu_tensors():
 @given(sampler_problems(max_batch=8), st.sampled_from(["full", "read"]))
 def test_triton_coupled_cuda(pr, check):
     """CUDA tensors through the compiled kernels (conftest sets TRITON_INTERPRET only on a machine without
-    CUDA); test_sampler_aot.py::test_compiled_kernels_on_cuda_match_reference runs them in a subprocess
+    CUDA); tests/sampler/test_sampler_aot.py::test_compiled_kernels_on_cuda_match_reference runs them in a subprocess
     without TRITON_INTERPRET whatever the environment says, at vocabularies up to 151936."""
     check_coupled(pr, "cuda", backend="triton", check=check)
 
@@ -342,7 +341,7 @@ def test_bench_smoke_interpreter(tmp_path, monkeypatch):
     disagrees makes every row 'not identical', no choice, and exit status 1."""
     import json
 
-    from flashproof.kernels import sampler_bench
+    from flashproof.bench import sampler as sampler_bench
     argv = ["--device", "cpu", "--batch", "2", "--k", "2", "--vocab", "300", "--reps", "1", "--warmup", "0",
             "--configs", "256/64/4/1"]
     assert sampler_bench.main(argv + ["--out", str(tmp_path / "a.json")]) == 0

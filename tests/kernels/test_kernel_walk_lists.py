@@ -1,30 +1,31 @@
-"""The block-sparse walk lists (``attention_triton_plan.tile_plan``, under TRITON_INTERPRET=1)
+"""The block-sparse walk lists (``kernels/attention/triton/plan.py``, under TRITON_INTERPRET=1)
 against brute force: every pair of every tile enumerated decides which tiles are visited (some
 pair allowed) and which run without a predicate (every pair allowed, nothing ragged); the lists
 must hold exactly those, partial ones first, each group ascending. Also: one plan per call."""
 from __future__ import annotations
 
 import itertools
-import os
 
 import pytest
 import torch
 
+from flashproof.kernels.interpreter import interpreting
+
 pytest.importorskip("triton")
-if os.environ.get("TRITON_INTERPRET") != "1":
+if not interpreting():
     pytest.skip("needs TRITON_INTERPRET=1 (set by conftest) for CPU runs", allow_module_level=True)
 
+from flashproof.kernels.attention import dispatch  # noqa: E402
+from flashproof.kernels.attention.api import BlockSparseMask, validate  # noqa: E402
 from flashproof.kernels.attention.triton import host as at  # noqa: E402
-from flashproof.kernels.attention.api import BlockSparseMask, _validate  # noqa: E402
 
 
 def _prob(tiles, Nq, Nk, causal=False, window=None, dense=None, bq=16, bk=16, Hq=None):
     B, Hq = tiles.shape[0], Hq or tiles.shape[1]
     q = torch.zeros(B, Hq, Nq, 8)
     k = torch.zeros(B, Hq, Nk, 8)
-    return _validate(q, k, k, causal=causal, window=window, mask=BlockSparseMask(tiles, bq, bk, dense), scale=None,
-                     cu_seqlens_q=None, cu_seqlens_k=None, backend="triton", deterministic=True, bugs=(),
-                     return_lse=False)
+    return validate(q, k, k, causal=causal, window=window, mask=BlockSparseMask(tiles, bq, bk, dense),
+                    backend="triton", deterministic=True)
 
 
 def _brute(prob, TQ, TK, Nq, Nk, bq, bk):
@@ -84,9 +85,8 @@ def test_random_tiles_with_broadcast_dims(shape):
     if prob is None:  # B = 1 tiles broadcast over a batch of 2
         q = torch.zeros(B, Hq, Nq, 8)
         k = torch.zeros(B, Hq, Nk, 8)
-        prob = _validate(q, k, k, causal=False, window=(30, 10), mask=BlockSparseMask(tiles, 16, 16), scale=None,
-                         cu_seqlens_q=None, cu_seqlens_k=None, backend="triton", deterministic=True, bugs=(),
-                         return_lse=False)
+        prob = validate(q, k, k, window=(30, 10), mask=BlockSparseMask(tiles, 16, 16), backend="triton",
+                        deterministic=True)
     _check_lists(at._tile_plan(prob, B, Hq, Nq, Nk), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), B, Hq)
 
 
@@ -101,40 +101,30 @@ def test_dense_mask_makes_no_tile_full_and_mixed_tile_sizes():
             assert (plan["KV_NUM"][..., 1] == 0).all() and (plan["Q_NUM"][..., 1] == 0).all()
 
 
-def test_long_rows_take_several_chunks(monkeypatch):
-    """More columns than one BLOCK of the plan kernel: the running counts carry across chunks."""
-    real = at.tile_plan
-
-    class Small:
-        def __getitem__(self, grid):
-            return lambda *a, **kw: real[grid](*a, **dict(kw, BLOCK=4))
-    monkeypatch.setattr(at, "tile_plan", Small())
+def test_long_rows_take_several_chunks():
+    """More columns than one BLOCK of the list kernel: the running counts carry across chunks."""
     Nq, Nk = 40, 300
     TQ, TK = 3, -(-Nk // 16)
     tiles = torch.rand(1, 2, TQ, TK, generator=torch.Generator().manual_seed(4)) < 0.6
     prob = _prob(tiles, Nq, Nk, window=(200, 5))
-    _check_lists(at._tile_plan(prob, 1, 2, Nq, Nk), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 2)
+    _check_lists(at._tile_plan(prob, 1, 2, Nq, Nk, block=4), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 2)
 
 
-def test_one_plan_per_call(monkeypatch):
-    """Forward and backward of one call share the lists: built once, not once per launch."""
-    from flashproof.kernels.attention import attention
-    calls = []
-    real = at.tile_plan
-
-    class Count:
-        def __getitem__(self, grid):
-            calls.append(grid)
-            return real[grid]
-    monkeypatch.setattr(at, "tile_plan", Count())
+def test_one_walk_list_per_direction_per_call():
+    """The forward and the backward of one call share their launch data (``prob.cache``): the
+    forward builds the per-query-tile lists, the backward reuses them (the same tensors) and adds the
+    per-key-tile lists; a forward alone builds one direction."""
     g = torch.Generator().manual_seed(1)
-    q, k, v = (torch.randn(1, 2, 40, 16, generator=g, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=g) for _ in range(3))
     tiles = torch.tensor([[True, False, True], [True, True, False], [False, True, True]])[None, None]
-    out = attention(q, k, v, mask=BlockSparseMask(tiles, 16, 16), backend="triton")
-    assert len(calls) == 1  # the forward's lists
-    out.sum().backward()
-    assert len(calls) == 2  # the backward reuses them and adds the per-key-tile lists
-    assert q.grad is not None and torch.isfinite(q.grad).all()
-    with torch.no_grad():
-        attention(q, k, v, mask=BlockSparseMask(tiles, 16, 16), backend="triton")
-    assert len(calls) == 3  # a forward alone builds one direction
+    call = validate(q, k, v, mask=BlockSparseMask(tiles, 16, 16), backend="triton")
+    route = dispatch.plan(call, dispatch.device_of(q))
+    out, lse = at.forward(q, k, v, call, route)
+    lists = {key: val for key, val in call.cache.items() if key != "common"}
+    assert [key[0] for key in lists] == ["KV"]
+    common = call.cache["common"]
+    dq, _, _ = at.backward(q, k, v, out, lse, torch.ones_like(out), None, call, route)
+    assert call.cache["common"] is common, "the backward recomputed the forward's launch arguments"
+    assert sorted(key[0] for key in call.cache if key != "common") == ["KV", "Q"]
+    assert all(call.cache[key] is lists[key] for key in lists), "the backward rebuilt the forward's lists"
+    assert torch.isfinite(dq).all()

@@ -1,4 +1,6 @@
-"""Ahead-of-time compile of every sampler kernel variant for sm_90 (the H200) on a machine without a GPU.
+"""Ahead-of-time compile of every sampler kernel variant for sm_90 (the H200) on a machine without a GPU, and
+the compiled kernels on CUDA against the reference: a script that tests/sampler/test_sampler_aot.py runs in
+a subprocess without TRITON_INTERPRET (``python tests/support/sampler_compile.py [cuda]``).
 
 The interpreter (TRITON_INTERPRET=1, how CI runs the coupled tests) does not catch what only the compiler
 rejects (loop-carried types, branches yielding values, pointer arithmetic); Triton's own ptxas does. The
@@ -7,10 +9,8 @@ subprocess route runs the compiled kernels on CUDA against the reference (marked
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
-import pytest
 
 VARIANTS = [("fp32", False, True, 0, 4), ("fp32", True, True, 2, 4), ("bf16", True, False, 1, 1),
             ("fp16", False, False, 2, 0), ("fp64", True, True, 0, 2),
@@ -48,7 +48,8 @@ def compile_all() -> int:
 def run_cuda() -> int:
     """The compiled kernels on CUDA against the reference (the families, both check modes, V up to
     151936); returns the number of problems checked."""
-    from test_sampler_coupled import build, check_coupled
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from support.sampler_cases import build, check_coupled
     n = 0
     for check in ("full", "read"):
         for fam in ("u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"):
@@ -64,30 +65,6 @@ def run_cuda() -> int:
                           check=check)
             n += 1
     return n
-
-
-def _subprocess(*argv) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled kernels, not the interpreter
-    r = subprocess.run([sys.executable, __file__, *argv], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r.stdout
-
-
-@pytest.mark.gpu
-def test_compiled_kernels_on_cuda_match_reference():
-    """conftest sets TRITON_INTERPRET=1, under which even CUDA tensors go through the interpreter; this
-    runs the compiled kernels in a subprocess without it."""
-    import torch
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    out = _subprocess("cuda").split()
-    assert out[0] == "cuda-coupled" and int(out[1]) == 44, out
-
-
-def test_kernels_compile_for_sm90():
-    pytest.importorskip("triton.backends.nvidia")
-    out = _subprocess()
-    assert out.split() == ["compiled", str(2 * len(VARIANTS))], out
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import random
 from fractions import Fraction
 
@@ -21,6 +20,7 @@ import mpmath
 import pytest
 import torch
 
+from flashproof.kernels.interpreter import interpreting
 from flashproof.kernels.sampler.api import SamplerUniforms, draw_uniforms, rejection_sample
 from flashproof.proofs.mutants import speculative as mut
 from flashproof.verified import speculative as sp
@@ -193,7 +193,7 @@ def test_sampler_law_matches_reference_cuda_triton(seed, check):
     """The same G-test against the COMPILED Triton kernels on CUDA (20000 requests in one batch, one-hot
     and ragged features aside: V = 3, K = 2). conftest sets TRITON_INTERPRET only without CUDA; if it is
     set anyway the interpreter would run 20000 programs (minutes), so that is refused, not tested."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if interpreting():
         pytest.skip("TRITON_INTERPRET=1: this test is for the compiled kernels")
     from flashproof.kernels.sampler import triton as sampler_triton
     if not sampler_triton.available():

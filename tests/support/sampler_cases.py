@@ -1,5 +1,6 @@
-"""Coupled differential test: the same injected uniforms give bit-identical tokens from
-``flashproof.kernels.sampler.rejection_sample`` and the verified reference ``verify``.
+"""Sampler test problems and the coupled checker (used by tests/sampler/): the same injected uniforms must
+give bit-identical tokens from ``flashproof.kernels.rejection_sample`` and the verified reference
+``verify``; plus the well-formed inputs the validation tables mutate.
 
 ``sampler_problems`` draws batches with the adversarial families of DESIGN.md behind flags the
 shrinker can switch off: u = 0.0 and u = 1 − 2⁻²⁴, p_draft(x) = 0 at the drafted token, p_target =
@@ -7,11 +8,11 @@ p_draft bitwise, disjoint supports, a bonus-only sentinel, 0-draft rows, one-hot
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import strategies as st
 
 from flashproof.kernels.sampler.api import SamplerUniforms, rejection_sample, row_sum_tol
 from flashproof.verified.speculative import CycleUniforms, verify
@@ -19,7 +20,7 @@ from flashproof.verified.speculative import CycleUniforms, verify
 U_MAX32 = 1 - 2.0 ** -24
 
 
-class Problem(NamedTuple):
+class SamplerCase(NamedTuple):
     draft_token_ids: torch.Tensor  # (B, K)
     p_draft: torch.Tensor | None  # (B, K, V)
     p_target: torch.Tensor  # (B, K, V)
@@ -47,7 +48,7 @@ def _renorm(x, fallback: int):
 
 
 def build(seed, B, K, V, *, zeros=0.0, draft_zero=False, equal=False, disjoint=False, sentinel=False,
-          one_hot=False, u_edges=False, greedy=False, ragged=True, dtype=torch.float32) -> Problem:
+          one_hot=False, u_edges=False, greedy=False, ragged=True, dtype=torch.float32) -> SamplerCase:
     gen = torch.Generator().manual_seed(seed)
     pt = _rows(gen, (B, K), V, zeros, torch.float64)
     pd = _rows(gen, (B, K), V, zeros, torch.float64)
@@ -82,7 +83,7 @@ def build(seed, B, K, V, *, zeros=0.0, draft_zero=False, equal=False, disjoint=F
         u = SamplerUniforms(acc, torch.where(torch.rand(B, generator=gen) < 0.5, 0.0, U_MAX32),
                             torch.where(torch.rand(B, generator=gen) < 0.5, 0.0, U_MAX32))
     g = torch.rand(B, generator=gen) < 0.5 if greedy else torch.zeros(B, dtype=torch.bool)
-    return Problem(ids, None if one_hot else pd, pt, pb, k_b, u, g)
+    return SamplerCase(ids, None if one_hot else pd, pt, pb, k_b, u, g)
 
 
 @st.composite
@@ -95,7 +96,7 @@ def sampler_problems(draw, *, vocab=st.sampled_from([1, 2, 3, 5, 8, 17, 8191, 81
                  zeros=draw(st.sampled_from([0.0, 0.3, 0.8])), **flags)
 
 
-def reference(pr: Problem, b: int):
+def reference(pr: SamplerCase, b: int):
     k = int(pr.num_draft_tokens[b])
     rows_t = pr.p_target[b, :k].tolist() + [pr.p_bonus[b].tolist()]
     rows_d = None if pr.p_draft is None else pr.p_draft[b, :k].tolist()
@@ -104,7 +105,7 @@ def reference(pr: Problem, b: int):
                   sum_tol=row_sum_tol(pr.p_target.dtype))
 
 
-def check_coupled(pr: Problem, device="cpu", backend="torch", **kw) -> None:
+def check_coupled(pr: SamplerCase, device="cpu", backend="torch", **kw) -> None:
     """``kw``: further rejection_sample arguments (check, triton_config)."""
     mv = lambda t: None if t is None else t.to(device)  # noqa: E731
     out = rejection_sample(mv(pr.draft_token_ids), mv(pr.p_draft), mv(pr.p_target), mv(pr.p_bonus),
@@ -124,32 +125,7 @@ def check_coupled(pr: Problem, device="cpu", backend="torch", **kw) -> None:
         assert row[last] > 0 or bool(pr.greedy[b]), (b, last)
 
 
-@given(sampler_problems())
-def test_coupled_bit_identical(pr):
-    check_coupled(pr)
-
-
-@pytest.mark.parametrize("family", ["u_edges", "draft_zero", "equal", "disjoint", "sentinel", "one_hot", "greedy"])
-@pytest.mark.parametrize("V", [1, 2, 8191, 8192, 8193])
-def test_every_adversarial_family(family, V):
-    check_coupled(build(V * 7 + len(family), 5, 4, V, zeros=0.3, **{family: True}))
-
-
-def test_vocab_151936():
-    check_coupled(build(3, 2, 3, 151936, u_edges=True, zeros=0.3))
-
-
-def test_sentinel_only_on_full_acceptance():
-    pr = build(11, 6, 3, 16, sentinel=True, ragged=True)
-    out = rejection_sample(pr.draft_token_ids, pr.p_draft, pr.p_target, pr.p_bonus,
-                           num_draft_tokens=pr.num_draft_tokens, uniforms=pr.uniforms)
-    # p_target = p_draft bitwise at every draft position: every draft is accepted, then the sentinel
-    assert torch.equal(out.num_accepted, pr.num_draft_tokens)
-    assert (out.tokens[torch.arange(6), out.num_accepted] == 15).all()
-    check_coupled(pr)
-
-
-def smallest_residual_problem(dtype, eps: float, u_residual: float) -> Problem:
+def smallest_residual_problem(dtype, eps: float, u_residual: float) -> SamplerCase:
     """V = 2, one draft (token 0, p_draft one-hot on it), p_target = [1 − 2^-24, eps]: the draft is
     rejected at u = 1 − 2^-24 and the residual is [0, eps]. eps = 2^-40 is the smallest nonempty
     residual (W = [0, 1]); eps = 2^-41 gives W = [0, 0], i.e. the empty-residual fallback to p_target."""
@@ -157,45 +133,79 @@ def smallest_residual_problem(dtype, eps: float, u_residual: float) -> Problem:
     pd = torch.tensor([[[1.0, 0.0]]], dtype=dtype)
     u = SamplerUniforms(torch.tensor([[U_MAX32]], dtype=torch.float64), torch.tensor([u_residual], dtype=torch.float64),
                         torch.zeros(1, dtype=torch.float64))
-    return Problem(torch.zeros(1, 1, dtype=torch.int64), pd, pt, pt[:, 0].clone(), torch.ones(1, dtype=torch.int64), u,
+    return SamplerCase(torch.zeros(1, 1, dtype=torch.int64), pd, pt, pt[:, 0].clone(), torch.ones(1, dtype=torch.int64), u,
                    torch.zeros(1, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-def test_residual_weight_2_pow_minus_40_is_not_empty(dtype):
-    """The empty-residual boundary, both sides: a residual of max 2^-40 still draws from the residual
-    (token 1 even at u = 0); one of max 2^-41 is empty and draws from p_target (token 0 at u = 0.5)."""
-    for eps, u_res, want in ((2.0 ** -40, 0.0, 1), (2.0 ** -41, 0.5, 0)):
-        pr = smallest_residual_problem(dtype, eps, u_res)
-        out = rejection_sample(pr.draft_token_ids, pr.p_draft, pr.p_target, pr.p_bonus, uniforms=pr.uniforms)
-        assert out.num_accepted.tolist() == [0] and out.tokens.tolist() == [[want, -1]], (eps, out)
-        check_coupled(pr)
 
 
-def test_disjoint_supports_reject_at_once():
-    pr = build(5, 4, 4, 10, disjoint=True, ragged=False)
-    out = rejection_sample(pr.draft_token_ids, pr.p_draft, pr.p_target, pr.p_bonus, uniforms=pr.uniforms)
-    assert (out.num_accepted == 0).all() and (out.tokens[:, 1:] == -1).all()
-    assert (out.tokens[:, 0] < 5).all()  # drawn from the target's half of the vocabulary
+# ----------------------------------------------------------------- well-formed inputs for the validation tables
+B, K, V = 3, 2, 6  # the validation tables' shapes
 
 
-def test_fp16_bf16_fp64_rows():
-    for dtype in (torch.float16, torch.bfloat16, torch.float64):
-        pr = build(1, 3, 3, 33, dtype=dtype)
-        check_coupled(pr)
+def good():
+    g = torch.Generator().manual_seed(0)
+    pt = torch.softmax(torch.randn(B, K, V, generator=g), -1)
+    pd = torch.softmax(torch.randn(B, K, V, generator=g), -1)
+    pb = torch.softmax(torch.randn(B, V, generator=g), -1)
+    ids = torch.randint(0, V, (B, K), generator=g)
+    return dict(draft_token_ids=ids, p_draft=pd, p_target=pt, p_bonus=pb)
 
 
-def test_generator_is_reproducible_and_zero_drafts():
-    pr = build(2, 5, 3, 40)
-    runs = [rejection_sample(pr.draft_token_ids, pr.p_draft, pr.p_target, pr.p_bonus,
-                             num_draft_tokens=pr.num_draft_tokens, generator=torch.Generator().manual_seed(9))
-            for _ in range(2)]
-    assert torch.equal(runs[0].tokens, runs[1].tokens)
-    assert (runs[0].num_accepted[pr.num_draft_tokens == 0] == 0).all()
+def _set(name, idx, val):
+    def f(a):
+        a[name] = a[name].clone()
+        a[name][idx] = val
+        return a
+    return f
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@given(sampler_problems(max_batch=8))
-def test_coupled_bit_identical_cuda(pr):
-    check_coupled(pr, "cuda")
+def _renorm_bad(name, idx, scale):
+    def f(a):
+        a[name] = a[name].clone()
+        a[name][idx] = a[name][idx] * scale
+        return a
+    return f
+
+
+BAD_INPUTS = [
+    ("nan-target", _set("p_target", (1, 0, 2), float("nan")), {}, ValueError, "NaN"),
+    ("nan-draft", _set("p_draft", (0, 1, 0), float("nan")), {}, ValueError, "NaN"),
+    ("nan-bonus-row", lambda a: {**a, "p_bonus": torch.full((B, V), float("nan"))}, {}, ValueError, "NaN"),
+    ("negative-prob", _set("p_target", (2, 1, 3), -0.1), {}, ValueError, "negative"),
+    ("negative-sums-to-one", _set("p_draft", (2, 1), torch.tensor([0.625, 0.5, -0.125, 0.0, 0.0, 0.0])), {},
+     ValueError, "negative"),
+    ("negative-target-sums-to-one", _set("p_target", (0, 0), torch.tensor([0.0, 0.25, 1.0, -0.25, 0.0, 0.0])), {},
+     ValueError, "negative"),
+    ("row-not-normalised", _renorm_bad("p_target", (0, 0), 1.01), {}, ValueError, "sums to"),
+    ("bonus-not-normalised", _renorm_bad("p_bonus", (1,), 0.5), {}, ValueError, "sums to"),
+    ("inf-prob", _set("p_draft", (0, 0, 0), float("inf")), {}, ValueError, "sums to"),
+    ("token-too-large", _set("draft_token_ids", (1, 1), V), {}, ValueError, "not a token id"),
+    ("token-negative", _set("draft_token_ids", (0, 0), -1), {}, ValueError, "not a token id"),
+    ("ids-float", lambda a: {**a, "draft_token_ids": a["draft_token_ids"].float()}, {}, TypeError, "integer"),
+    ("target-2d", lambda a: {**a, "p_target": a["p_target"][:, 0]}, {}, ValueError, "(B, K, V)"),
+    ("draft-shape", lambda a: {**a, "p_draft": a["p_draft"][:, :, :-1]}, {}, ValueError, "p_draft must be"),
+    ("bonus-shape", lambda a: {**a, "p_bonus": a["p_bonus"][:-1]}, {}, ValueError, "p_bonus must be"),
+    ("ids-shape", lambda a: {**a, "draft_token_ids": a["draft_token_ids"][:, :1]}, {}, ValueError, "draft_token_ids must be"),
+    ("dtype-mismatch", lambda a: {**a, "p_draft": a["p_draft"].double()}, {}, TypeError, "dtype"),
+    ("int-probs", lambda a: {**a, "p_target": a["p_target"].long()}, {}, TypeError, "floating"),
+    ("num-drafts-too-big", lambda a: a, {"num_draft_tokens": torch.tensor([0, 3, 1])}, ValueError, "num_draft_tokens[1]"),
+    ("num-drafts-float", lambda a: a, {"num_draft_tokens": torch.tensor([0.0, 1.0, 1.0])}, ValueError, "integers"),
+    ("uniform-one", lambda a: a, {"uniforms": SamplerUniforms(torch.ones(B, K), torch.zeros(B), torch.zeros(B))},
+     ValueError, "[0, 1)"),
+    ("uniform-nan", lambda a: a, {"uniforms": SamplerUniforms(torch.zeros(B, K), torch.full((B,), math.nan),
+                                                              torch.zeros(B))}, ValueError, "uniforms.residual"),
+    ("uniform-residual-one", lambda a: a, {"uniforms": SamplerUniforms(torch.zeros(B, K), torch.ones(B), torch.zeros(B))},
+     ValueError, "uniforms.residual[0] = 1.0 is not in [0, 1)"),
+    ("uniform-bonus-one", lambda a: a, {"uniforms": SamplerUniforms(torch.zeros(B, K), torch.zeros(B), torch.ones(B))},
+     ValueError, "uniforms.bonus[0] = 1.0 is not in [0, 1)"),
+    ("uniform-bonus-negative", lambda a: a, {"uniforms": SamplerUniforms(torch.zeros(B, K), torch.zeros(B),
+                                                                         torch.full((B,), -2.0 ** -30))},
+     ValueError, "uniforms.bonus[0]"),
+    ("uniform-shape", lambda a: a, {"uniforms": SamplerUniforms(torch.zeros(B, K + 1), torch.zeros(B), torch.zeros(B))},
+     ValueError, "uniforms.accept"),
+    ("greedy-shape", lambda a: a, {"greedy": torch.zeros(B + 1, dtype=torch.bool)}, ValueError, "greedy"),
+    ("check-mode", lambda a: a, {"check": "none"}, ValueError, "check"),
+]
+
+
