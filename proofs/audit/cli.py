@@ -1,15 +1,18 @@
 """``flashproof audit``: the browsable audit trail (HTML + Markdown + JSON) in one offline folder.
 
-    flashproof audit [--trail out/audit.json] [--out out/audit] [--prove | --no-prove] [--jobs N] [--strict]
+    flashproof audit [--trail out/audit.json] [--out out/audit] [--prove | --no-prove] [--jobs N]
+                     [--cache-dir .prove-cache | --no-cache] [--strict]
 
 Reads the registry (``flashproof.spec``), the obligations (``flashproof.proofs``), the results of
-``flashproof prove`` (``--trail``) and recomputes the claims ledger; writes ``index.html`` (open it
-from disk, no server), ``index.md`` + ``graph.svg`` (for reviews) and ``index.json`` (for machines,
+``flashproof prove`` (``--trail``) and recomputes the claims ledger; writes ``index.html`` and its
+``static/`` folder (open it from disk, no server), ``index.md`` + ``graph.svg`` (for reviews) and ``index.json`` (for machines,
 schema ``flashproof.audit-report/1``, see ``docs/audit.md``).
 
-When the trail is missing (a fresh checkout) the proofs are run first (``flashproof prove``, which
-reuses its result cache); ``--no-prove`` renders whatever exists, every item then ``unchecked``.
-Exit status: 0 when the report was written (``--strict``: and every item/claim is in order).
+When the trail is missing (a fresh checkout) the proofs are run first (``flashproof prove --out
+<the trail's folder> --cache-dir <--cache-dir>``, which reuses its result cache, or ``--no-cache``);
+``--no-prove`` renders whatever exists, every item then ``unchecked``. Exit status: 0 when the
+report was written (``--strict``: and every item/claim is in order); 2 for a usage error or a file
+that is not a trail.
 """
 from __future__ import annotations
 
@@ -24,14 +27,20 @@ from pathlib import Path
 __all__ = ["add_arguments", "run", "provenance", "write_report"]
 
 
+TRAIL_NAME = "audit.json"  # what `flashproof prove --out DIR` writes for a full run
+
+
 def add_arguments(p) -> None:
-    p.add_argument("--trail", type=Path, default=Path("out/audit.json"), help="results JSON of `flashproof prove`")
-    p.add_argument("--out", type=Path, default=Path("out/audit"), help="folder for index.html/.md/.json")
+    from flashproof.proofs.engine.args import directory, file_path, positive_int
+
+    p.add_argument("--trail", type=file_path, default=Path("out") / TRAIL_NAME, help="results JSON of `flashproof prove`")
+    p.add_argument("--out", type=directory, default=Path("out/audit"), help="folder for index.html/.md/.json")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--prove", action="store_true", help="run `flashproof prove` first (default when --trail is missing)")
     g.add_argument("--no-prove", action="store_true", help="never run the proofs; render what exists")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel jobs for `flashproof prove`")
-    p.add_argument("--cache-dir", type=Path, default=Path(".prove-cache"),
+    p.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
+                   help="parallel jobs (≥ 1) for `flashproof prove`")
+    p.add_argument("--cache-dir", type=directory, default=Path(".prove-cache"),
                    help="the prover's result cache: results under the current content hash count as fresh evidence")
     p.add_argument("--no-cache", action="store_true", help="use the trail's records only")
     p.add_argument("--strict", action="store_true",
@@ -87,8 +96,10 @@ def _load_trail(path: Path) -> dict | None:
     return doc
 
 
-def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache")) -> dict:
-    """Registry + obligations + trail (+ the prover's result cache) + ledger → the report dict."""
+def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache"),
+                 trail: Path = Path("out") / TRAIL_NAME) -> dict:
+    """Registry + obligations + trail (+ the prover's result cache) + ledger → the report dict;
+    ``trail`` is the path the trail was read from (named in the report's messages)."""
     from flashproof.spec.registry import collect as collect_items
 
     from . import model as audit_model
@@ -97,11 +108,13 @@ def build_report(doc: dict | None, cache_dir: Path | None = Path(".prove-cache")
 
     items = collect_items()
     obligations, _ = collect_obligations()
-    return audit_model.build(items, obligations, doc, ledger(), provenance(), cache_dir=cache_dir)
+    prov = dict(provenance(), trail=str(trail), cache_dir=str(cache_dir) if cache_dir is not None else None)
+    return audit_model.build(items, obligations, doc, ledger(), prov, cache_dir=cache_dir, trail=str(trail))
 
 
 def write_report(report: dict, out: Path) -> Path:
-    """Write index.html, index.md, graph.svg and index.json under ``out``; return the HTML path."""
+    """Write index.html (with its static/ folder), index.md, graph.svg and index.json under ``out``;
+    return the HTML path."""
     from . import html as audit_html, md as audit_md
     from .svg import graph_svg
 
@@ -113,6 +126,7 @@ def write_report(report: dict, out: Path) -> Path:
     (out / "index.json").write_text(json.dumps(report, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     html = out / "index.html"
     html.write_text(audit_html.render(report), encoding="utf-8")
+    audit_html.copy_static(out)
     return html
 
 
@@ -124,24 +138,44 @@ def _strict_ok(report: dict) -> bool:
     return items_ok and claims_ok and not report["problems"]
 
 
+def prove_command(args) -> list[str]:
+    """The ``flashproof prove`` argv that writes ``args.trail`` with the audit's cache settings."""
+    cmd = ["prove", "--jobs", str(args.jobs), "--out", str(Path(args.trail).parent)]
+    return cmd + (["--no-cache"] if args.no_cache else ["--cache-dir", str(args.cache_dir)])
+
+
 def run(args) -> int:
-    if args.prove or (not args.no_prove and not Path(args.trail).exists()):
-        cmd = [sys.executable, "-m", "flashproof", "prove", "--jobs", str(args.jobs), "--out", str(Path(args.trail).parent)]
-        print("flashproof audit: running " + " ".join(cmd[2:]), flush=True)
-        rc = subprocess.run(cmd).returncode
+    trail = Path(args.trail)
+    must_prove = args.prove or (not args.no_prove and not trail.exists())
+    if must_prove and trail.name != TRAIL_NAME:
+        print(f"flashproof audit: --trail {trail}: `flashproof prove --out DIR` writes DIR/{TRAIL_NAME}, so a "
+              f"trail to prove into must be named {TRAIL_NAME} (or pass --no-prove to render {trail} as it is)",
+              file=sys.stderr)
+        return 2
+    if must_prove:
+        cmd = prove_command(args)
+        why = "--prove" if args.prove else f"{trail} does not exist"
+        print(f"flashproof audit: {why}; running flashproof " + " ".join(cmd), flush=True)
+        rc = subprocess.run([sys.executable, "-m", "flashproof", *cmd]).returncode
+        if rc == 2:
+            print(f"flashproof audit: `flashproof {' '.join(cmd)}` rejected its arguments (exit 2)", file=sys.stderr)
+            return 2
         if rc != 0:
-            print(f"flashproof audit: `flashproof prove` exited {rc}; the report shows what failed", file=sys.stderr)
+            print(f"flashproof audit: `flashproof prove` exited {rc}; the report shows what failed in {trail}",
+                  file=sys.stderr)
     try:
-        doc = _load_trail(args.trail)
+        doc = _load_trail(trail)
     except ValueError as e:
         print(f"flashproof audit: {e}", file=sys.stderr)
         return 2
-    report = build_report(doc, None if args.no_cache else args.cache_dir)
+    report = build_report(doc, None if args.no_cache else args.cache_dir, trail=trail)
     html = write_report(report, args.out)
     s = report["summary"]
+    print(f"flashproof audit: read {trail if doc is not None else f'no trail ({trail} missing)'}"
+          + ("" if args.no_cache else f" and the result cache {args.cache_dir}"))
     print("flashproof audit: items " + ", ".join(f"{k} {v}" for k, v in s["items"].items() if v)
           + "; claims " + ", ".join(f"{k} {v}" for k, v in s["ledger"].items()))
     for p in report["problems"]:
         print(f"  problem: {p}")
-    print(f"flashproof audit: wrote {html} (+ index.md, index.json, graph.svg)")
+    print(f"flashproof audit: wrote {html} (+ index.md, index.json, graph.svg, static/)")
     return 0 if (not args.strict or _strict_ok(report)) else 1

@@ -43,7 +43,7 @@ def render(report: dict, graph_file: str = "graph.svg") -> str:
            f"- report generated: {p.get('date')} at commit `{p.get('commit')}` on {p.get('machine')}",
            f"- Python {p.get('python')}, z3 {p.get('z3')}, sympy {p.get('sympy')}",
            (f"- proof run: {run.get('generated')}, `{run.get('command')}`, {run.get('total_seconds')} s, "
-            f"{'OK' if run.get('ok') else 'NOT OK'}" if run else "- proof run: none (out/audit.json missing)"),
+            f"{'OK' if run.get('ok') else 'NOT OK'}" if run else f"- proof run: none ({p.get('trail', 'out/audit.json')} missing)"),
            "- items: " + ", ".join(f"{k} {v}" for k, v in s["items"].items()),
            f"- seed claims ({s['claims']}): " + ", ".join(f"{k} {v}" for k, v in s["ledger"].items()), ""]
     if report["problems"]:

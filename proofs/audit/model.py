@@ -49,8 +49,9 @@ def record_states(obligations: dict, records: Iterable[dict], cache_dir=cache.DE
 
     The evidence is the trail's latest record when its hash matches the current sources
     (``source="trail"``). Otherwise, when the prover's result cache holds a definitive result under
-    the *current* hash, that result is fresh evidence (``source="cache"``): a partial
-    ``prove --only`` run overwrites the trail, but not the cache. Otherwise a trail record is stale
+    the *current* hash, that result is fresh evidence (``source="cache"``): a trail can be older
+    than the sources, or partial (``prove --only --out DIR``), while the cache keeps every
+    definitive result. Otherwise a trail record is stale
     and no record is missing. ``cache_dir=None`` ignores the cache."""
     by_id = {}
     for r in records:
@@ -204,9 +205,9 @@ def _ledger_row(row, obligations: dict, states: dict) -> dict:
 
 
 def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, provenance: dict,
-          cache_dir=cache.DEFAULT_DIR) -> dict:
-    """The report (see the module docstring). ``doc`` is the parsed ``out/audit.json`` or None;
-    ``cache_dir`` is the prover's result cache (None: use the trail only)."""
+          cache_dir=cache.DEFAULT_DIR, trail: str = "out/audit.json") -> dict:
+    """The report (see the module docstring). ``doc`` is the parsed trail (read from ``trail``) or
+    None; ``cache_dir`` is the prover's result cache (None: use the trail only)."""
     records = list((doc or {}).get("obligations", []))
     states = record_states(obligations, records, cache_dir)
     status = item_statuses(items, obligations, states)
@@ -236,9 +237,9 @@ def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, p
     problems += [f"claim {r['id']}: recomputation gives '{r['verdict']}' but the ledger expects "
                  f"{'confirmed' if r['expect'] == 'holds' else 'an erratum'}" for r in ledger if r["agrees"] is False]
     if doc is None:
-        problems.append("no out/audit.json: nothing has been proved in this checkout (run `flashproof prove`)")
+        problems.append(f"no {trail}: nothing has been proved in this checkout (run `flashproof prove`)")
     elif doc.get("partial"):
-        problems.append("out/audit.json comes from a partial run (--only): results of other obligations are missing")
+        problems.append(f"{trail} comes from a partial run (--only): results of other obligations are missing")
     counts = {s: 0 for s in STATUSES}
     for st in status.values():
         counts[st] = counts.get(st, 0) + 1

@@ -90,10 +90,11 @@ def _md(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(doc: dict, out_dir: Path) -> tuple[Path, Path]:
+def write(doc: dict, out_dir: Path, stem: str = "audit") -> tuple[Path, Path]:
+    """Write ``<out_dir>/<stem>.json`` and ``<stem>.md``; return both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    j, m = out_dir / "audit.json", out_dir / "audit.md"
+    j, m = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
     j.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n")
     m.write_text(_md(doc))
     return j, m
