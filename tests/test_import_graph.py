@@ -133,12 +133,14 @@ def test_module_level_includes_guarded_imports_but_not_function_bodies(tmp_path)
     assert sorted(m for m, _ in imports(src, top_level_only=True)) == ["numpy", "torch"]
 
 
-#: the only flashproof.kernels modules proofs/ may import: the Triton kernels whose integer index code
-#: the KER-* obligations run symbolically (proofs/obligations/kernels/, proofs/mutants/kernels.py), and
-#: the host module whose window clamp and block-size tables they read
+#: the only flashproof.kernels modules proofs/ may import, each for the index or schedule code the
+#: obligations run symbolically: the Triton kernels and their host (window clamp, block-size tables) for
+#: KER-* (proofs/obligations/kernels/, proofs/mutants/kernels.py), the KV-cache split plan (EXT-SPLIT-KV)
+#: and the ring schedule (RING-*)
 PROOFS_MAY_IMPORT_FROM_KERNELS = frozenset({
     "flashproof.kernels.attention.triton.fwd", "flashproof.kernels.attention.triton.bwd",
-    "flashproof.kernels.attention.triton.plan", "flashproof.kernels.attention.triton.host"})
+    "flashproof.kernels.attention.triton.plan", "flashproof.kernels.attention.triton.host",
+    "flashproof.kernels.kvcache.plan", "flashproof.kernels.distributed.schedule"})
 
 
 def _kernels_imports(path):
