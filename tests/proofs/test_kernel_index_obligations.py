@@ -144,3 +144,30 @@ def test_key_and_query_ranges_agree_with_the_interpreter():
                     HAS_RIGHT=hr, ALL_MASKED=False)
         args["m0" if is_fwd else "n0"] = x0
         assert out.tolist() == _concrete(fn, args), (x0, q_len, k_len, left, right, hl, hr, is_fwd)
+
+
+# --------------------------------------------- the findings of KER-TILES-HOST, as regressions of the kernel
+
+def test_a_window_side_near_int32_max_is_the_unbounded_window_bitwise():
+    """Before host._index_args clamped the sides, window right = 2^31 − 1 wrapped key_range's edge and the
+    forward returned zeros; clamped, it runs the very same stages as no window."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("runs the Triton kernels in the interpreter (CPU)")
+    torch = pytest.importorskip("torch")
+    from flashproof.kernels import attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=g) for n in (40, 37, 37))
+    free = attention(q, k, v, backend="triton")
+    for window in ((None, 2 ** 31 - 1), (2 ** 31 - 1, None), (2 ** 31 - 1, 2 ** 40)):
+        assert torch.equal(attention(q, k, v, window=window, backend="triton"), free), window
+
+
+def test_the_host_refuses_lengths_its_int32_index_arithmetic_cannot_hold():
+    from flashproof.kernels.attention.triton import host
+
+    assert host._index_args((None, 2 ** 31 - 1), 40, 37) == (0, 40)
+    with pytest.raises(ValueError, match="sequence lengths up to"):
+        host._index_args((None, None), host.MAX_LEN + 1, 1)
