@@ -42,3 +42,42 @@ def test_triton_and_torch_paths_agree_on_empty_rows():
         assert torch.all(got.out[0] == 0) and torch.all(torch.isneginf(got.lse[0]))
         assert torch.all(got.out[1, :, :3] == 0) and torch.all(torch.isneginf(got.lse[1, :, :3]))
         assert torch.isfinite(got.lse[1, :, 3]).all() and torch.isfinite(got.out).all()
+
+
+def _bad_call(paged):
+    """Four requests, two of them bad: contiguous — lengths 41 (> Nmax = 40) and −2; paged — a length
+    past max_pages · page_size and a needed table entry that is no page (plus an entry past request 0's
+    length holding −1, which is never read)."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(4, 4, 2, 16, generator=gen)
+    if paged:
+        k = torch.randn(12, 16, 2, 16, generator=gen)
+        table = torch.randperm(12, generator=gen).to(torch.int32).reshape(4, 3)
+        table[0, 2] = -1                      # request 0 (length 20) needs entries 0 and 1 only
+        table[2, 1] = 12                      # request 2 (length 30) needs entry 1: not a page
+        lens = torch.tensor([20, 33, 30, 49], dtype=torch.int32)
+        return q, k, k.clone(), lens, table, [2, 3]
+    k = torch.randn(4, 2, 40, 16, generator=gen)
+    return q, k, k.clone(), torch.tensor([5, 41, 40, -2], dtype=torch.int32), None, [1, 3]
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+def test_bad_lengths_and_pages_are_flagged_on_the_device(paged):
+    """No host read: a bad request's out and lse rows are all NaN, the others equal a call without
+    the bad requests bitwise (same split count); ``check=True`` raises instead."""
+    from flashproof.kernels.kvcache import attention_with_kvcache
+
+    q, k, v, lens, table, bad = _bad_call(paged)
+    good = [b for b in range(4) if b not in bad]
+    for splits in (1, 3):
+        got = attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, backend="triton",
+                                     autotune=False, num_splits=splits, return_lse=True)
+        assert torch.isnan(got.out[bad]).all() and torch.isnan(got.lse[bad]).all()
+        sub = attention_with_kvcache(q[good], k if paged else k[good], v if paged else v[good],
+                                     cache_seqlens=lens[good], block_table=table[good] if paged else None,
+                                     backend="triton", autotune=False, num_splits=splits, return_lse=True)
+        assert torch.isfinite(sub.out).all()
+        assert torch.equal(got.out[good], sub.out) and torch.equal(got.lse[good], sub.lse)
+    with pytest.raises(ValueError, match="cache_seqlens|block_table"):
+        attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, backend="triton", autotune=False,
+                               check=True)
