@@ -7,8 +7,8 @@
    5, GQA 4 and 8, a window, num_splits forced and chosen — against the dense formula in float64
    (``flashproof.fuzz.oracle.masked_attention``), judged by the one tolerance rule
    (``flashproof.fuzz.tolerance.judge``, baseline: the same formula in bf16). Also the timed shapes.
-2. Time (CUDA events, warm-up, median of reps): ours contiguous (the whole call, its validation's
-   host sync included), ours-kernels (the same launches, validated once outside the timing), ours
+2. Time (CUDA events, warm-up, median of reps): ours contiguous (the whole call; no host sync: lengths
+   are checked on the device), ours-kernels (the same launches, validated once outside the timing), ours
    paged (page 64, permuted table), SDPA cuDNN and SDPA FA2 on the contiguous cache (enable_gqa; if a backend refuses it,
    K/V expanded to Hq heads before timing — the note says so). Decode Nq = 1 and verify Nq = 5 at
    B = 64, Hq/Hkv = 32/8, Nk = 32768 and B = 8, 64/8, Nk = 131072, and a B sweep 1…256 at 32/8,
@@ -16,7 +16,12 @@
    SDPA runs without the causal corner for Nq = 5 (its is_causal is top-left aligned); at Nq = 1
    bottom-right causal is no mask at all.
 
-Prints a table; writes JSON (checks, rows, environment) to ``--out``. Exit code 1 if a check failed.
+3. ours-S1 … ours-S64: ours-kernels at every forced split count, B ≤ 8 (to retune the split heuristic).
+4. examples/spec_e2e.py at its GPU size (speculation end to end; ``--skip-e2e`` leaves it out).
+
+Also checks the device-side validation (NaN rows for bad lengths/pages; the rest bitwise unchanged).
+Prints tables; writes JSON (checks, rows, environment, e2e) to ``--out``. Exit code 1 if a check or
+the e2e run failed.
 """
 from __future__ import annotations
 
@@ -285,7 +290,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed):
     note = f"num_splits={plan.choose_num_splits(B, Hkv, Nk, sms).num_splits}"
     if "ours" in providers:
         add("ours", lambda: attention_with_kvcache(q, k, v, cache_seqlens=lens), note)
-    if "ours-kernels" in providers:  # the same launches with the validation (one host sync) done once, untimed
+    if "ours-kernels" in providers:  # the same launches with the validation done once, untimed
         from flashproof.kernels.kvcache import api
         from flashproof.kernels.kvcache import triton as kv_triton
         call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
