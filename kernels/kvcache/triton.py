@@ -254,7 +254,7 @@ def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page
     return Launch(shape, (B * Hkv * shape.m_tiles, S), consts, merge, max(16, next_pow2(S)))
 
 
-#: (q's dtype, compile-time constants) -> the configuration the autotuner chose for them. A later
+#: (q's dtype, split or not, compile-time constants) -> the configuration the autotuner chose. A later
 #: launch with the same key goes straight to the kernel: Triton's ``Autotuner.run`` rebuilds its key
 #: from every argument on every call (host time that bounds small decode calls).
 _CHOSEN: dict = {}
@@ -265,7 +265,7 @@ def _launch_fwd(grid, args, consts, dtype, autotune: bool):
         n, w, st = CONFIGS[0]
         kvcache_fwd[grid](*args, **consts, BLOCK_N=n, num_warps=w, num_stages=st)
         return
-    key = (dtype, *consts.values())
+    key = (dtype, grid[1] > 1, *consts.values())   # as the autotuner's: its key holds O's dtype (partials are fp32)
     cfg = _CHOSEN.get(key)
     if cfg is None:
         _tuned[grid](*args, **consts)
