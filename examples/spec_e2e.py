@@ -131,7 +131,9 @@ class LM(torch.nn.Module):
             q, k = rope(q, pos), rope(k, pos)
             kc.scatter_(2, where, k)
             vc.scatter_(2, where, v)
-            x = blk.finish(x, attention_with_kvcache(q, kc, vc, cache_seqlens=lens))
+            # the first Triton config, untuned: these small heads are launch-bound, and tuning would compile
+            # every config for each new verify width inside the run
+            x = blk.finish(x, attention_with_kvcache(q, kc, vc, cache_seqlens=lens, autotune=False))
         logits = self.head(x)
         return torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
 
