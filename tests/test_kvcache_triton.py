@@ -17,7 +17,11 @@ from support.kvcache_problems import CASES, failures, make, reference, run, verd
 #: lengths (≤ 70) mostly leave the later splits empty, so the long cases below cover full splits
 LONG = [("long/ragged-splits-full", dict(lengths=[0, 1, 130, 300], heads_q=4, heads_kv=2, n_q=3)),
         ("long/paged16-Nq5-G4", dict(lengths=[200, 257], heads_q=8, heads_kv=2, n_q=5, page_size=16)),
-        ("long/window-left70-paged32", dict(lengths=[90, 333], n_q=4, window=(70, None), page_size=32))]
+        ("long/window-left70-paged32", dict(lengths=[90, 333], n_q=4, window=(70, None), page_size=32)),
+        # pages of 64 ≥ the first config's BLOCK_N: one table entry per tile (the hoisted read), with the
+        # window's left edge rounded down to a tile
+        ("long/paged64-Nq5-G4", dict(lengths=[1, 129, 200], heads_q=8, heads_kv=2, n_q=5, page_size=64)),
+        ("long/paged64-window-left70", dict(lengths=[0, 150, 300], n_q=3, window=(70, None), page_size=64))]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
@@ -44,30 +48,32 @@ def test_triton_and_torch_paths_agree_on_empty_rows():
         assert torch.isfinite(got.lse[1, :, 3]).all() and torch.isfinite(got.out).all()
 
 
-def _bad_call(paged):
+def _bad_call(paged, page=16):
     """Four requests, two of them bad: contiguous — lengths 41 (> Nmax = 40) and −2; paged — a length
     past max_pages · page_size and a needed table entry that is no page (plus an entry past request 0's
     length holding −1, which is never read)."""
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(4, 4, 2, 16, generator=gen)
-    if paged:
-        k = torch.randn(12, 16, 2, 16, generator=gen)
+    if paged:                                 # lengths in units of page / 16
+        u = page // 16
+        k = torch.randn(12, page, 2, 16, generator=gen)
         table = torch.randperm(12, generator=gen).to(torch.int32).reshape(4, 3)
-        table[0, 2] = -1                      # request 0 (length 20) needs entries 0 and 1 only
-        table[2, 1] = 12                      # request 2 (length 30) needs entry 1: not a page
-        lens = torch.tensor([20, 33, 30, 49], dtype=torch.int32)
+        table[0, 2] = -1                      # request 0 (length 20u) needs entries 0 and 1 only
+        table[2, 1] = 12                      # request 2 (length 30u) needs entry 1: not a page
+        lens = torch.tensor([20 * u, 33 * u, 30 * u, 48 * u + 1], dtype=torch.int32)
         return q, k, k.clone(), lens, table, [2, 3]
     k = torch.randn(4, 2, 40, 16, generator=gen)
     return q, k, k.clone(), torch.tensor([5, 41, 40, -2], dtype=torch.int32), None, [1, 3]
 
 
-@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
-def test_bad_lengths_and_pages_are_flagged_on_the_device(paged):
+@pytest.mark.parametrize("paged,page", [(False, 0), (True, 16), (True, 64)], ids=["contiguous", "paged16", "paged64"])
+def test_bad_lengths_and_pages_are_flagged_on_the_device(paged, page):
     """No host read: a bad request's out and lse rows are all NaN, the others equal a call without
-    the bad requests bitwise (same split count); ``check=True`` raises instead."""
+    the bad requests bitwise (same split count); ``check=True`` raises instead. Pages of 16 read one
+    table entry per key (BLOCK_N = 64), pages of 64 one per tile."""
     from flashproof.kernels.kvcache import attention_with_kvcache
 
-    q, k, v, lens, table, bad = _bad_call(paged)
+    q, k, v, lens, table, bad = _bad_call(paged, page)
     good = [b for b in range(4) if b not in bad]
     for splits in (1, 3):
         got = attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, backend="triton",
