@@ -129,7 +129,7 @@ def reference(q, k, v, lengths, *, causal, window, scale):
 
 
 def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, window=None, causal=True, seed=0,
-               autotune=True):
+               tuning="autotune"):
     """One call of ours against the float64 reference; returns a JSON-able verdict."""
     k, v = make_cache(B, Hkv, n_max, lengths, seed=seed)
     g = torch.Generator(device=DEV).manual_seed(seed + 1)
@@ -142,7 +142,7 @@ def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, 
     else:
         kc, vc, table = k, v, None
     got = attention_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, causal=causal, window=window,
-                                 return_lse=True, num_splits=num_splits, autotune=autotune)
+                                 return_lse=True, num_splits=num_splits, tuning=tuning)
     torch.cuda.synchronize()
     ref, mags = reference(q, k, v, lengths, causal=causal, window=window, scale=scale)
     empty = torch.isneginf(ref["lse"])
@@ -216,10 +216,10 @@ def run_checks():
                 for splits in (None, 1, 3, 16):
                     cases.append(dict(name=f"ragged/{'paged' if paged else 'contig'}/Nq{Nq}/G{G}/S{splits}", B=len(ragged),
                                       Hq=8 * G, Hkv=8, Nq=Nq, lengths=ragged, n_max=n_max, paged=paged, num_splits=splits,
-                                      autotune=False))
+                                      tuning="first"))
         cases.append(dict(name=f"window/{'paged' if paged else 'contig'}", B=len(ragged), Hq=32, Hkv=8, Nq=5,
                           lengths=ragged, n_max=n_max, paged=paged, window=(700, None), num_splits=4,
-                          autotune=False))
+                          tuning="first"))
     out = []
     for i, c in enumerate(cases):
         out.append(check_case(seed=i, **c))
@@ -295,14 +295,14 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed):
         from flashproof.kernels.kvcache import triton as kv_triton
         call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
                             num_splits=None, backend="triton")
-        add("ours-kernels", lambda: kv_triton.forward(q, k, v, call, autotune=True), note + ", validated once")
+        add("ours-kernels", lambda: kv_triton.forward(q, k, v, call, tuning="autotune"), note + ", validated once")
     if "ours-splits" in providers and B <= 8:  # the split heuristic's inputs: every forced split count
         from flashproof.kernels.kvcache import api
         from flashproof.kernels.kvcache import triton as kv_triton
         for S in (1, 2, 4, 8, 16, 32, 64):
             call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
                                 num_splits=S, backend="triton")
-            add(f"ours-S{S}", lambda call=call: kv_triton.forward(q, k, v, call, autotune=True), "validated once")
+            add(f"ours-S{S}", lambda call=call: kv_triton.forward(q, k, v, call, tuning="autotune"), "validated once")
     if "ours-paged" in providers:
         kp, table = to_paged(k, PAGE, seed=seed)
         vp, _ = to_paged(v, PAGE, seed=seed)

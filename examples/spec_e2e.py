@@ -133,7 +133,7 @@ class LM(torch.nn.Module):
             vc.scatter_(2, where, v)
             # the first Triton config, untuned: these small heads are launch-bound, and tuning would compile
             # every config for each new verify width inside the run
-            x = blk.finish(x, attention_with_kvcache(q, kc, vc, cache_seqlens=lens, autotune=False))
+            x = blk.finish(x, attention_with_kvcache(q, kc, vc, cache_seqlens=lens, tuning="first"))
         logits = self.head(x)
         return torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
 

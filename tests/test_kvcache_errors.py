@@ -78,6 +78,7 @@ CASES = [
     ("num-splits-too-many", with_(num_splits=65), ValueError, "num_splits must be None or an int in 1..64"),
     ("return-lse-not-bool", with_(return_lse="yes"), TypeError, "return_lse must be a bool"),
     ("check-not-bool", with_(check=1), TypeError, "check must be a bool"),
+    ("tuning-unknown", with_(tuning="fast"), ValueError, "tuning must be one of ('autotune', 'first')"),
     ("unknown-backend", with_(backend="cuda"), ValueError, "backend must be 'torch' or 'triton'"),
 ]
 

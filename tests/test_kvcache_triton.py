@@ -2,7 +2,7 @@
 conftest) against the oracle, by the tolerance rule, on the shared case table: ragged lengths,
 Nq 1…16, contiguous and paged caches (permuted tables), poison past the lengths, GQA ratios 1–8,
 windows, and forced split counts (partial (out, lse) pairs merged by the merge kernel), in
-float32 and float16. The first autotune config runs (``autotune=False``): the interpreter cannot
+float32 and float16. The first autotune config runs (``tuning="first"``): the interpreter cannot
 time configurations."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_triton_path_matches_oracle(case, dtype):
     ref = reference(p)
     bad = []
     for splits in (None, 1, 3, 5):
-        got = run(p, backend="triton", autotune=False, num_splits=splits, **call)
+        got = run(p, backend="triton", tuning="first", num_splits=splits, **call)
         assert got.out.dtype == dtype and got.lse.dtype == torch.float32
         bad.append(failures(verdicts(p, got, ref), f"num_splits={splits}: "))
     assert not any(bad), " | ".join(b for b in bad if b)
@@ -42,7 +42,7 @@ def test_triton_and_torch_paths_agree_on_empty_rows():
     """Rows with no readable key are exactly 0 with lse −inf on both paths (length 0; L < Nq)."""
     p = make(lengths=[0, 1, 2], n_q=4, page_size=16)
     for backend in ("torch", "triton"):
-        got = run(p, backend=backend, num_splits=2, **({"autotune": False} if backend == "triton" else {}))
+        got = run(p, backend=backend, num_splits=2, **({"tuning": "first"} if backend == "triton" else {}))
         assert torch.all(got.out[0] == 0) and torch.all(torch.isneginf(got.lse[0]))
         assert torch.all(got.out[1, :, :3] == 0) and torch.all(torch.isneginf(got.lse[1, :, :3]))
         assert torch.isfinite(got.lse[1, :, 3]).all() and torch.isfinite(got.out).all()
@@ -77,13 +77,13 @@ def test_bad_lengths_and_pages_are_flagged_on_the_device(paged, page):
     good = [b for b in range(4) if b not in bad]
     for splits in (1, 3):
         got = attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, backend="triton",
-                                     autotune=False, num_splits=splits, return_lse=True)
+                                     tuning="first", num_splits=splits, return_lse=True)
         assert torch.isnan(got.out[bad]).all() and torch.isnan(got.lse[bad]).all()
         sub = attention_with_kvcache(q[good], k if paged else k[good], v if paged else v[good],
                                      cache_seqlens=lens[good], block_table=table[good] if paged else None,
-                                     backend="triton", autotune=False, num_splits=splits, return_lse=True)
+                                     backend="triton", tuning="first", num_splits=splits, return_lse=True)
         assert torch.isfinite(sub.out).all()
         assert torch.equal(got.out[good], sub.out) and torch.equal(got.lse[good], sub.lse)
     with pytest.raises(ValueError, match="cache_seqlens|block_table"):
-        attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, backend="triton", autotune=False,
+        attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, backend="triton", tuning="first",
                                check=True)

@@ -91,9 +91,9 @@ def run(backend: str):
         if not c.structured:
             raise targets.Unsupported("attention_with_kvcache takes causal/window/varlen structure only, no mask")
         q, k, v, kw, nq = to_kvcache_call(c)
-        # the first config (no tuning) under the interpreter, and where the CLI asks for it as for every kernel
-        tune = c.q.is_cuda and os.environ.get("FLASHPROOF_TRITON_CONFIG") != "first"
-        extra = {"autotune": tune} if backend == "triton" else {}
+        # the campaign's tuning (targets.TUNING, "first" unless --all-configs), and "first" under the interpreter
+        tuning = targets.TUNING["mode"] if c.q.is_cuda else "first"
+        extra = {"tuning": tuning} if backend == "triton" else {}
         with torch.no_grad():
             r = attention_with_kvcache(q, k, v, backend=backend, **kw, **extra)
         if c.cu_seqlens_q is None:            # every request has the case's Nq queries: no padding rows

@@ -32,16 +32,18 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from typing import NamedTuple, Optional
 
 import torch
 
+from ..interpreter import interpreting
 from . import plan
 
-__all__ = ["KVCacheOut", "KVCall", "attention_with_kvcache", "resolve_backend", "MAX_HEAD_DIM"]
+__all__ = ["KVCacheOut", "KVCall", "attention_with_kvcache", "resolve_backend", "MAX_HEAD_DIM", "TUNINGS"]
 
 MAX_HEAD_DIM = 256
+#: the ``tuning`` values, those of ``attention()``
+TUNINGS = ("autotune", "first")
 _DTYPES = {"torch": (torch.float16, torch.bfloat16, torch.float32, torch.float64),
            "triton": (torch.float16, torch.bfloat16, torch.float32)}
 
@@ -79,7 +81,7 @@ class KVCall(NamedTuple):
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, causal=True, window=None,
                            scale=None, return_lse=False, num_splits=None, backend=None, check=False,
-                           autotune=True):
+                           tuning="autotune"):
     """Attention of Nq new queries per request over a (contiguous or paged) KV cache; forward only.
 
     Shapes and masking rules in the module docstring. ``num_splits``: how many pieces each
@@ -87,11 +89,13 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     pick from the shape and the SM count. The partial (out, lse) pairs are merged by the summary
     merge rule in float32. ``check=True`` validates the lengths and the page table on the host (one
     device-to-host read; the Triton path otherwise flags them on the device: NaN rows, module
-    docstring). ``autotune=False`` runs the first Triton config instead of tuning (the interpreter,
-    tests). Returns ``out`` or, with ``return_lse``, ``KVCacheOut(out, lse)``.
+    docstring). ``tuning``, as ``attention()``'s: ``"autotune"`` times every Triton config of a new
+    launch key, ``"first"`` runs the first (the interpreter, tests, correctness runs). Returns ``out`` or, with ``return_lse``, ``KVCacheOut(out, lse)``.
     """
     backend = resolve_backend(backend, q)
-    for name, flag in (("return_lse", return_lse), ("autotune", autotune), ("check", check)):
+    if tuning not in TUNINGS:
+        raise ValueError(f"tuning must be one of {TUNINGS}, got {tuning!r}")
+    for name, flag in (("return_lse", return_lse), ("check", check)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
     call = validate(q, k_cache, v_cache, cache_seqlens=cache_seqlens, block_table=block_table, causal=causal,
@@ -102,7 +106,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
         out, lse = forward(q, k_cache, v_cache, call)
     else:
         from .triton import forward
-        out, lse = forward(q, k_cache, v_cache, call, autotune=autotune)
+        out, lse = forward(q, k_cache, v_cache, call, tuning=tuning)
     return KVCacheOut(out, lse) if return_lse else out
 
 
@@ -117,7 +121,7 @@ def resolve_backend(backend, q) -> str:
             import triton  # noqa: F401
         except ImportError as e:
             raise RuntimeError("backend='triton' was asked for but triton is not installed") from e
-        if isinstance(q, torch.Tensor) and not q.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        if isinstance(q, torch.Tensor) and not q.is_cuda and not interpreting():
             raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors); "
                              f"got q on {q.device}")
     return backend

@@ -25,13 +25,13 @@ program writes NaN to its out and lse rows; the merge passes a NaN partial lse o
 from __future__ import annotations
 
 import functools
-import os
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
+from ..interpreter import interpreting
 from .plan import next_pow2
 
 __all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
@@ -45,7 +45,7 @@ MAX_BLOCK_M = 128
 def _interpreter_loop_bounds():
     """Under TRITON_INTERPRET=1, Triton 3.6 holds a scalar as a shape-(1,) numpy array and turns a
     runtime loop bound into an int with ``int(array)``, which numpy >= 2.4 refuses; read the one
-    element instead. Interpreter only; the same patch as kernels/attention_triton's (shared flag),
+    element instead. Interpreter only; the same patch as kernels/attention/triton/host.py's (shared flag),
     kept here so this package does not import the attention kernels (the lead may fold the two)."""
     from triton.runtime import interpreter
 
@@ -60,10 +60,10 @@ def _interpreter_loop_bounds():
     interpreter._flashproof_shim = True
 
 
-if os.environ.get("TRITON_INTERPRET") == "1":
+if interpreting():
     _interpreter_loop_bounds()
 
-#: (BLOCK_N, num_warps, num_stages); the first is what ``autotune=False`` runs. Decode streams K/V:
+#: (BLOCK_N, num_warps, num_stages); the first is what ``tuning="first"`` runs. Decode streams K/V:
 #: deeper pipelines keep more bytes in flight, 128-key tiles halve the loop overhead, 8 warps suit
 #: the 64-row verify tiles. (128, 4, 3) holds 3 × 64 KiB of K/V tiles at d = 128: one program per SM.
 CONFIGS = [(64, 4, 3), (128, 4, 3), (64, 8, 4), (128, 8, 2)]
@@ -260,8 +260,8 @@ def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page
 _CHOSEN: dict = {}
 
 
-def _launch_fwd(grid, args, consts, dtype, autotune: bool):
-    if not autotune:
+def _launch_fwd(grid, args, consts, dtype, tuning: str):
+    if tuning == "first":
         n, w, st = CONFIGS[0]
         kvcache_fwd[grid](*args, **consts, BLOCK_N=n, num_warps=w, num_stages=st)
         return
@@ -274,7 +274,7 @@ def _launch_fwd(grid, args, consts, dtype, autotune: bool):
     kvcache_fwd[grid](*args, **consts, **cfg.all_kwargs())
 
 
-def forward(q, k_cache, v_cache, call, *, autotune: bool):
+def forward(q, k_cache, v_cache, call, *, tuning: str):
     """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
@@ -298,7 +298,7 @@ def forward(q, k_cache, v_cache, call, *, autotune: bool):
     args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
             call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles, call.capacity,
             call.num_pages)
-    _launch_fwd(lp.grid, args, lp.consts, q.dtype, autotune)
+    _launch_fwd(lp.grid, args, lp.consts, q.dtype, tuning)
     if lp.merge_grid is not None:
         kvcache_merge[lp.merge_grid](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
                                      *lse.stride(), BLOCK_S=lp.block_s, BLOCK_DV=lp.shape.block_dv)
