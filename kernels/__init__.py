@@ -8,3 +8,4 @@ register the ``flashproof::`` custom ops twice (which corrupts torch's dispatche
 if __name__ == "flashproof.kernels":
     from .attention import AttnOut, BlockSparseMask, attention, scaled_dot_product_attention  # noqa: F401
     from .sampler import SamplerUniforms, SpecSample, draw_uniforms, rejection_sample  # noqa: F401
+    from .kvcache import KVCacheOut, attention_with_kvcache  # noqa: F401
