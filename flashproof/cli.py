@@ -3,7 +3,7 @@
 * ``prove``  — ``flashproof.proofs.engine.cli``  (discharge the obligations, write the audit JSON)
 * ``audit``  — ``flashproof.proofs.audit.cli``   (the browsable report)
 * ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel against the oracle)
-* ``bench``  — ``flashproof.kernels.bench`` (timings against the anchors; needs a GPU)
+* ``bench``  — ``flashproof.bench.attention`` (timings against the anchors; needs a GPU)
 
 A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -17,7 +17,7 @@ VERBS = {
     "prove": ("flashproof.proofs.engine.cli", "discharge the proof obligations and write the audit trail"),
     "audit": ("flashproof.proofs.audit.cli", "write the browsable audit report (HTML, Markdown, JSON)"),
     "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel against the oracle"),
-    "bench": ("flashproof.kernels.bench", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
+    "bench": ("flashproof.bench.attention", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
 }
 
 

@@ -81,20 +81,18 @@ def _gluon_strategy():
 @settings(max_examples=40, database=None, deadline=None)
 @given(_gluon_strategy())
 def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
-    """Every problem of ``--profile gluon`` is routed to the Gluon forward on an sm_90 GPU: the
-    validated call of the built problem, in bf16, passes ``attention_gluon.shape_reason``."""
+    """Every problem of ``--profile gluon`` is routed to the Gluon kernels on an sm_90 GPU: the
+    validated call of the built problem, in bf16, passes ``dispatch.gluon_rule`` for an H200."""
     import torch
 
     from flashproof.fuzz.problem import build
-    from flashproof.kernels import attention_gluon
-    from flashproof.kernels.attention import _validate
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.api import validate
 
     p = build(spec)
     q, k, v = (t.to(torch.bfloat16) for t in (p.q, p.k, p.v))
-    causal = spec.causal
-    prob = _validate(q, k, v, causal=causal, window=spec.window, mask=None, scale=p.scale, cu_seqlens_q=None,
-                     cu_seqlens_k=None, backend="torch", deterministic=False, bugs=frozenset(), return_lse=True)
-    assert attention_gluon.shape_reason(q, k, v, prob) is None, spec
+    prob = validate(q, k, v, causal=spec.causal, window=spec.window, scale=p.scale)
+    assert dispatch.gluon_rule(prob, dispatch.Device("cuda", (9, 0), False, True, True)) is None, spec
 
 
 def test_gluon_profile_reaches_its_families():

@@ -21,9 +21,9 @@ def test_our_torch_kernel_passes_the_default_campaign():
 
 
 def test_the_mutant_corpus_is_fuzzed():
-    """mutant_names() returns [] when flashproof.kernels.mutants fails to import; the corpus has
+    """mutant_names() returns [] when flashproof.fuzz.kernel_mutants fails to import; the corpus has
     landed, so an empty list would silently drop every mutant test below."""
-    from flashproof.kernels.mutants import MUTANTS as corpus
+    from flashproof.fuzz.kernel_mutants import MUTANTS as corpus
 
     assert corpus and MUTANTS == [f"mutant:{b}" for b in sorted(corpus)]
 

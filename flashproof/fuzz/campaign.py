@@ -43,7 +43,7 @@ PROFILES = {
     "ci": dict(max_nq=12, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
                 lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000),
-    # the shapes our Hopper forward takes (kernels/attention_gluon.reason: d = 128, Nq = Nk a multiple
+    # the shapes our Hopper forward takes (kernels/attention/dispatch.gluon_rule: d = 128, Nq = Nk a multiple
     # of 128, no window/mask/varlen, contiguous), with the families that keep them so; on a GPU
     # without sm_90, or with special_lengths drawn, the same problems go to the Triton kernels
     "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=4, max_batch=2,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import time
 
@@ -42,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "still to run; a campaign cut short is reported INCOMPLETE (exit 3), never passed")
     parser.add_argument("--quiet", action="store_true", help="no per-example progress lines")
     parser.add_argument("--all-configs", action="store_true",
-                        help="let our Triton kernels autotune (default: FLASHPROOF_TRITON_CONFIG=first)")
+                        help="let our Triton kernels autotune (default: tuning='first', one configuration)")
 
 
 def _names(requested: list[str] | None) -> list[str]:
@@ -69,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"flashproof fuzz: --seconds must be > 0, received {seconds}")
         return 2
     if not getattr(args, "all_configs", False):
-        os.environ.setdefault("FLASHPROOF_TRITON_CONFIG", "first")  # read by the Triton host code per launch
+        targets.set_tuning("first")  # one configuration per launch key (the default)
+    else:
+        targets.set_tuning("autotune")
     t_end = None if seconds is None else time.monotonic() + seconds
     summaries = []
     for i, name in enumerate(names):
