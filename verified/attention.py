@@ -6,6 +6,9 @@ Page items (``../shared/seeds/004_b37f59f788102f1f.txt``) and where they live:
 * *Exact tiled softmax attention with block-recomputed vector-Jacobian products* —
   ``tiled_forward`` (forward procedure), ``tiled_backward`` (reverse procedure).
 * The dense masked attention of the exactness theorem — ``dense_attention``.
+* The page's dropout remark, as an extension (``dropout.py``): ``dropout=Dropout(keep, p)`` on
+  ``dense_attention``, ``tiled_forward`` and ``tiled_backward`` multiplies P_ij by r_ij = M_ij/(1 − p)
+  (the statistics stay those of the undropped softmax); the reverse pass replays the SAME r_ij.
 * Our extension (not on the page): a row with no allowed key gives Y = 0, LSE = −∞, m = −∞,
   ℓ = 0 and zero gradients; enabled by ``empty_rows="zero"``. In the default theorem mode
   (``empty_rows="error"``) such a row is a ``ValueError``.
@@ -24,10 +27,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Sequence
 
+from . import dropout as _dropout
 from . import validate
+from .dropout import Dropout
 from .numbers import NumberSystem, resolve
 
-__all__ = ["Summary", "BOTTOM", "TiledForward", "Gradients", "summarize", "merge", "block_ranges",
+__all__ = ["Dropout", "Summary", "BOTTOM", "TiledForward", "Gradients", "summarize", "merge", "block_ranges",
            "dense_attention", "dense_attention_from_scores", "tiled_forward", "tiled_forward_from_scores",
            "tiled_backward"]
 
@@ -82,11 +87,13 @@ def block_ranges(n_k: int, block: int) -> list[range]:
     return [range(start, min(start + block, n_k)) for start in range(0, n_k, block)]
 
 
-def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: Sequence | None = None) -> Summary:
+def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: Sequence | None = None,
+              drop: Sequence | None = None) -> Summary:
     """Σ(S) for S = the keys whose flag in ``allowed`` holds (all keys when ``None``).
 
-    scores: length-k list of scores s_j; values: (k, v) rows v_j; allowed: length-k flags.
-    Returns ⊥'s representation (flag false) when S is empty.
+    scores: length-k list of scores s_j; values: (k, v) rows v_j; allowed: length-k flags; drop:
+    None, or length-k dropout multipliers r_j that weight the value rows only (z = Σ e^{s−m} r_j v_j;
+    m and ℓ stay those of the undropped softmax). Returns ⊥'s representation (flag false) when S is empty.
     """
     num = resolve(num)
     flags = [num.true()] * len(scores) if allowed is None else list(allowed)
@@ -99,11 +106,12 @@ def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: S
     m_ref = num.where(nonempty, m, num.score_zero())  # ⊥ has no max: never subtract −∞ from −∞
     l = num.zero()
     z = [num.zero() for _ in range(v)]
-    for s, vj, f in zip(scores, values, flags):
+    for t, (s, vj, f) in enumerate(zip(scores, values, flags)):
         p = num.exp(num.where(f, num.score_sub(s, m_ref), neg_inf))  # e^{s−m} ≤ 1, or 0 when masked
         l = num.add(l, p)
+        pv = p if drop is None else num.mul(p, drop[t])  # dropout weights the value row, not ℓ
         # a masked key's value row is never read: 0·NaN would be NaN
-        z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
+        z = [num.where(f, num.add(za, num.mul(pv, va)), za) for za, va in zip(z, vj)]
     return Summary(m, l, z, nonempty)
 
 
@@ -185,9 +193,10 @@ def _scores_inputs(S, V, allowed, num, empty_rows) -> _ScoredInputs:
 
 # ----------------------------------------------------------------------------------- dense
 
-def _dense(p: _ScoredInputs, num: NumberSystem) -> list:
+def _dense(p: _ScoredInputs, num: NumberSystem, r: Callable | None = None) -> list:
     """Y_i = Σ_{j∈A_i} e^{s_ij} V_j / Σ_{j∈A_i} e^{s_ij}, evaluated with every exponent shifted by
-    the row maximum (the shift cancels; it keeps floats from overflowing)."""
+    the row maximum (the shift cancels; it keeps floats from overflowing). With dropout factors
+    ``r(i, j)`` the numerator's terms are e^{s_ij} r_ij V_j (the denominator is unchanged)."""
     v = len(p.V[0])
     neg_inf = num.score_neg_inf()
     rows = []
@@ -204,26 +213,29 @@ def _dense(p: _ScoredInputs, num: NumberSystem) -> list:
         for wj in w:
             den = num.add(den, wj)
         den_safe = num.where(ne, den, num.one())
+        wv = w if r is None else [num.mul(wj, r(i, j)) for j, wj in enumerate(w)]
         row = []
         for a in range(v):
             acc = num.zero()
-            for wj, vj, fj in zip(w, p.V, f):
+            for wj, vj, fj in zip(wv, p.V, f):
                 acc = num.where(fj, num.add(acc, num.mul(wj, vj[a])), acc)
             row.append(num.where(ne, num.div(acc, den_safe), num.zero()))
         rows.append(row)
     return rows
 
 
-def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str = "error") -> list:
+def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str = "error",
+                    dropout: Dropout | None = None) -> list:
     """Dense masked attention (the right-hand side of the exactness theorem).
 
     Q (n_q, d), K (n_k, d), V (n_k, v) → rows of Y, (n_q, v), with s_ij = scale·⟨Q_i, K_j⟩ and
     Y_i the softmax over the allowed keys A_i of s_i·, applied to V. Materialises one row of n_k
-    scores at a time (this is the specification, not the memory-efficient algorithm).
+    scores at a time (this is the specification, not the memory-efficient algorithm). ``dropout``:
+    None, or ``Dropout(keep (n_q, n_k), p)``: Y_i = Σ_j r_ij P_ij V_j with r_ij = M_ij/(1 − p).
     """
     num = resolve(num)
     p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
-    return _dense(p, num)
+    return _dense(p, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
 def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error") -> list:
@@ -234,7 +246,7 @@ def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str
 
 # ----------------------------------------------------------------------------------- tiled forward
 
-def _forward(p: _ScoredInputs, block: int, num: NumberSystem) -> TiledForward:
+def _forward(p: _ScoredInputs, block: int, num: NumberSystem, r: Callable | None = None) -> TiledForward:
     v = len(p.V[0])
     out, ms, ls, lses = [], [], [], []
     blocks = block_ranges(p.n_k, block)
@@ -243,7 +255,8 @@ def _forward(p: _ScoredInputs, block: int, num: NumberSystem) -> TiledForward:
         for J in blocks:
             num.note_alloc("block_scores", len(J))
             flags = [p.flag(i, j) for j in J]
-            sigma = summarize([p.score(i, j) for j in J], [p.V[j] for j in J], num, allowed=flags)
+            drop = None if r is None else [r(i, j) for j in J]
+            sigma = summarize([p.score(i, j) for j in J], [p.V[j] for j in J], num, allowed=flags, drop=drop)
             num.note_free("block_scores", len(J))
             # I = J_t ∩ A_i empty: skip (state unchanged); state ⊥: copy Σ(I); otherwise merge.
             state = _skip_or_merge(state, sigma, num, v)
@@ -268,18 +281,21 @@ def _skip_or_merge(state: Summary, sigma: Summary, num: NumberSystem, v: int) ->
                    num.or_(state.nonempty, sigma.nonempty))
 
 
-def tiled_forward(Q, K, V, *, scale, block: int, allowed=None, num=None, empty_rows: str = "error") -> TiledForward:
+def tiled_forward(Q, K, V, *, scale, block: int, allowed=None, num=None, empty_rows: str = "error",
+                  dropout: Dropout | None = None) -> TiledForward:
     """The forward procedure of the exact tiled algorithm.
 
     Q (n_q, d), K (n_k, d), V (n_k, v), key-block size ``block`` = b ≥ 1 → ``TiledForward`` with
     out (n_q, v), and per-row m, ℓ, lse (n_q each). For each row it starts from ⊥ and visits the
     ⌈n_k/b⌉ key blocks in order, recomputing that block's scores only: retained storage is the
     inputs, Y and 2 statistics per row; live workspace is one block's b scores and one summary.
+    ``dropout``: None, or ``Dropout(keep (n_q, n_k), p)``: each block's value sum weights key j by
+    r_ij = M_ij/(1 − p); m, ℓ and lse stay those of the undropped softmax.
     """
     num = resolve(num)
     b = validate.block_size(block)
     p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
-    return _forward(p, b, num)
+    return _forward(p, b, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
 def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty_rows: str = "error") -> TiledForward:
@@ -291,8 +307,13 @@ def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty
 
 # ----------------------------------------------------------------------------------- reverse pass
 
+def _replayed(dropout: Dropout, num: NumberSystem, n_q: int, n_k: int) -> Callable:
+    """The reverse pass's dropout factors: the forward's realised mask, replayed (r_ij = M_ij/(1 − p))."""
+    return _dropout.factors(dropout, num, n_q, n_k)
+
+
 def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allowed=None, num=None,
-                   empty_rows: str = "error") -> Gradients:
+                   empty_rows: str = "error", dropout: Dropout | None = None) -> Gradients:
     """The reverse procedure: gradients of Φ = Σ_ia G_ia Y_ia with respect to Q, K, V.
 
     Q (n_q, d), K (n_k, d), V (n_k, v), G (n_q, v), ``forward`` from ``tiled_forward`` with the same
@@ -300,6 +321,8 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     for each allowed key the score is recomputed and p_ij = e^{s_ij − m_i}/ℓ_i uses the *frozen*
     forward statistics (no derivative of the max is taken, so ties are fine);
     γ_ij = p_ij(⟨G_i, V_j⟩ − δ_i); dQ_i += c·γ_ij·K_j, dK_j += c·γ_ij·Q_i, dV_j += p_ij·G_i.
+    ``dropout`` (the forward's, replayed): ⟨G_i, V_j⟩ becomes r_ij⟨G_i, V_j⟩ and dV_j += r_ij·p_ij·G_i;
+    δ_i = ⟨G_i, Y_i⟩ with the dropped-out Y (= Σ_j p_ij r_ij ⟨G_i, V_j⟩).
     """
     num = resolve(num)
     b = validate.block_size(block)
@@ -312,6 +335,7 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     dk = [[num.zero() for _ in range(d)] for _ in range(p.n_k)]
     dv = [[num.zero() for _ in range(v)] for _ in range(p.n_k)]
     neg_inf = num.score_neg_inf()
+    rf = None if dropout is None else _replayed(dropout, num, p.n_q, p.n_k)
     for i in range(p.n_q):
         ne = num.any_(p.flag(i, j) for j in range(p.n_k))  # a generator: no n-long flag list is held
         m_ref = num.where(ne, forward.m[i], num.score_zero())
@@ -326,6 +350,10 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
                 dp = num.zero()
                 for ga, va in zip(Gc[i], p.V[j]):
                     dp = num.add(dp, num.mul(ga, va))
+                pv = pij
+                if rf is not None:  # dP_ij = r_ij⟨G_i, V_j⟩; V's pullback carries r_ij p_ij
+                    rij = rf(i, j)
+                    dp, pv = num.mul(rij, dp), num.mul(rij, pij)
                 gamma = num.mul(pij, num.sub(dp, delta))
                 cg = num.mul(c, gamma)
                 # only allowed pairs contribute (a masked pair's K_j, V_j are never read)
@@ -334,5 +362,5 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
                     dq[i][r] = num.where(f, num.add(dq[i][r], num.mul(cg, Kc[j][r])), dq[i][r])
                     dk[j][r] = num.where(f, num.add(dk[j][r], num.mul(cg, Qc[i][r])), dk[j][r])
                 for a in range(v):
-                    dv[j][a] = num.where(f, num.add(dv[j][a], num.mul(pij, Gc[i][a])), dv[j][a])
+                    dv[j][a] = num.where(f, num.add(dv[j][a], num.mul(pv, Gc[i][a])), dv[j][a])
     return Gradients(dq, dk, dv)
