@@ -70,13 +70,15 @@ def verdicts(prob, dtype, expected: dict, got: dict, keep: torch.Tensor, p: floa
             for n in ("out", "lse", "dq", "dk", "dv")]
 
 
-def run(case: Case, dtype, backend: str, p: float, seed: int | None):
-    """(problem, kw, results dict out/lse/dq/dk/dv) of one dropout call forward + backward."""
+def run(case: Case, dtype, backend: str, p: float, seed: int | None, device: str = "cpu"):
+    """(problem, kw, results dict out/lse/dq/dk/dv on the CPU) of one dropout call forward +
+    backward, its tensors on ``device``."""
     prob, kw = problem_of(case, dtype)
-    q, k, v = leaves(prob, dtype)
+    q, k, v = (t.detach().to(device).requires_grad_() for t in leaves(prob, dtype))
+    kw = {n: x.to(device) if isinstance(x, torch.Tensor) else x for n, x in kw.items()}
     res = attention(q, k, v, return_lse=True, backend=backend, tuning="first", dropout_p=p, dropout_seed=seed, **kw)
-    grads = torch.autograd.grad(res.out, (q, k, v), prob.dout.to(dtype))
-    return prob, kw, dict(zip(("out", "lse", "dq", "dk", "dv"), (res.out, res.lse, *grads)))
+    grads = torch.autograd.grad(res.out, (q, k, v), prob.dout.to(device, dtype))
+    return prob, kw, {n: t.cpu() for n, t in zip(("out", "lse", "dq", "dk", "dv"), (res.out, res.lse, *grads))}
 
 
 def failures(label, bad):
@@ -84,10 +86,11 @@ def failures(label, bad):
                                     f"(error {v.error:.3g}, bound {v.bound:.3g})" for v in bad)
 
 
-def run_and_judge(case: Case, dtype, backend: str, p: float, seed: int, mask_seed: int | None = None):
-    """Judge one dropout call against the reference run with the keep bits of ``mask_seed``
-    (default: the call's own seed); returns the failing verdicts."""
-    prob, _, got = run(case, dtype, backend, p, seed)
+def run_and_judge(case: Case, dtype, backend: str, p: float, seed: int, mask_seed: int | None = None,
+                  device: str = "cpu"):
+    """Judge one dropout call (tensors on ``device``) against the reference run with the keep bits of
+    ``mask_seed`` (default: the call's own seed); returns the failing verdicts."""
+    prob, _, got = run(case, dtype, backend, p, seed, device)
     keep = dropout_mask(seed if mask_seed is None else mask_seed, p, tuple(prob.allowed.shape))
     expected = reference(prob, keep, p)
     return [v for v in verdicts(prob, dtype, expected, got, keep, p) if not v.ok]
