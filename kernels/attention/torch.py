@@ -183,13 +183,12 @@ def _backward(q, k, v, do, lse, delta, allowed, prob, kept=None):
         qb, dob = _live(a, q, -1), _live(a, do, -1)
         s = (qb @ kb.transpose(-1, -2)) * prob.scale  # (B, H, n, bn)
         p = torch.where(a, torch.exp(s - lse[..., None]), 0)
-        dp = dob @ vb.transpose(-1, -2)
-        pv = p
-        if kept is not None:  # r = z/(1 − p): V's pullback is (r ∘ p)ᵀ dO and dP = r ∘ (dO Vᵀ)
-            z = kept(j0, j1)
-            pv = torch.where(z, p * prob.dropout.scale, 0)
-            dp = torch.where(z, dp * prob.dropout.scale, 0)
+        z = None if kept is None else kept(j0, j1)  # r = z/(1 − p): dV += (r ∘ p)ᵀ dO, dP = r ∘ (dO Vᵀ)
+        pv = p if z is None else torch.where(z, p * prob.dropout.scale, 0)
         dv[:, :, j0:j1] += pv.transpose(-1, -2) @ dob
+        dp = dob @ vb.transpose(-1, -2)
+        if z is not None:
+            dp = torch.where(z, dp * prob.dropout.scale, 0)
         ds = torch.where(a, p * (dp - delta[..., None]), 0)
         dq += (ds @ kb) * prob.scale
         dk[:, :, j0:j1] += (ds.transpose(-1, -2) @ qb) * prob.scale

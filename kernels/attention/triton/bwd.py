@@ -133,13 +133,14 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
         live = tl.max(okT.to(tl.int32), axis=0) > 0  # query rows some key of this block reads
         qT = tl.where(live[None, :], qT, 0.0)
         do = tl.where(live[:, None], do, 0.0)
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)  # (BN, BM)
     if DROPOUT:  # the forward's bits, replayed
         keepT = dropout_keep(seed, drop_t, drop_base, offs_m[None, :], offs_n[:, None], Nk)  # (BN, BM)
         dv = tl.dot(tl.where(keepT, pT * drop_scale, 0.0).to(do.dtype), do, dv, input_precision=DOT_PREC)
-        dpT = tl.where(keepT, dpT * drop_scale, 0.0)
     else:
         dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)  # (BN, BM)
+    if DROPOUT:
+        dpT = tl.where(keepT, dpT * drop_scale, 0.0)
     dsT = pT * (dpT - delta[None, :])
     if MASKED:
         dsT = tl.where(okT, dsT, 0.0)
