@@ -9,9 +9,14 @@ import math
 
 import pytest
 import torch
-from support.dropout_cases import DROP_CASES, failures, run, run_and_judge
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.dropout_cases import DROP_CASES, failures, reference, run, run_and_judge, verdicts
 from support.kernel_cases import ids, leaves, problem_of
 
+from flashproof.fuzz.oracle import read_inputs
+from flashproof.fuzz.problem import build
+from flashproof.fuzz.strategies import attention_problems
 from flashproof.kernels import attention
 from flashproof.kernels.attention import dispatch, dropout_mask
 from flashproof.kernels.attention import dropout as D
@@ -201,3 +206,28 @@ def test_gluon_asked_for_with_dropout_raises_naming_the_rule():
 
 def test_p_zero_keeps_the_gluon_route():
     assert dispatch.plan(_gluon_sized(dropout_p=0.0, dropout_seed=3), H200).forward == "gluon"
+
+
+FUZZ_FAMILIES = ("causal", "window", "mask", "empty_rows", "ties", "zero_q", "late_max", "poison", "gqa", "dv",
+                 "batch", "huge_logits")
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=attention_problems(max_nq=20, max_nk=20, max_d=8, max_heads_kv=2, max_group=2,
+                               families=FUZZ_FAMILIES),
+       p=st.sampled_from([0.1, 0.5, 0.9]), seed=st.integers(0, D.MAX_SEED - 1),
+       dtype=st.sampled_from([torch.float64, torch.float32]))
+def test_fuzz_torch_dropout_against_the_reference(spec, p, seed, dtype):
+    """Drawn problems (the fuzzer's strategy: masks, empty rows, ties, poison in unread entries, huge
+    logits, GQA) with the problem's allowed set passed as a dense mask: out, lse and the gradients
+    meet the reference with the same bits under the tolerance rule."""
+    prob = build(spec).rounded(dtype)
+    xs = [t.to(dtype).requires_grad_() for t in (prob.q, prob.k, prob.v)]
+    res = attention(*xs, mask=prob.allowed, scale=prob.scale, return_lse=True, backend="torch",
+                    dropout_p=p, dropout_seed=seed)
+    grads = torch.autograd.grad(res.out, xs, prob.dout.to(dtype))
+    got = dict(zip(("out", "lse", "dq", "dk", "dv"), (res.out, res.lse, *grads)))
+    keep = dropout_mask(seed, p, tuple(prob.allowed.shape))
+    clean = prob._replace(**dict(zip(("q", "k", "v"), read_inputs(prob))))
+    bad = [x for x in verdicts(clean, dtype, reference(clean, keep, p), got, keep, p) if not x.ok]
+    assert not bad, failures(f"{spec.describe()} p={p} seed={seed} {dtype}", bad)
