@@ -1,0 +1,242 @@
+"""The Triton path of ``attention_with_kvcache``: a split-KV decode kernel and a merge kernel.
+
+``kvcache_fwd`` — one program per (request b, KV head, M-tile of packed rows, split s). The rows
+of a tile are the query heads of one KV head's group times the Nq new queries (row r = g·Nq + i,
+query head hkv·G + g, query i), so a KV head's cache is streamed from HBM once for its whole
+group (decode is memory-bound: the bytes of K/V read are the cost). Split s walks its keys
+[lo + start, lo + stop) (``_split_range``, the arithmetic of ``plan.split_range``) in tiles of
+BLOCK_N keys with the online softmax (m_i, l_i, acc, rescale α), reading each key's row either
+at (b, position) of a contiguous cache or through ``block_table`` at (page, slot) of a paged one.
+It stores the split's normalised output and its lse: straight into the result when there is one
+split, else into float32 partial buffers that ``kvcache_merge`` combines by the merge rule
+(lse = log Σ e^{lse_s}, out = Σ e^{lse_s − lse} out_s, the largest lse as rescale reference).
+
+Keys at positions ≥ the split's stop (so ≥ L) are masked at the load (other = 0): no poison past a
+request's length, nor a page-table entry past its last page, is ever read.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+from .plan import next_pow2
+
+__all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "MAX_BLOCK_M"]
+
+LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
+#: rows per tile at most (G·Nq above this takes several M-tiles, each streaming the cache again)
+MAX_BLOCK_M = 128
+
+
+def _interpreter_loop_bounds():
+    """Under TRITON_INTERPRET=1, Triton 3.6 holds a scalar as a shape-(1,) numpy array and turns a
+    runtime loop bound into an int with ``int(array)``, which numpy >= 2.4 refuses; read the one
+    element instead. Interpreter only; the same patch as kernels/attention_triton's (shared flag),
+    kept here so this package does not import the attention kernels (the lead may fold the two)."""
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_flashproof_shim", False):
+        return
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    interpreter._patch_lang_tensor = patched
+    interpreter._flashproof_shim = True
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _interpreter_loop_bounds()
+
+#: (BLOCK_N, num_warps, num_stages); the first is what ``autotune=False`` runs. Decode streams K/V:
+#: deeper pipelines keep more bytes in flight, 128-key tiles halve the loop overhead, 8 warps suit
+#: the 64-row verify tiles. (128, 4, 3) holds 3 × 64 KiB of K/V tiles at d = 128: one program per SM.
+CONFIGS = [(64, 4, 3), (128, 4, 3), (64, 8, 4), (128, 8, 2)]
+
+
+@triton.jit
+def _split_range(s, n, NUM_SPLITS, BLOCK: tl.constexpr):
+    """plan.split_range: c = ⌈⌈n / BLOCK⌉ / NUM_SPLITS⌉ · BLOCK; split s is [s·c, min(s·c + c, n))."""
+    tiles = (n + BLOCK - 1) // BLOCK
+    c = (tiles + NUM_SPLITS - 1) // NUM_SPLITS * BLOCK
+    start = s * c
+    return start, tl.minimum(start + c, n)
+
+
+@triton.jit
+def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
+                sq_b, sq_h, sq_n, sq_d,
+                sk_0, sk_1, sk_h, sk_d,            # key row (outer, position-or-slot), head, dim strides
+                sv_0, sv_1, sv_h, sv_d,
+                so_s, so_b, so_h, so_n, so_d,      # out: split (0 when direct), b, h, i, d
+                sl_s, sl_b, sl_h, sl_n,
+                st_b,
+                qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES,
+                D: tl.constexpr, DV: tl.constexpr, GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr,
+                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr):
+    tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16 and BLOCK_D >= 16 and BLOCK_DV >= 16)  # tl.dot minimum
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid // (Hkv * M_TILES)
+    hkv = (pid // M_TILES) % Hkv
+    mt = pid % M_TILES
+    b64 = b.to(tl.int64)
+
+    offs_m = mt * BLOCK_M + tl.arange(0, BLOCK_M)       # packed rows r = g·Nq + i
+    g = offs_m // Nq
+    i = offs_m % Nq
+    row_ok = offs_m < GROUPS * Nq
+    h = hkv * GROUPS + g                                # query head of each row
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    d_ok = offs_d < D
+    dv_ok = offs_dv < DV
+
+    q = tl.load(Q + b64 * sq_b + h[:, None] * sq_h + i[:, None] * sq_n + offs_d[None, :] * sq_d,
+                mask=row_ok[:, None] & d_ok[None, :], other=0.0)            # (BLOCK_M, BLOCK_D)
+
+    L = tl.load(SEQLENS + b)
+    lo = 0
+    if HAS_LEFT:
+        lo = tl.maximum(L - Nq - LEFT, 0)               # no query reads a key left of this
+    start, stop = _split_range(split, L - lo, NUM_SPLITS, BLOCK_N)
+    start += lo
+    stop += lo
+    diag = L - Nq + i                                   # each row's own cache position
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scaled scores (log2 units)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    for kb in tl.range(start, stop, BLOCK_N):
+        offs_n = kb + tl.arange(0, BLOCK_N)
+        key_ok = offs_n < stop
+        if PAGED:
+            page = tl.load(TABLE + b64 * st_b + offs_n // PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)
+            slot = offs_n % PAGE_SIZE
+            k_row = page * sk_0 + slot * sk_1
+            v_row = page * sv_0 + slot * sv_1
+        else:
+            k_row = b64 * sk_0 + offs_n.to(tl.int64) * sk_1
+            v_row = b64 * sv_0 + offs_n.to(tl.int64) * sv_1
+        kt = tl.load(K + k_row[None, :] + hkv * sk_h + offs_d[:, None] * sk_d,
+                     mask=key_ok[None, :] & d_ok[:, None], other=0.0)       # (BLOCK_D, BLOCK_N)
+        s = tl.dot(q, kt, input_precision=DOT_PREC) * qk_scale              # (BLOCK_M, BLOCK_N), log2 units
+        ok = key_ok[None, :] & row_ok[:, None]
+        if HAS_RIGHT:
+            ok &= offs_n[None, :] <= diag[:, None] + RIGHT
+        if HAS_LEFT:
+            ok &= offs_n[None, :] >= diag[:, None] - LEFT
+        s = tl.where(ok, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing yet: never (−∞) − (−∞)
+        alpha = tl.exp2(m_i - m_ref)
+        p = tl.exp2(s - m_ref[:, None])                      # masked keys: exactly 0
+        l_i = l_i * alpha + tl.sum(p, 1)
+        vt = tl.load(V + v_row[:, None] + hkv * sv_h + offs_dv[None, :] * sv_d,
+                     mask=key_ok[:, None] & dv_ok[None, :], other=0.0)      # (BLOCK_N, BLOCK_DV)
+        acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt, input_precision=DOT_PREC)
+        m_i = m_new
+
+    nonempty = l_i > 0
+    l_safe = tl.where(nonempty, l_i, 1.0)
+    out = tl.where(nonempty[:, None], acc / l_safe[:, None], 0.0)
+    lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))  # ÷ log2 e: natural log
+    o_ptr = O + split * so_s + b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d
+    tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
+    tl.store(LSE + split * sl_s + b64 * sl_b + h * sl_h + i * sl_n, lse, mask=row_ok)
+
+
+@triton.jit
+def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
+                  so_b, so_h, so_n, so_d, sl_b, sl_h, sl_n,
+                  BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """One output row r = (b·Hq + h)·Nq + i from the float32 partials OP (S, R, DV), LP (S, R)."""
+    r = tl.program_id(0)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_DV)
+    s_ok = offs_s < NUM_SPLITS
+    d_ok = offs_d < DV
+    lse_s = tl.load(LP + offs_s * R + r, mask=s_ok, other=float("-inf"))          # (BLOCK_S,)
+    m = tl.max(lse_s, 0)
+    m_ref = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp(lse_s - m_ref)                                                     # empty split: 0
+    den = tl.sum(w, 0)
+    o_s = tl.load(OP + (offs_s[:, None] * R + r).to(tl.int64) * DV + offs_d[None, :],
+                  mask=s_ok[:, None] & d_ok[None, :], other=0.0)                  # (BLOCK_S, BLOCK_DV)
+    num = tl.sum(w[:, None] * o_s, 0)
+    den_safe = tl.where(den > 0, den, 1.0)
+    out = tl.where(den > 0, num / den_safe, 0.0)
+    lse = tl.where(den > 0, m_ref + tl.log(den_safe), float("-inf"))
+    b = r // (Hq * Nq)
+    h = (r // Nq) % Hq
+    i = r % Nq
+    tl.store(O + b.to(tl.int64) * so_b + h * so_h + i * so_n + offs_d * so_d, out.to(O.dtype.element_ty), mask=d_ok)
+    tl.store(LSE + b.to(tl.int64) * sl_b + h * sl_h + i * sl_n, lse)
+
+
+_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st) for n, w, st in CONFIGS],
+    key=["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT"],  # not the split count: one tuning per tile shape
+)(kvcache_fwd)
+
+
+class LaunchShape(NamedTuple):
+    """Tile sizes of one call: BLOCK_M packed rows (≥ 16, the tl.dot minimum), M_TILES tiles of
+    them per KV head, BLOCK_D/BLOCK_DV the padded head dims."""
+
+    block_m: int
+    m_tiles: int
+    block_d: int
+    block_dv: int
+
+
+def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
+    rows = groups * n_q
+    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+    return LaunchShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
+
+
+def forward(q, k_cache, v_cache, call, *, autotune: bool):
+    """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32."""
+    B, Hq, Nq, D = q.shape
+    Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
+    Hkv = Hq // G
+    shape = launch_shape(G, Nq, D, Dv)
+    out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
+    lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
+    if S == 1:
+        o_buf, l_buf = out, lse
+        so, sl = (0, *out.stride()), (0, *lse.stride())
+    else:
+        o_buf = torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device)
+        l_buf = torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)
+        so, sl = o_buf.stride(), l_buf.stride()
+    if call.page_size:
+        ks = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.stride(3))
+        vs = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3))
+        table, st_b = call.block_table, call.block_table.stride(0)
+    else:
+        ks = (k_cache.stride(0), k_cache.stride(2), k_cache.stride(1), k_cache.stride(3))
+        vs = (v_cache.stride(0), v_cache.stride(2), v_cache.stride(1), v_cache.stride(3))
+        table, st_b = call.cache_seqlens, 0    # never read
+    grid = (B * Hkv * shape.m_tiles, S)
+    args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
+            call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, shape.m_tiles)
+    consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
+                  PAGED=bool(call.page_size), PAGE_SIZE=call.page_size or 16, HAS_LEFT=call.left is not None,
+                  HAS_RIGHT=call.right is not None, DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32")
+    if autotune:
+        _tuned[grid](*args, **consts)
+    else:
+        n, w, st = CONFIGS[0]
+        kvcache_fwd[grid](*args, **consts, BLOCK_N=n, num_warps=w, num_stages=st)
+    if S > 1:
+        kvcache_merge[(B * Hq * Nq,)](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
+                                      *lse.stride(), BLOCK_S=max(16, next_pow2(S)), BLOCK_DV=shape.block_dv)
+    return out, lse
