@@ -238,10 +238,12 @@ def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str =
     return _dense(p, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
-def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error") -> list:
+def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error",
+                                dropout: Dropout | None = None) -> list:
     """``dense_attention`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
-    return _dense(_scores_inputs(S, V, allowed, num, empty_rows), num)
+    p = _scores_inputs(S, V, allowed, num, empty_rows)
+    return _dense(p, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
 # ----------------------------------------------------------------------------------- tiled forward
@@ -298,11 +300,13 @@ def tiled_forward(Q, K, V, *, scale, block: int, allowed=None, num=None, empty_r
     return _forward(p, b, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
-def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty_rows: str = "error") -> TiledForward:
+def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty_rows: str = "error",
+                              dropout: Dropout | None = None) -> TiledForward:
     """``tiled_forward`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
     b = validate.block_size(block)
-    return _forward(_scores_inputs(S, V, allowed, num, empty_rows), b, num)
+    p = _scores_inputs(S, V, allowed, num, empty_rows)
+    return _forward(p, b, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
 # ----------------------------------------------------------------------------------- reverse pass
