@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .fwd import allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv, seq_bounds
+from .fwd import DROPOUT_RUNTIME, allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv, seq_bounds
 
 
 @triton.jit
@@ -148,7 +148,7 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
     return dk, dv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=DROPOUT_RUNTIME)
 def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
                   sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
@@ -270,7 +270,7 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
     return dq
 
 
-@triton.jit
+@triton.jit(do_not_specialize=DROPOUT_RUNTIME)
 def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                 sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,

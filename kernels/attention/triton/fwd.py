@@ -22,6 +22,9 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: e^x = 2^(x · LOG2E)
 LN2 = 0.6931471805599453
+#: dropout's run-time scalars, not specialised on their values (== 1, divisible by 16), so a new seed or p
+#: compiles nothing new (only the int width, i32 or i64, still follows the value)
+DROPOUT_RUNTIME = ["seed", "drop_t"]
 
 
 @triton.jit
@@ -177,7 +180,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
     return acc, l_i, m_new
 
 
-@triton.jit
+@triton.jit(do_not_specialize=DROPOUT_RUNTIME)
 def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, son, sod,
              smb, smh, smi, smj, Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, left, right, Q_BUCKET,
