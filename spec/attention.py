@@ -28,7 +28,7 @@ otherwise merge with ⋆; finally output z/ℓ and keep m and ℓ. Reverse: with
 allowed score, p = e^{s−m}/ℓ, γ = p(⟨G_i, V_j⟩ − ⟨G_i, Y_i⟩), and accumulate c·γ·K_j into dQ_i, c·γ·Q_i
 into dK_j and p·G_i into dV_j. No n×n array is stored.
 """,
-     checked_by=("ATT-PARTITION", "ATT-SUMMARIZE-BLOCK", "ATT-TILED-STEP"))
+     checked_by=("ATT-PARTITION", "ATT-SUMMARIZE-BLOCK", "ATT-TILED-STEP", "ATT-GRAD-SCHEDULE"))
 
 item("THM-EXACT", "theorem", "The tiled forward and its recomputed reverse pass are exact", source=PAGE,
      provenance=LIT_AI, uses=("DEF-SUMMARY", "ALG-TILED"), statement="""
@@ -37,7 +37,8 @@ the dense masked softmax attention rows, and the reverse procedure returns exact
 Φ = Σ G∘Y with respect to Q, K and V, also when the row maximum is tied (the maxima are frozen shifts).
 """,
      checked_by=("ATT-MERGE-UNION", "ATT-TILED-STEP", "ATT-TILED-BASE-FINAL", "ATT-PARTITION",
-                 "ATT-TILED-BOUNDED", "ATT-TILED-MASKS", "ATT-GRAD"),
+                 "ATT-TILED-BOUNDED", "ATT-TILED-MASKS", "ATT-GRAD-SCHEDULE", "ATT-GRAD-SOFTMAX", "ATT-GRAD-CHAIN",
+                 "ATT-GRAD"),
      assumptions=("A-NONEMPTY-ROW",))
 
 item("THM-MEMORY", "theorem", "Linear retained memory, O(b+v) workspace and quadratic arithmetic", source=PAGE,
@@ -103,3 +104,29 @@ Scores {2, 1} then {3, 0}: after the first block m = 2, ℓ ≈ 1.368; after the
 to the one-shot sum. Scores {1, 4} then {2, 2, 5}: ℓ ≈ 1.050, then m = 5, ℓ ≈ 1.486, equal to the one-shot sum.
 """,
      checked_by=("ATT-STREAMING-EXAMPLES",))
+
+item("EXT-ORACLE-DENSE", "extension", "The oracle's dense formula is the theorem's right-hand side", provenance=OURS,
+     uses=("THM-EXACT",), statement="""
+The reference's dense_attention — the formula the fuzzer and the tests compare kernels with — returns, for
+every query row with an allowed key, Σ_{j∈A_i} e^{s_ij} V_j / Σ_{j∈A_i} e^{s_ij} (masked keys in neither sum,
+any shift of the scores), and 0 for a row with none; also when the number of queries and keys differ.
+""",
+     checked_by=("ATT-ORACLE-DENSE",), assumptions=("A-EXP-ISO",))
+
+item("EXT-ORACLE-NUMBERS", "extension", "The oracle's number systems round or enclose as they say", provenance=OURS,
+     statement="""
+Against exact rational arithmetic: the double-precision system rounds +, −, ×, ÷ and constants correctly and
+is within one ulp for exp and log; the 60-digit mpmath system is within one ulp of its precision; the
+interval system encloses the exact result — also for inputs that are not binary fractions (1/3, 0.1) and
+through the whole reference's forward and reverse pass.
+""",
+     checked_by=("ATT-ORACLE-FLOAT", "ATT-ORACLE-INTERVAL"))
+
+item("EXT-FP-POISON", "extension", "Poison in unread entries cannot reach a result", provenance=OURS,
+     uses=("ALG-TILED", "EXT-EMPTY-ROW"), statement="""
+In IEEE arithmetic, a NaN or infinity in an entry that no allowed pair reads — a masked key's K_j and V_j, a
+padded (all-masked) row's Q_i and G_i — reaches none of Y, the log-sum-exp, dQ, dK or dV: each is a function
+of the read entries alone, because the reference guards every masked contribution instead of multiplying it
+by a zero weight.
+""",
+     checked_by=("ATT-FP-POISON-fp16",), assumptions=("A-FP-IEEE", "A-FP-EXP"))

@@ -52,7 +52,7 @@ The tokens a cycle emits, continued by plain target sampling up to k+1 tokens, h
 autoregressive law. The number N of accepted drafts satisfies P(N = n) = (Π_{i≤n} β_i)(1 − β_{n+1}) for
 n < k and P(N = k) = Π_{i≤k} β_i, with β_i = Σ_x min(p_target, p_draft) at position i (for prefix-dependent
 distributions: the same products summed over the drafted prefixes).
-""", checked_by=("SPEC-CYCLE-LAW", "SPEC-ACCEPT-COUNT"), assumptions=("A-UNIFORM",))
+""", checked_by=("SPEC-CYCLE-LAW", "SPEC-ACCEPT-COUNT", "SPEC-ONE-HOT-CYCLE"), assumptions=("A-UNIFORM",))
 
 item("SPEC-THM-TOKENS", "theorem", "Expected tokens per cycle, speed-up and the choice of k", source=SEED,
      provenance=("Statement: Literature-sourced", "Proof: AI-generated"), uses=("SPEC-THM-CYCLE",), statement="""
@@ -73,4 +73,12 @@ No division is formed: p_draft(x) = 0 accepts iff p_target(x) > 0, and a token w
 accepted, even for u = 0. An empty residual (p_target = p_draft) draws from p_target. Missing draft
 probabilities mean one-hot drafts, for which the step still emits p_target for any fixed x. Temperature 0
 is a separate branch: accept iff the draft is the target's first argmax.
-""", checked_by=("SPEC-STEP-EXACT",), assumptions=("A-UNIFORM",))
+""", checked_by=("SPEC-STEP-EXACT", "SPEC-ONE-HOT-CYCLE", "SPEC-GREEDY-TIES"), assumptions=("A-UNIFORM",))
+
+item("SPEC-EXT-QUANTISED", "extension", "The float draw's exact law (fixed point, floor)", provenance=OURS,
+     uses=("SPEC-DEF-STEP",), statement="""
+On floats the inverse-CDF draw fixes each weight to W_y = ⌊w_y·2^40⌋ and the uniform to U = ⌊u·2^31⌋ and
+returns the first y with ⌊U·T/2^31⌋ < C_y (T = ΣW, C the running sums), so its law is exactly
+P(y) = (⌈C_y·2^31/T⌉ − ⌈C_{y−1}·2^31/T⌉)/2^31, within 2^−31 of W_y/T and independent of summation order.
+Both roundings are floors: rounding to nearest instead gives a different law.
+""", checked_by=("SPEC-QUANTISED-DRAW",), assumptions=("A-UNIFORM",))

@@ -32,7 +32,7 @@ from . import validate
 from .dropout import Dropout
 from .numbers import NumberSystem, resolve
 
-__all__ = ["Dropout", "Summary", "BOTTOM", "TiledForward", "Gradients", "summarize", "merge", "block_ranges",
+__all__ = ["Dropout", "Summary", "BOTTOM", "TiledForward", "Gradients", "RowStats", "PairTerms", "summarize", "merge", "block_ranges",
            "dense_attention", "dense_attention_from_scores", "tiled_forward", "tiled_forward_from_scores",
            "tiled_backward"]
 
@@ -174,12 +174,14 @@ def _qk_inputs(Q, K, V, scale, allowed, num, empty_rows, G=None) -> tuple[_Score
     Qc, Kc, c = _coerce(num, Q), _coerce(num, K), num.const(scale)
 
     def score(i, j):
-        dot = num.zero()
-        for qa, ka in zip(Qc[i], Kc[j]):
-            dot = num.add(dot, num.mul(qa, ka))
-        return num.to_score(num.mul(c, dot))
+        return _score(num, c, Qc[i], Kc[j])
 
     return _ScoredInputs(n_q, n_k, score, _coerce(num, V), flag), Qc, Kc
+
+
+def _score(num: NumberSystem, c, q_row: Sequence, k_row: Sequence):
+    """s_ij = c·⟨Q_i, K_j⟩ read as a score (q_row, k_row: length d)."""
+    return num.to_score(num.mul(c, _dot(num, q_row, k_row)))
 
 
 def _scores_inputs(S, V, allowed, num, empty_rows) -> _ScoredInputs:
@@ -224,6 +226,13 @@ def _dense(p: _ScoredInputs, num: NumberSystem, r: Callable | None = None) -> li
     return rows
 
 
+def _dense_dropped(p: _ScoredInputs, num: NumberSystem, dropout) -> list:
+    """``_dense`` with dropout's factors r(i, j) = M_ij/(1 − p) (``dropout.factors``) when given."""
+    if dropout is None:
+        return _dense(p, num)
+    return _dense(p, num, _dropout.factors(dropout, num, p.n_q, p.n_k))
+
+
 def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str = "error",
                     dropout: Dropout | None = None) -> list:
     """Dense masked attention (the right-hand side of the exactness theorem).
@@ -235,7 +244,7 @@ def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str =
     """
     num = resolve(num)
     p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
-    return _dense(p, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
+    return _dense_dropped(p, num, dropout)
 
 
 def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error",
@@ -243,7 +252,7 @@ def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str
     """``dense_attention`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
     p = _scores_inputs(S, V, allowed, num, empty_rows)
-    return _dense(p, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
+    return _dense_dropped(p, num, dropout)
 
 
 # ----------------------------------------------------------------------------------- tiled forward
@@ -257,8 +266,8 @@ def _forward(p: _ScoredInputs, block: int, num: NumberSystem, r: Callable | None
         for J in blocks:
             num.note_alloc("block_scores", len(J))
             flags = [p.flag(i, j) for j in J]
-            drop = None if r is None else [r(i, j) for j in J]
-            sigma = summarize([p.score(i, j) for j in J], [p.V[j] for j in J], num, allowed=flags, drop=drop)
+            drop = {} if r is None else {"drop": [r(i, j) for j in J]}  # (no keyword without dropout)
+            sigma = summarize([p.score(i, j) for j in J], [p.V[j] for j in J], num, allowed=flags, **drop)
             num.note_free("block_scores", len(J))
             # I = J_t ∩ A_i empty: skip (state unchanged); state ⊥: copy Σ(I); otherwise merge.
             state = _skip_or_merge(state, sigma, num, v)
@@ -310,6 +319,92 @@ def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty
 
 
 # ----------------------------------------------------------------------------------- reverse pass
+#
+# The reverse pass is written as small steps so that a proof can run each one symbolically on its
+# own (``proofs/obligations/attention/grad_pairs.py``): ``_schedule`` (which pairs are visited),
+# ``_row_visit``/``_pair_visit`` (which rows a row or a pair reads and writes), ``_row_stats`` (a
+# row's frozen statistics and δ_i), ``_pair_terms`` (p_ij, γ_ij of one pair) and ``_pair_update``
+# (that pair's chain-rule terms accumulated into dQ_i, dK_j, dV_j).
+
+
+class RowStats(NamedTuple):
+    """One query row's frozen forward statistics as the reverse pass reads them: m_ref (m_i, or 0
+    for an empty row), l_safe (ℓ_i, or 1 for an empty row) and delta (δ_i = ⟨G_i, Y_i⟩)."""
+
+    m_ref: Any
+    l_safe: Any
+    delta: Any
+
+
+class PairTerms(NamedTuple):
+    """One (i, j) pair's reverse-pass scalars: p = e^{s_ij − m_i}/ℓ_i (the frozen softmax weight
+    p_ij; 0 when masked) and gamma = p·(⟨G_i, V_j⟩ − δ_i) (γ_ij)."""
+
+    p: Any
+    gamma: Any
+
+
+def _dot_step(num: NumberSystem, acc, x, y):
+    """One step of a dot product: acc + x·y."""
+    return num.add(acc, num.mul(x, y))
+
+
+def _dot(num: NumberSystem, xs: Sequence, ys: Sequence):
+    """⟨xs, ys⟩ as the left fold of ``_dot_step`` from 0 (xs, ys: equal lengths)."""
+    acc = num.zero()
+    for x, y in zip(xs, ys):
+        acc = _dot_step(num, acc, x, y)
+    return acc
+
+
+def _accumulate(num: NumberSystem, f, acc, term):
+    """acc + term when the pair is allowed (flag f), else acc unchanged (a masked pair's term is
+    never added: it may be NaN when the pair reads poison)."""
+    return num.where(f, num.add(acc, term), acc)
+
+
+def _schedule(n_q: int, n_k: int, block: int):
+    """The reverse pass's visiting order: each query row i < n_q with its keys j < n_k, block by
+    block (``block_ranges(n_k, block)``). Yields (i, keys) with keys an iterator over j."""
+    for i in range(n_q):
+        yield i, (j for J in block_ranges(n_k, block) for j in J)
+
+
+def _gradient_buffers(num: NumberSystem, n_q: int, n_k: int, d: int, v: int) -> Gradients:
+    """Zero accumulators: dq (n_q, d), dk (n_k, d), dv (n_k, v)."""
+    zeros = lambda rows, cols: [[num.zero() for _ in range(cols)] for _ in range(rows)]  # noqa: E731
+    return Gradients(zeros(n_q, d), zeros(n_k, d), zeros(n_k, v))
+
+
+def _row_stats(num: NumberSystem, ne, m, l, g_row: Sequence, y_row: Sequence) -> RowStats:
+    """Row i's frozen statistics: m, ℓ from the forward (guarded for an empty row: ne false) and
+    δ_i = ⟨G_i, Y_i⟩ (g_row, y_row: length v)."""
+    m_ref = num.where(ne, m, num.score_zero())
+    l_safe = num.where(ne, l, num.one())
+    return RowStats(m_ref, l_safe, _dot(num, g_row, y_row))
+
+
+def _pair_terms(num: NumberSystem, s, f, row: RowStats, g_row: Sequence, v_row: Sequence) -> PairTerms:
+    """p_ij = e^{s_ij − m_i}/ℓ_i with the frozen m_i, ℓ_i (no derivative of the max: ties are
+    fine) and γ_ij = p_ij·(⟨G_i, V_j⟩ − δ_i); a masked pair (flag f false) gets p = 0.
+    g_row: G_i (v); v_row: V_j (v)."""
+    p = num.div(num.exp(num.where(f, num.score_sub(s, row.m_ref), num.score_neg_inf())), row.l_safe)
+    dp = _dot(num, g_row, v_row)
+    return PairTerms(p, num.mul(p, num.sub(dp, row.delta)))
+
+
+def _pair_update(num: NumberSystem, f, t: PairTerms, c, q_row: list, k_row: list, g_row: list,
+                 dq_row: list, dk_row: list, dv_row: list) -> None:
+    """Accumulate pair (i, j)'s chain-rule terms in place: dQ_i += c·γ·K_j, dK_j += c·γ·Q_i,
+    dV_j += p·G_i, entry by entry (O(1) extra live scalars; rebuilding a row would hold d or v).
+    q_row, k_row, dq_row, dk_row: length d; g_row, dv_row: length v."""
+    cg = num.mul(c, t.gamma)
+    for r in range(len(dq_row)):
+        dq_row[r] = _accumulate(num, f, dq_row[r], num.mul(cg, k_row[r]))
+        dk_row[r] = _accumulate(num, f, dk_row[r], num.mul(cg, q_row[r]))
+    for a in range(len(dv_row)):
+        dv_row[a] = _accumulate(num, f, dv_row[a], num.mul(t.p, g_row[a]))
+
 
 def _replayed(dropout: Dropout, num: NumberSystem, n_q: int, n_k: int) -> Callable:
     """The reverse pass's dropout factors: the forward's realised mask, replayed (r_ij = M_ij/(1 − p))."""
@@ -334,37 +429,38 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     Gc, c = _coerce(num, G), num.const(scale)
     if len(forward.out) != p.n_q:
         raise ValueError(f"forward holds {len(forward.out)} rows, expected {p.n_q} (one per query row)")
-    d, v = len(Qc[0]), len(p.V[0])
-    dq = [[num.zero() for _ in range(d)] for _ in range(p.n_q)]
-    dk = [[num.zero() for _ in range(d)] for _ in range(p.n_k)]
-    dv = [[num.zero() for _ in range(v)] for _ in range(p.n_k)]
-    neg_inf = num.score_neg_inf()
-    rf = None if dropout is None else _replayed(dropout, num, p.n_q, p.n_k)
-    for i in range(p.n_q):
-        ne = num.any_(p.flag(i, j) for j in range(p.n_k))  # a generator: no n-long flag list is held
-        m_ref = num.where(ne, forward.m[i], num.score_zero())
-        l_safe = num.where(ne, forward.l[i], num.one())
-        delta = num.zero()
-        for ga, ya in zip(Gc[i], forward.out[i]):
-            delta = num.add(delta, num.mul(ga, ya))
-        for J in block_ranges(p.n_k, b):
-            for j in J:
-                f = p.flag(i, j)
-                pij = num.div(num.exp(num.where(f, num.score_sub(p.score(i, j), m_ref), neg_inf)), l_safe)
-                dp = num.zero()
-                for ga, va in zip(Gc[i], p.V[j]):
-                    dp = num.add(dp, num.mul(ga, va))
-                pv = pij
-                if rf is not None:  # dP_ij = r_ij⟨G_i, V_j⟩; V's pullback carries r_ij p_ij
-                    rij = rf(i, j)
-                    dp, pv = num.mul(rij, dp), num.mul(rij, pij)
-                gamma = num.mul(pij, num.sub(dp, delta))
-                cg = num.mul(c, gamma)
-                # only allowed pairs contribute (a masked pair's K_j, V_j are never read)
-                # entry by entry, in place: O(1) extra live scalars (rebuilding a row would hold d or v)
-                for r in range(d):
-                    dq[i][r] = num.where(f, num.add(dq[i][r], num.mul(cg, Kc[j][r])), dq[i][r])
-                    dk[j][r] = num.where(f, num.add(dk[j][r], num.mul(cg, Qc[i][r])), dk[j][r])
-                for a in range(v):
-                    dv[j][a] = num.where(f, num.add(dv[j][a], num.mul(pv, Gc[i][a])), dv[j][a])
-    return Gradients(dq, dk, dv)
+    grads = _gradient_buffers(num, p.n_q, p.n_k, len(Qc[0]), len(p.V[0]))
+    r = None if dropout is None else _replayed(dropout, num, p.n_q, p.n_k)
+    for i, keys in _schedule(p.n_q, p.n_k, b):
+        row = _row_visit(num, p, forward, Gc, i)
+        for j in keys:
+            if r is None:
+                _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j)
+            else:
+                _dropped_pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j, r(i, j))
+    return grads
+
+
+def _row_visit(num: NumberSystem, p: _ScoredInputs, forward: TiledForward, Gc: list, i) -> RowStats:
+    """Row i's statistics, read from row i of the forward and of G (every subscript is i)."""
+    ne = num.any_(p.flag(i, j) for j in range(p.n_k))  # a generator: no n-long flag list is held
+    return _row_stats(num, ne, forward.m[i], forward.l[i], Gc[i], forward.out[i])
+
+
+def _pair_visit(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, grads: Gradients,
+                row: RowStats, i, j) -> None:
+    """Pair (i, j): reads Q_i, K_j, V_j, G_i, s_ij and the flag of (i, j); writes dQ_i, dK_j, dV_j.
+    Only an allowed pair contributes (a masked pair's K_j, V_j are never read into a result)."""
+    f = p.flag(i, j)
+    t = _pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
+    _pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[j], grads.dv[j])
+
+
+def _dropped_pair_visit(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, grads: Gradients,
+                        row: RowStats, i, j, rij) -> None:
+    """``_pair_visit`` with dropout's replayed factor r_ij: dP_ij = r_ij⟨G_i, V_j⟩ (the pair's terms
+    see V_j scaled by r_ij), γ_ij = p_ij(dP_ij − δ_i), and V's pullback dV_j += r_ij·p_ij·G_i."""
+    f = p.flag(i, j)
+    t = _pair_terms(num, p.score(i, j), f, row, Gc[i], [num.mul(rij, x) for x in p.V[j]])
+    _pair_update(num, f, t._replace(p=num.mul(rij, t.p)), c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[j],
+                 grads.dv[j])

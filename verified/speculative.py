@@ -42,7 +42,7 @@ from .numbers import FloatNum, NumberSystem, resolve
 
 __all__ = ["Step", "SpecStep", "CycleUniforms", "Rules", "RULES", "ROW_SUM_TOL", "WEIGHT_BITS",
            "UNIFORM_BITS", "accept_test", "residual", "inverse_cdf", "rejection_step", "verify",
-           "speculative_cycle", "target_sample", "first_argmax"]
+           "speculative_cycle", "target_sample", "first_argmax", "draft_row"]
 
 #: |Σ row − 1| allowed for float rows (exact systems require exactly 1).
 ROW_SUM_TOL = 1e-4
@@ -200,6 +200,14 @@ def _one_hot(num, x: int, V: int) -> list:
 
 # ------------------------------------------------------------------------------ rules + mutants
 
+def draft_row(num, draft_tokens, p_draft_rows, i: int, V: int) -> list:
+    """Position i's draft distribution: row i of ``p_draft_rows``, or one-hot at draft i's token
+    when the drafter gives no probabilities (``p_draft_rows`` None). (V,)"""
+    if p_draft_rows is None:
+        return _one_hot(num, draft_tokens[i], V)
+    return [num.const(v) for v in p_draft_rows[i]]
+
+
 class Rules(NamedTuple):
     """The replaceable parts of ``verify``; ``RULES`` is the verified sampler. A negative control
     (``flashproof.proofs.mutants.speculative``) replaces exactly one field."""
@@ -208,6 +216,7 @@ class Rules(NamedTuple):
     residual: Callable  # (num, p_target_row, p_draft_row) -> weights
     accept_uniform: Callable  # (uniforms, i) -> the uniform of position i
     bonus_after_rejection: bool = False
+    draft_row: Callable = draft_row  # (num, draft_tokens, p_draft_rows, i, V) -> position i's draft row
 
 
 RULES = Rules(accept_test, residual, lambda uniforms, i: uniforms.accept[i])
@@ -309,7 +318,7 @@ def verify(draft_tokens: Sequence[int], p_target_rows, p_draft_rows, uniforms: C
                 tokens.append(x)
                 continue
             return SpecStep(tuple(tokens + [choice]), i)
-        pd = _one_hot(num, x, V) if p_draft_rows is None else [num.const(v) for v in p_draft_rows[i]]
+        pd = rules.draft_row(num, draft_tokens, p_draft_rows, i, V)
         if rules.accept(num, pt[i][x], pd[x], rules.accept_uniform(uniforms, i)):  # a decision
             tokens.append(x)
             continue

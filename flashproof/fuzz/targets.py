@@ -28,8 +28,10 @@ import torch
 
 __all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES"]
 
-#: Problem features a target may lack (the campaign does not draw them for it).
-FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal_rect", "lse", "grad", "fp64"})
+#: Problem features a target may lack (the campaign does not draw them for it; a dtype it lacks is
+#: skipped). "causal": no causal flag and no mask; "scale": no softmax scale (only 1/√D is drawn).
+FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal", "causal_rect", "scale", "lse", "grad",
+                      "fp64", "fp32", "fp16", "bf16"})
 
 
 class Unsupported(Exception):
@@ -67,6 +69,7 @@ class Target(NamedTuple):
     deterministic: str                         # "fwd+bwd", "fwd" or "" (what is promised bitwise)
     tile_sizes: tuple = ()                     # key-tile sizes worth aiming mask families at
     version: Callable[[], str] = lambda: torch.__version__
+    conventions: object = None                 # a user kernel's declared conventions (user.Conventions), or None
 
 
 # ----------------------------------------------------------------------------------- ours

@@ -172,6 +172,153 @@ def qk_inputs_score_cache(*args, **kw):
 
 
 
+# ------------------------------------------------------------------ reverse pass, per step (issue 15)
+
+def pair_terms_delta_from_values(num, s, f, row, g_row, v_row):
+    """δ is taken as ⟨G_i, V_j⟩ (the pair's value row) instead of ⟨G_i, Y_i⟩, so γ_ij = 0."""
+    p = num.div(num.exp(num.where(f, num.score_sub(s, row.m_ref), num.score_neg_inf())), row.l_safe)
+    dp = A._dot(num, g_row, v_row)
+    return A.PairTerms(p, num.mul(p, num.sub(dp, A._dot(num, g_row, v_row))))
+
+
+def pair_terms_dv_unnormalized(num, s, f, row, g_row, v_row):
+    """the weight handed to the dV update is e^{s−m} without the 1/ℓ (γ unchanged)."""
+    e = num.exp(num.where(f, num.score_sub(s, row.m_ref), num.score_neg_inf()))
+    p = num.div(e, row.l_safe)
+    return A.PairTerms(e, num.mul(p, num.sub(A._dot(num, g_row, v_row), row.delta)))
+
+
+def pair_update_dk_unscaled(num, f, t, c, q_row, k_row, g_row, dq_row, dk_row, dv_row):
+    """dK accumulates γ·Q_i without the scale c."""
+    cg = num.mul(c, t.gamma)
+    for r in range(len(dq_row)):
+        dq_row[r] = A._accumulate(num, f, dq_row[r], num.mul(cg, k_row[r]))
+        dk_row[r] = A._accumulate(num, f, dk_row[r], num.mul(t.gamma, q_row[r]))
+    for a in range(len(dv_row)):
+        dv_row[a] = A._accumulate(num, f, dv_row[a], num.mul(t.p, g_row[a]))
+
+
+def pair_update_dq_unguarded(num, f, t, c, q_row, k_row, g_row, dq_row, dk_row, dv_row):
+    """dQ adds c·γ·K_j for masked pairs too (no mask guard: a masked pair's NaN reaches dQ)."""
+    cg = num.mul(c, t.gamma)
+    for r in range(len(dq_row)):
+        dq_row[r] = num.add(dq_row[r], num.mul(cg, k_row[r]))
+        dk_row[r] = A._accumulate(num, f, dk_row[r], num.mul(cg, q_row[r]))
+    for a in range(len(dv_row)):
+        dv_row[a] = A._accumulate(num, f, dv_row[a], num.mul(t.p, g_row[a]))
+
+
+def accumulate_ignores_mask(num, f, acc, term):
+    """the accumulation step adds the term whatever the pair's flag."""
+    return num.add(acc, term)
+
+
+def gradient_buffers_dk_nq_rows(num, n_q, n_k, d, v):
+    """dK is allocated with n_q rows instead of n_k."""
+    zeros = lambda rows, cols: [[num.zero() for _ in range(cols)] for _ in range(rows)]  # noqa: E731
+    return A.Gradients(zeros(n_q, d), zeros(n_q, d), zeros(n_k, v))
+
+
+def schedule_keys_up_to_nq(n_q, n_k, block):
+    """the reverse pass loops keys up to n_q instead of n_k."""
+    for i in range(n_q):
+        yield i, (j for J in A.block_ranges(n_q, block) for j in J)
+
+
+# ------------------------------------------------------------------ the oracle itself (issue 15 §6)
+
+def summarize_z_unguarded(scores, values, num=None, *, allowed=None):
+    """summarize adds p·v for masked keys too (p = 0, but 0·NaN = NaN reaches z)."""
+    num = resolve(num)
+    flags = [num.true()] * len(scores) if allowed is None else list(allowed)
+    v = len(values[0])
+    neg_inf = num.score_neg_inf()
+    m = neg_inf
+    for s, f in zip(scores, flags):
+        m = num.score_max(m, num.where(f, s, neg_inf))
+    nonempty = num.any_(flags)
+    m_ref = num.where(nonempty, m, num.score_zero())
+    l = num.zero()
+    z = [num.zero() for _ in range(v)]
+    for s, vj, f in zip(scores, values, flags):
+        p = num.exp(num.where(f, num.score_sub(s, m_ref), neg_inf))
+        l = num.add(l, p)
+        z = [num.add(za, num.mul(p, va)) for za, va in zip(z, vj)]
+    return Summary(m, l, z, nonempty)
+
+
+def dense_den_sums_masked(p, num):
+    """the dense formula's denominator sums e^{s−shift} over masked keys too."""
+    v = len(p.V[0])
+    neg_inf = num.score_neg_inf()
+    rows = []
+    for i in range(p.n_q):
+        s = [p.score(i, j) for j in range(p.n_k)]
+        f = [p.flag(i, j) for j in range(p.n_k)]
+        shift = neg_inf
+        for sj, fj in zip(s, f):
+            shift = num.score_max(shift, num.where(fj, sj, neg_inf))
+        ne = num.any_(f)
+        shift = num.where(ne, shift, num.score_zero())
+        w = [num.exp(num.where(fj, num.score_sub(sj, shift), neg_inf)) for sj, fj in zip(s, f)]
+        den = num.zero()
+        for sj in s:
+            den = num.add(den, num.exp(num.score_sub(sj, shift)))
+        den_safe = num.where(ne, den, num.one())
+        row = []
+        for a in range(v):
+            acc = num.zero()
+            for wj, vj, fj in zip(w, p.V, f):
+                acc = num.where(fj, num.add(acc, num.mul(wj, vj[a])), acc)
+            row.append(num.where(ne, num.div(acc, den_safe), num.zero()))
+        rows.append(row)
+    return rows
+
+
+def float_log_base2(self, x):
+    """FloatNum.log returns log2 x instead of the natural log."""
+    import math
+    return math.log2(x) if x > 0 else float("-inf")
+
+
+def interval_const_via_float(self, x):
+    """IntervalNum.const rounds a Fraction to the nearest double first (1/3 is no longer enclosed)."""
+    import math
+    from fractions import Fraction
+    if isinstance(x, Fraction):
+        return self.ctx.mpf(float(x))
+    if isinstance(x, float) and not math.isfinite(x):
+        return self.ctx.mpf(str(x))
+    return self.ctx.mpf(x)
+
+
+def summarize_exp_unguarded(scores, values, num=None, *, allowed=None):
+    """summarize exponentiates a masked key's score too and adds that weight to ℓ (poison reaches ℓ through exp)."""
+    num = resolve(num)
+    flags = [num.true()] * len(scores) if allowed is None else list(allowed)
+    v = len(values[0])
+    neg_inf = num.score_neg_inf()
+    m = neg_inf
+    for s, f in zip(scores, flags):
+        m = num.score_max(m, num.where(f, s, neg_inf))
+    nonempty = num.any_(flags)
+    m_ref = num.where(nonempty, m, num.score_zero())
+    l = num.zero()
+    z = [num.zero() for _ in range(v)]
+    for s, vj, f in zip(scores, values, flags):
+        p = num.exp(num.score_sub(s, m_ref))
+        l = num.add(l, p)
+        z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
+    return Summary(m, l, z, nonempty)
+
+
+def pair_visit_dk_row_i(num, p, c, Qc, Kc, Gc, grads, row, i, j):
+    """the pair's dK update goes to row i (the query's index) instead of row j."""
+    f = p.flag(i, j)
+    t = A._pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
+    A._pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[i], grads.dv[j])
+
+
 # ----------------------------------------------------------------------------------- dropout (EXT-DROPOUT)
 
 def dropout_replayed_fresh(dropout, num, n_q, n_k):

@@ -1,7 +1,8 @@
 """Symbolic gradient checks shared by the attention obligations (sympy).
 
-``gradient_mismatch(n, d, v, b, allowed)`` runs ``tiled_forward`` then ``tiled_backward`` on
-``SympyNum`` with symbolic Q (n, d), K (n, d), V (n, v), G (n, v) and compares each of dQ, dK, dV
+``gradient_mismatch(n, d, v, b, allowed, n_k=None)`` runs ``tiled_forward`` then ``tiled_backward``
+on ``SympyNum`` with symbolic Q (n_q, d), K (n_k, d), V (n_k, v), G (n_q, v) (n_q = n; n_k = n
+unless given: rectangular problems both ways) and compares each of dQ, dK, dV
 with sympy's derivative of Φ = Σ G∘Y (``phi``, the dense masked softmax formula); it returns None
 when they agree, else a JSON-able counterexample. ``vanishes(expr)`` decides that a difference is
 identically 0 (every frozen shift ``Max(...)`` generalised to a free symbol); ``nonzero_point``
@@ -25,12 +26,13 @@ def matrix(prefix, rows, cols):
 
 
 def phi(Q, K, V, G, c, allowed):
-    """Φ = Σ_i Σ_a G_ia Y_ia with Y the dense masked softmax(c·QKᵀ)·V; Q, K (n, d), V, G (n, v);
-    ``allowed`` None (every key) or one set of allowed keys per row (an empty row contributes 0)."""
-    n, d, v = len(Q), len(Q[0]), len(V[0])
+    """Φ = Σ_i Σ_a G_ia Y_ia with Y the dense masked softmax(c·QKᵀ)·V; Q (n_q, d), K (n_k, d),
+    V (n_k, v), G (n_q, v); ``allowed`` None (every key) or one set of allowed keys per row (an
+    empty row contributes 0)."""
+    n_q, n_k, d, v = len(Q), len(K), len(Q[0]), len(V[0])
     total = 0
-    for i in range(n):
-        A = range(n) if allowed is None else sorted(allowed[i])
+    for i in range(n_q):
+        A = range(n_k) if allowed is None else sorted(allowed[i])
         if not A:
             continue  # the empty-row extension: Y_i = 0 contributes nothing
         e = {j: sp.exp(c * sum(Q[i][r] * K[j][r] for r in range(d))) for j in A}
@@ -68,28 +70,44 @@ def nonzero_point(expr, syms, seed=0):
     return None
 
 
-def gradient_mismatch(n, d, v, b, allowed, c=sp.Rational(1, 2), empty_rows="error"):
+def _shape_error(gr, n_q, n_k, d, v):
+    want = {"dq": (n_q, d), "dk": (n_k, d), "dv": (n_k, v)}
+    got = {name: (len(M), len(M[0]) if M else 0) for name, M in zip(("dq", "dk", "dv"), gr)}
+    return None if got == want else {"expected": str(want), "received": str(got)}
+
+
+def gradient_mismatch(n, d, v, b, allowed, c=sp.Rational(1, 2), empty_rows="error", n_k=None):
     """None when the tiled backward (block ``b``, scale ``c``) equals sympy's gradient of ``phi`` for
-    symbolic Q, K (n, d), V, G (n, v), and an empty row gives 0 / −∞; else a counterexample dict
-    (with ``"difference"``, or with ``"note"`` when a difference did not simplify)."""
-    Q, K, V, G = matrix("q", n, d), matrix("k", n, d), matrix("v", n, v), matrix("g", n, v)
+    symbolic Q (n, d), K (n_k, d), V (n_k, v), G (n, v) (n_k = n unless given), and an empty row
+    gives 0 / −∞; else a counterexample dict (with ``"difference"``, or with ``"note"`` when a
+    difference did not simplify). A reverse pass that raises on these valid inputs, or returns
+    gradients of the wrong shape, is a counterexample too."""
+    n_k = n if n_k is None else n_k
+    case = f"n_q={n} n_k={n_k} d={d} v={v} b={b} mask={allowed}"
+    Q, K, V, G = matrix("q", n, d), matrix("k", n_k, d), matrix("v", n_k, v), matrix("g", n, v)
     N = SympyNum()
     fw = att.tiled_forward(Q, K, V, scale=c, block=b, allowed=allowed, num=N, empty_rows=empty_rows)
-    gr = att.tiled_backward(Q, K, V, G, fw, scale=c, block=b, allowed=allowed, num=N, empty_rows=empty_rows)
+    try:
+        gr = att.tiled_backward(Q, K, V, G, fw, scale=c, block=b, allowed=allowed, num=N, empty_rows=empty_rows)
+    except (IndexError, ValueError) as e:  # the inputs are valid: a crash is a wrong reverse pass
+        return {"case": case, "difference": f"reverse pass raised {type(e).__name__}: {e}"}
+    bad = _shape_error(gr, n, n_k, d, v)
+    if bad is not None:
+        return {"case": case, "difference": "gradient shapes", **bad}
     for i, A in enumerate(allowed or []):
         if not A and (any(y != 0 for y in fw.out[i]) or fw.lse[i] != -sp.oo or any(x != 0 for x in gr.dq[i])):
-            return {"case": f"n={n} d={d} v={v} b={b} mask={allowed}", "row": i, "out": str(fw.out[i]),
+            return {"case": case, "row": i, "out": str(fw.out[i]),
                     "lse": str(fw.lse[i]), "dq": str(gr.dq[i]), "difference": "empty row not 0 / -inf"}
     phi_dense = phi(Q, K, V, G, c, allowed)
     syms = [x for M in (Q, K, V, G) for row in M for x in row]
     for name, M, X in (("dq", gr.dq, Q), ("dk", gr.dk, K), ("dv", gr.dv, V)):
-        for i in range(n):
+        for i in range(len(X)):
             for r in range(len(X[0])):
                 diff = M[i][r] - sp.diff(phi_dense, X[i][r])
                 if not vanishes(diff):
                     maxes = diff.atoms(sp.Max)
                     w = nonzero_point(diff, syms)
-                    return {"case": f"n={n} d={d} v={v} b={b} mask={allowed}", "entry": f"{name}[{i}][{r}]",
+                    return {"case": case, "entry": f"{name}[{i}][{r}]",
                             **(w or {"note": "no nonzero point found in 5 tries"})} if (w or not maxes) else \
-                        {"case": f"n={n} d={d} v={v} b={b}", "entry": f"{name}[{i}][{r}]", "note": "did not simplify"}
+                        {"case": case, "entry": f"{name}[{i}][{r}]", "note": "did not simplify"}
     return None

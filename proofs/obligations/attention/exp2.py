@@ -14,15 +14,16 @@ from flashproof.proofs.numbers import base2
 from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.support.sympy_gradient import matrix, nonzero_point, vanishes
 
-CASES = [(2, 1, 1, 1, None), (3, 1, 1, 2, [{0}, {0, 1}, {0, 1, 2}])]
+# (n_q, n_k, d, v, b, allowed): square and rectangular both ways
+CASES = [(2, 2, 1, 1, 1, None), (3, 3, 1, 1, 2, [{0}, {0, 1}, {0, 1, 2}]), (1, 2, 1, 1, 1, None), (2, 1, 1, 1, 1, None)]
 
 
 def _as_exp(e):
     return sp.sympify(e).rewrite(sp.exp)
 
 
-def _check(n, d, v, b, allowed):
-    Q, K, V, G = matrix("q", n, d), matrix("k", n, d), matrix("v", n, v), matrix("g", n, v)
+def _check(n, n_k, d, v, b, allowed):
+    Q, K, V, G = matrix("q", n, d), matrix("k", n_k, d), matrix("v", n_k, v), matrix("g", n, v)
     c = sp.Rational(1, 2)
     nat_num, b2_num = SympyNum(), base2.Base2SympyNum()
     fw = att.tiled_forward(Q, K, V, scale=c, block=b, allowed=allowed, num=nat_num)
@@ -38,16 +39,16 @@ def _check(n, d, v, b, allowed):
             for r, (x, y) in enumerate(zip(rw, rg)):
                 diff = _as_exp(x - y)
                 if not vanishes(diff):
-                    return {"case": f"n={n} d={d} v={v} b={b}", "entry": f"{name}[{i}][{r}]",
+                    return {"case": f"n_q={n} n_k={n_k} d={d} v={v} b={b}", "entry": f"{name}[{i}][{r}]",
                             **(nonzero_point(diff, syms) or {"note": "did not simplify"})}
     for i, (x, y) in enumerate(zip(fw.lse, conv.lse)):
         diff = sp.expand_log(_as_exp(x - y), force=True)
         if not vanishes(sp.simplify(diff)):
-            return {"case": f"n={n} d={d} v={v} b={b}", "entry": f"lse[{i}]", **(nonzero_point(diff, syms) or {})}
+            return {"case": f"n_q={n} n_k={n_k} d={d} v={v} b={b}", "entry": f"lse[{i}]", **(nonzero_point(diff, syms) or {})}
     return None
 
 
-@obligation("ATT-EXP2", checks=["EXT-EXP2"], bounds={"cases": "(n,d,v,b) = (2,1,1,1) full, (3,1,1,2) causal"},
+@obligation("ATT-EXP2", checks=["EXT-EXP2"], bounds={"cases": "(n_q,n_k,d,v,b) = (2,2,1,1,1) full, (3,3,1,1,2) causal, (1,2,1,1,1), (2,1,1,1,1) full"},
             solver="sympy", assumptions=["A-SOLVER-TRUST"])
 def exp2(ctx):
     """Base-2 run with folded log2(e), converted (lse·ln2, dQ·ln2, dK·ln2), equals the natural run."""
