@@ -53,6 +53,7 @@ VARIANTS = {
     "descriptors_d128": dict(USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "descriptors_tiles": dict(USE_DESC=True, HAS_TILES=True, TILE_Q=128, TILE_K=128, BLOCK_D=128, BLOCK_DV=64),
     "dropout_descriptors_d128": dict(DROPOUT=True, USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
+    "dropout_varlen_window_mask": dict(DROPOUT=True, IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True),
     "varlen_window_mask_tiles": dict(IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True, HAS_TILES=True, TILE_Q=64,
                                      TILE_K=64, BLOCK_D=32, BLOCK_DV=128),
 }
