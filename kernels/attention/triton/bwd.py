@@ -42,7 +42,7 @@ def attn_bwd_delta(O, DO, LSE, DLSE, DELTA, sob, soh, son, sod, sdb, sdh, sdn, s
     b = (pid_bh // Hq).to(tl.int64)
     h = (pid_bh % Hq).to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_dv = tl.arange(0, BLOCK_DV)
+    offs_dv = tl.arange(0, BLOCK_DV).to(tl.int64)
     io = (offs_m[:, None] < N) & (offs_dv[None, :] < DV)
     o = tl.load(O + b * sob + h * soh + offs_m[:, None].to(tl.int64) * son + offs_dv[None, :] * sod, mask=io, other=0.0)
     do = tl.load(DO + b * sdb + h * sdh + offs_m[:, None].to(tl.int64) * sdn + offs_dv[None, :] * sdd, mask=io, other=0.0)
@@ -174,8 +174,8 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
     bb = bb.to(tl.int64)
     desc_b = bb.to(tl.int32)  # descriptor coordinates are int32
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_dv = tl.arange(0, BLOCK_DV)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)  # head-dim offsets x last-dim stride: int64 (KER-BOUNDS)
+    offs_dv = tl.arange(0, BLOCK_DV).to(tl.int64)
     in_k = offs_n < k_len
     k_row = k_start.to(tl.int64) + offs_n.to(tl.int64)
     k_off = k_row[:, None]
@@ -299,8 +299,8 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
         return
     bb = bb.to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_dv = tl.arange(0, BLOCK_DV)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)  # head-dim offsets x last-dim stride: int64 (KER-BOUNDS)
+    offs_dv = tl.arange(0, BLOCK_DV).to(tl.int64)
     rows = offs_m < q_len
     q_off = q_start.to(tl.int64) + offs_m[:, None].to(tl.int64)
     q = tl.load(Q + bb * sqb + h.to(tl.int64) * sqh + q_off * sqn + offs_d[None, :] * sqd,

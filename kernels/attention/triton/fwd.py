@@ -215,8 +215,8 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
         return
     bb = bb.to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_dv = tl.arange(0, BLOCK_DV)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)  # head-dim offsets x last-dim stride: int64 (KER-BOUNDS)
+    offs_dv = tl.arange(0, BLOCK_DV).to(tl.int64)
     mask_base = MASK + bb * smb + h.to(tl.int64) * smh + k_start.to(tl.int64) * smj
     desc_b = bb.to(tl.int32)  # descriptor coordinates are int32
     if USE_DESC:

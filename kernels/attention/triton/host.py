@@ -203,6 +203,23 @@ def _dummies(dev):
     return _DUMMIES[dev]
 
 
+#: longest sequence (or packed total) the Triton kernels take: their index arithmetic is int32, and with
+#: window sides clamped to max(Nq, Nk) every intermediate stays below 3·2^29 + 1 < 2^31
+#: (``proofs/obligations/kernels/``, item KER-TILES)
+MAX_LEN = 2 ** 29
+
+
+def _index_args(window, Nq, Nk):
+    """(left, right) as the kernels take them: 0 for an absent side, a side clamped to max(Nq, Nk) (a
+    wider side allows nothing more: key j < Nk ≤ i + Nk − Nq + right once right ≥ Nq, and
+    j ≥ 0 ≥ i + Nk − Nq − left once left ≥ Nk). Lengths above ``MAX_LEN`` raise."""
+    if max(Nq, Nk) > MAX_LEN:
+        raise ValueError(f"the Triton kernels take sequence lengths up to {MAX_LEN} (int32 index arithmetic), "
+                         f"got Nq={Nq}, Nk={Nk}")
+    cap = max(Nq, Nk)
+    return tuple(0 if w is None else min(w, cap) for w in window)
+
+
 def _common(q, k, v, prob, lists=("KV", "Q")):
     """Launch arguments shared by the forward and the two gradient kernels; ``lists``: the
     block-sparse walk lists the caller's kernels read."""
@@ -215,7 +232,8 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     c = dict(seed=drop.seed if drop else 0, drop_t=drop.t if drop else 0, drop_scale=drop.scale if drop else 1.0,
              DROPOUT=drop is not None)
     c.update(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
-             left=left or 0, right=right or 0, HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
+             **dict(zip(("left", "right"), _index_args(prob.window, Nq, Nk))),
+             HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
              BLOCK_D=_pad(D), BLOCK_DV=_pad(Dv), DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
              GQA_MAP="gqa_map" in prob.bugs)
     if prob.seqlens is not None:
@@ -264,7 +282,7 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024):
             num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
             idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
             tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q,
-                                   prob.tiles.block_k, left or 0, right or 0, HAS_LEFT=left is not None,
+                                   prob.tiles.block_k, *_index_args(prob.window, Nq, Nk), HAS_LEFT=left is not None,
                                    HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
                                    TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), block))
             prob.cache[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
