@@ -117,7 +117,7 @@ def _mismatch(n, d, v, b, allowed, c=sp.Rational(1, 2)):
                     "cases": "(2,2,2) full, (3,1,1) causal, (3,2,1) sparse + one-key row"},
             deep_bounds={"n": 3, "d": 3, "v": 3, "mask bits": "symbolic", "p": "symbolic",
                          "cases": "default + (3,2,2) causal, (2,3,3) full"},
-            assumptions=["A-SOLVER-TRUST"], solver="sympy")
+            assumptions=["A-SOLVER-TRUST"], solver="sympy", scope="bounded", role="proof")
 def dropout_replayed(ctx):
     """With the realised mask replayed, the tiled reverse pass is the exact gradient of the dropped-out map."""
     cases = DEEP_CASES if ctx.deep else CASES
