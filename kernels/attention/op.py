@@ -3,7 +3,9 @@
 
 * ``flashproof::attention(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k,
   scale, left, right, causal, deterministic, requires_grad, backend, tuning, bugs) -> (out, lse)``
-  (``bugs``: the mutants' bug switches, comma-separated; "" for every user call)
+  (``bugs``: the mutants' bug switches, comma-separated, "" for every user call; ``dropout_p``,
+  ``dropout_seed``: the call's dropout, the seed resolved before the op, so that the backward op
+  regenerates the forward's keep bits)
 * ``flashproof::attention_backward(q, k, v, out, lse, dout, dlse, <the same arguments>) -> (dq, dk, dv)``
 
 The call's non-tensor structure travels as schema arguments: a ``BlockSparseMask`` as ``tiles`` +
@@ -40,13 +42,13 @@ def call(q, k, v, prob_args: dict):
 
 
 def _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left, right, causal,
-             deterministic, requires_grad, backend, tuning, bugs):
+             deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
     if tiles is not None:
         mask = api.BlockSparseMask(tiles, block_q, block_k, mask)
     prob = api.validate(q, k, v, causal=causal, window=(left, right), mask=mask, bias=bias, scale=scale,
                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, backend=backend, tuning=tuning,
                         deterministic=deterministic, bugs=frozenset(b for b in bugs.split(",") if b),
-                        requires_grad=requires_grad)
+                        requires_grad=requires_grad, dropout_p=dropout_p, dropout_seed=dropout_seed)
     return prob, plan(prob, device_of(q))
 
 
@@ -69,11 +71,11 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
                  tiles: Optional[Tensor], block_q: int, block_k: int, cu_seqlens_q: Optional[Tensor],
                  cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int], right: Optional[int],
                  causal: bool, deterministic: bool, requires_grad: bool, backend: str, tuning: str,
-                 bugs: str) -> tuple[Tensor, Tensor]:
+                 bugs: str, dropout_p: float, dropout_seed: Optional[int]) -> tuple[Tensor, Tensor]:
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype,
     lse (B, Hq, Nq) float32 (float64 for float64 inputs)."""
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
-                           right, causal, deterministic, requires_grad, backend, tuning, bugs)
+                           right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed)
     out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
     return out.contiguous(), lse.contiguous()
 
@@ -84,7 +86,7 @@ def _lse_dtype(q):
 
 @attention_op.register_fake
 def _(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left, right, causal,
-      deterministic, requires_grad, backend, tuning, bugs):
+      deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
     B, Hq, Nq, _ = q.shape
     return q.new_empty(B, Hq, Nq, v.shape[3]), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
 
@@ -95,10 +97,11 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                           tiles: Optional[Tensor], block_q: int, block_k: int, cu_seqlens_q: Optional[Tensor],
                           cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int],
                           right: Optional[int], causal: bool, deterministic: bool, requires_grad: bool,
-                          backend: str, tuning: str, bugs: str) -> tuple[Tensor, Tensor, Tensor]:
+                          backend: str, tuning: str, bugs: str, dropout_p: float,
+                          dropout_seed: Optional[int]) -> tuple[Tensor, Tensor, Tensor]:
     """The gradients (dq, dk, dv), shaped and typed like (q, k, v), contiguous."""
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
-                           right, causal, deterministic, True, backend, tuning, bugs)
+                           right, causal, deterministic, True, backend, tuning, bugs, dropout_p, dropout_seed)
     if route.backward == "none":
         raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
     dq, dk, dv = _kernels("backward", route.backward).backward(q, k, v, out, lse, dout, dlse, prob, route)
@@ -107,13 +110,13 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
 
 @attention_backward_op.register_fake
 def _(q, k, v, out, lse, dout, dlse, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
-      right, causal, deterministic, requires_grad, backend, tuning, bugs):
+      right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
     return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
 
 
 #: the forward op's arguments after (q, k, v), in schema order
 _ARGS = ("mask", "bias", "tiles", "block_q", "block_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "left", "right",
-         "causal", "deterministic", "requires_grad", "backend", "tuning", "bugs")
+         "causal", "deterministic", "requires_grad", "backend", "tuning", "bugs", "dropout_p", "dropout_seed")
 
 
 def _setup_context(ctx, inputs, output):
@@ -132,7 +135,7 @@ def _backward(ctx, dout, dlse):
     a = ctx.args
     dq, dk, dv = attention_backward_op(q, k, v, out, lse, dout, dlse, mask, bias, tiles, a["block_q"], a["block_k"],
                                        cu_q, cu_k, a["scale"], a["left"], a["right"], a["causal"], a["deterministic"],
-                                       True, a["backend"], a["tuning"], a["bugs"])
+                                       True, a["backend"], a["tuning"], a["bugs"], a["dropout_p"], a["dropout_seed"])
     return (dq, dk, dv) + (None,) * len(_ARGS)
 
 

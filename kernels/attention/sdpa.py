@@ -15,7 +15,10 @@ What it maps, and how:
   ``is_causal`` is refused, as SDPA refuses it. A float mask must have q's dtype (as SDPA requires).
 * GQA (Hq ≠ Hkv) only with ``enable_gqa=True``; without it, the error SDPA raises (a RuntimeError
   naming the head dims).
-* ``dropout_p``: 0 runs; > 0 raises NotImplementedError until ``attention()`` takes ``dropout_p``.
+* ``dropout_p``: passed to ``attention(dropout_p=…)`` (SDPA applies it whatever the module's training
+  mode, and so does this); the seed comes from torch's default generator, so ``torch.manual_seed``
+  reproduces a run. Under ``torch.compile`` drawing that seed reads a tensor value (a graph break):
+  call ``attention(..., dropout_seed=…)`` for a full graph with dropout.
 * Shapes: q (…, Hq, Nq, D), k (…, Hkv, Nk, D), v (…, Hkv, Nk, Dv) with 3 or 4 dims (a 3-D call is
   one head); out (…, Hq, Nq, Dv).
 
@@ -56,11 +59,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if not isinstance(is_causal, bool) or not isinstance(enable_gqa, bool):
         raise TypeError(f"is_causal and enable_gqa must be bools, got {type(is_causal).__name__}, "
                         f"{type(enable_gqa).__name__}")
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout_p must be a probability in [0, 1], got {dropout_p!r}")
-    if dropout_p > 0.0:
-        raise NotImplementedError(f"dropout_p={dropout_p}: dropout is pending in flashproof's kernels "
-                                  "(attention() takes no dropout_p yet); use dropout_p=0.0")
     one_head = query.dim() == 3
     q, k, v = (t.unsqueeze(1) if one_head else t for t in (query, key, value))  # (B, H, N, ·)
     B, Hq, Nq, D = q.shape
@@ -89,7 +87,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             mask = (torch.arange(Nk, device=q.device)[None, :] <= i[:, None])[None, None]  # (1, 1, Nq, Nk)
     if scale is None:
         scale = 1.0 / math.sqrt(D)
-    res = attention(q, k, v, window=window, mask=mask, bias=bias, scale=scale, return_lse=True, backend=backend)
+    res = attention(q, k, v, window=window, mask=mask, bias=bias, scale=scale, return_lse=True, backend=backend,
+                    dropout_p=dropout_p)
     out, lse = res
     if one_head:
         out, lse = out.squeeze(1), lse.squeeze(1)

@@ -23,6 +23,11 @@ of a kv head are stacked as rows of one matmul. ``bias`` (an additive float mask
 (B, Hq, Nq, Nk)) is added to the scaled scores; its −inf entries are masked pairs like a False in
 ``mask`` (so NaN/inf planted where they point cannot leak either).
 
+Dropout (``prob.dropout``): each chunk's keep bits z are regenerated from the seed and the pairs'
+positions (``dropout.keep_bits``, the Triton kernels' Philox); the forward accumulates (p ∘ z) V and
+scales out by 1/(1 − p) (ℓ, lse undropped); the backward uses the same z: dV += (r ∘ p)ᵀ dO and
+dP = r ∘ (dO Vᵀ) with r = z/(1 − p), and δ = rowsum(dO ∘ O) with the dropped-out O.
+
 Arithmetic is float32 (float64 for float64 inputs). Keys or queries read only by masked pairs are
 zeroed before any product, so NaN/inf planted there cannot leak through 0 · NaN.
 """
@@ -31,6 +36,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 import torch
+
+from .dropout import keep_bits
 
 BLOCK_M = 128    # queries per tile-row
 BLOCK_N = 64     # keys per tile: the unit in which fully masked keys are skipped
@@ -64,7 +71,7 @@ def forward(q, k, v, prob, route=None):
         for i0 in range(0, n, BLOCK_M):
             i1 = min(i0 + BLOCK_M, n)
             qb = qg[:, :, :, seg.qs][:, :, :, i0:i1].to(cdt)  # (B, Hkv, G, bm, D)
-            o, l = _forward_rows(qb, ks, vs, seg, i0, i1, prob)
+            o, l = _forward_rows(qb, ks, vs, seg, i0, i1, prob, _kept(q, k, seg, i0, i1, prob))
             out[:, :, :, seg.qs.start + i0:seg.qs.start + i1] = o
             lse[:, :, :, seg.qs.start + i0:seg.qs.start + i1] = l
     return _ungroup(out, bug).to(q.dtype), _ungroup(lse, bug)
@@ -95,7 +102,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
             rows = slice(seg.qs.start + i0, seg.qs.start + i1)
             dq[:, :, :, rows] = _backward_rows(qg[:, :, :, rows].to(cdt), ks, vs,
                                                dog[:, :, :, rows].to(cdt), lg[:, :, :, rows], dg[:, :, :, rows],
-                                               dks, dvs, seg, i0, i1, prob)
+                                               dks, dvs, seg, i0, i1, prob, _kept(q, k, seg, i0, i1, prob))
     return _ungroup(dq, bug).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
@@ -187,6 +194,25 @@ def _chunks(seg, n, m, i0, i1, prob, device):
     return out
 
 
+def _kept(q, k, seg, i0, i1, prob):
+    """None without dropout, else kept(keys) -> bool (B, Hkv, G, i1 − i0, len(keys)): the keep bits of
+    tile-row [i0, i1) of the segment against its keys ``keys`` (a slice or an index tensor, relative
+    to the segment), at their positions in the q and k tensors."""
+    if prob.dropout is None:
+        return None
+    B, Hq, Nq = q.shape[:3]
+    Nk, dev = k.shape[2], q.device
+    ar = lambda a, b: torch.arange(a, b, dtype=torch.int64, device=dev)  # noqa: E731
+    b = ar(0, B)[:, None, None, None, None]
+    h = _group(ar(0, Hq)[None, :, None, None], k.shape[1], "gqa_map" in prob.bugs)  # (1, Hkv, G, 1, 1)
+    i = ar(seg.qs.start + i0, seg.qs.start + i1)[None, None, None, :, None]
+
+    def kept(keys):
+        j = ar(keys.start, keys.stop) if isinstance(keys, slice) else keys.to(torch.int64)
+        return keep_bits(prob.dropout, Hq, Nq, Nk, b, h, i, (seg.ks.start + j)[None, None, None, None, :])
+    return kept
+
+
 def _cut(t, m, i0, i1, off, left, right) -> bool:
     """Whether the window cuts key tile t for some query of tile-row [i0, i1) (the causal diagonal):
     only such tiles need the window's predicate."""
@@ -217,7 +243,7 @@ def _zero_unread(x, a, dim):
     return torch.where(live[..., None], x, 0)
 
 
-def _forward_rows(qb, k, v, seg, i0, i1, prob):
+def _forward_rows(qb, k, v, seg, i0, i1, prob, kept=None):
     """One tile-row. qb (B, Hkv, G, bm, D) queries, k (B, Hkv, m, D), v (B, Hkv, m, Dv) ->
     out (B, Hkv, G, bm, Dv), lse (B, Hkv, G, bm)."""
     B, Hkv, G, bm, _ = qb.shape
@@ -237,20 +263,25 @@ def _forward_rows(qb, k, v, seg, i0, i1, prob):
         m_new = torch.zeros_like(m_i) if "no_max" in bugs else torch.maximum(m_i, s.amax(-1))
         ref = m_new if "unguarded_inf" in bugs else torch.where(m_new > float("-inf"), m_new, 0)
         p = s.sub_(ref[..., None]).exp_()  # e^(−inf − ref) = 0 on masked pairs
+        rowsum = p.sum(-1)  # ℓ counts every allowed pair, dropped or not
+        if kept is not None:
+            p.masked_fill_(~kept(keys), 0)  # dropped pairs leave only the value sum
         pv = (p.flatten(2, 3) @ vb).view(acc.shape)
         if "no_alpha" in bugs:
-            l_i, acc = l_i + p.sum(-1), acc + pv
+            l_i, acc = l_i + rowsum, acc + pv
         else:
             alpha = torch.exp(m_i - ref)
-            l_i, acc = alpha * l_i + p.sum(-1), alpha[..., None] * acc + pv
+            l_i, acc = alpha * l_i + rowsum, alpha[..., None] * acc + pv
         m_i = m_new
     empty = l_i == 0
     out = acc / torch.where(empty, 1, l_i)[..., None]
+    if kept is not None:
+        out = out * prob.dropout.scale
     lse = torch.where(empty, float("-inf"), m_i + torch.log(torch.where(empty, 1, l_i)))
     return out, lse
 
 
-def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
+def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob, kept=None):
     """One tile-row; qb (B, Hkv, G, bm, D) queries, do (B, Hkv, G, bm, Dv), lse (−inf replaced
     by 0) and delta (B, Hkv, G, bm). Adds into dk (B, Hkv, m, D) and dv (B, Hkv, m, Dv) (the segment's
     views) and returns dq (B, Hkv, G, bm, D)."""
@@ -267,9 +298,12 @@ def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob):
         if a is not None:
             s.masked_fill_(~a, float("-inf"))
         p = s.sub_(lse[..., None]).exp_()  # (B, Hkv, G, bm, c); 0 on masked pairs
-        pr = p.flatten(2, 3)
-        dvb = pr.transpose(-1, -2) @ dor  # (B, Hkv, c, Dv), the group summed by the matmul
+        z = None if kept is None else kept(keys)  # r = z/(1 − p): dV += (r ∘ p)ᵀ dO, dP = r ∘ (dO Vᵀ)
+        pz = p if z is None else torch.where(z, p * prob.dropout.scale, 0)
+        dvb = pz.flatten(2, 3).transpose(-1, -2) @ dor  # (B, Hkv, c, Dv), the group summed by the matmul
         dp = (dor @ vb.transpose(-1, -2)).view(p.shape)
+        if z is not None:
+            dp = torch.where(z, dp * prob.dropout.scale, 0)
         ds = p.mul_(dp.sub_(delta[..., None]))  # p ∘ (dP − δ); 0 on masked pairs
         dsr = ds.flatten(2, 3)
         dq.view(B * Hkv, G * bm, D).baddbmm_(dsr.flatten(0, 1), kb.flatten(0, 1), alpha=prob.scale)

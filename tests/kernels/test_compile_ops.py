@@ -111,7 +111,8 @@ def test_export_runs_and_matches_eager():
 
 def _op_args(q, k, v, mask=None, bias=None, tiles=None, block=(0, 0), cu=(None, None), scale=None, window=(None, None),
              causal=False):
-    return (q, k, v, mask, bias, tiles, *block, *cu, scale, *window, causal, False, True, "auto", "autotune", "")
+    return (q, k, v, mask, bias, tiles, *block, *cu, scale, *window, causal, False, True, "auto", "autotune", "", 0.0,
+            None)
 
 
 def _opcheck_cases():

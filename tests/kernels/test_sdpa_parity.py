@@ -199,9 +199,17 @@ def test_bad_calls_raise_what_sdpa_raises(args, kw):
         sdpa(*args, **kw)
 
 
-def test_dropout_is_pending():
-    with pytest.raises(NotImplementedError, match="dropout"):
-        sdpa(*_qkv(), dropout_p=0.1)
+def test_dropout_p_reaches_attention():
+    """dropout_p is attention()'s dropout: the same seed from torch's generator gives the same result,
+    p > 0 differs from p = 0, and a bad p is refused."""
+    q, k, v = _qkv()
+    torch.manual_seed(5)
+    a = sdpa(q, k, v, dropout_p=0.3)
+    torch.manual_seed(5)
+    assert torch.equal(a, sdpa(q, k, v, dropout_p=0.3))
+    assert not torch.equal(a, sdpa(q, k, v))
+    with pytest.raises(ValueError, match="dropout_p"):
+        sdpa(q, k, v, dropout_p=1.5)
 
 
 def _prob(bias, backend="auto"):
