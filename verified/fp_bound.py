@@ -12,7 +12,7 @@ P·V), fp32 accumulation (u = 2⁻²⁴), device exp/log accuracy u_e (assumptio
     ρ_z = (1+u)^{b₁+2(T−1)} (1+u_in) (1+u_e)^T e^φ − 1
     H   = n_k·(η_e + η_in)·(1+u)^{b₁+2T}·e^φ·(1+u_e)^T   (underflow of weights, absolute)
     e   = M_v·(ρ_z + ρ_ℓ + 2H·e^{E_s}) / (1 − ρ_ℓ − H·e^{E_s})
-    |Ŷ − Y| ≤ e + u·(M_v + e)
+    |Ŷ − Y| ≤ e + u_div·(M_v + e)              (u_div: the device division, 2⁻²²)
 
 and for the log-sum-exp, with r = ρ_ℓ + H·e^{E_s}, Λ = ln(n_k(1+r)) + E_s − ln(1−r):
     |lsê − lse| ≤ L + u·(S + E_s + Λ + L),   L = −ln(1−r) + u_e·(1 + Λ).
@@ -26,11 +26,17 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["FORMATS", "U_ACC", "U_EXP", "ETA_EXP", "FPErrorBound", "Terms", "terms", "forward_error_bound"]
+__all__ = ["FORMATS", "U_ACC", "U_EXP", "U_DIV", "ETA_EXP", "FPErrorBound", "Terms", "terms", "forward_error_bound"]
 
 U_ACC = 2.0 ** -24   # fp32 accumulation, round to nearest
 U_EXP = 2.0 ** -21   # device exp2/log2 relative accuracy (A-FP-EXP-ACC)
+U_DIV = 2.0 ** -22   # device fp32 division (div.full: 2 ulps), relative accuracy (A-FP-EXP-ACC)
 ETA_EXP = 2.0 ** -126  # an exp result below fp32's smallest normal may be flushed to 0 (A-FP-EXP-ACC)
+
+#: the formula is evaluated in double (a few dozen operations, each within an ulp): the result is
+#: raised by 2^-40 relative so that the evaluation's own rounding cannot drop it below the exact
+#: formula. This is not a tolerance margin; 2^-40 is far below every term of the bound.
+SLACK = 1 + 2.0 ** -40
 
 #: input format -> (u_in: unit roundoff of the weight cast, η_in: its absolute underflow);
 #: fp32 inputs: the cast is the identity
@@ -78,10 +84,10 @@ def terms(n_k: int, d: int, block: int, fmt: str, *, mq: float, mk: float, scale
     S = abs(scale) * d * mq * mk
     E_s = _gamma(d + 2, u) * S
     phi = E_s + 2 * u * T * (S + E_s)
-    grow = math.exp(phi + T * math.log1p(U_EXP))
-    rho_l = math.exp(ku_l * math.log1p(u)) * grow - 1
-    rho_z = math.exp(ku_z * math.log1p(u) + math.log1p(u_in)) * grow - 1
-    H = n_k * (ETA_EXP + eta_in) * math.exp((b1 + 2 * T) * math.log1p(u)) * grow
+    grow = phi + T * math.log1p(U_EXP)  # log of the factors every term shares
+    rho_l = math.expm1(ku_l * math.log1p(u) + grow)  # expm1/log1p: no cancellation in ρ ≈ 1e-7
+    rho_z = math.expm1(ku_z * math.log1p(u) + math.log1p(u_in) + grow)
+    H = n_k * (ETA_EXP + eta_in) * math.exp((b1 + 2 * T) * math.log1p(u) + grow)
     return Terms(T, b1, ku_l, ku_z, T, S, E_s, phi, rho_l, rho_z, H)
 
 
@@ -95,9 +101,9 @@ def forward_error_bound(n_k: int, d: int, block: int, fmt: str, *, mq: float, mk
     if not den > 0:
         return FPErrorBound(math.inf, math.inf, t)
     e = mv * (t.rho_z + t.rho_l + 2 * hs) / den
-    out = e + u * (mv + e)
+    out = (e + U_DIV * (mv + e)) * SLACK
     r = t.rho_l + hs
-    lam = math.log(n_k * (1 + r)) + t.E_s - math.log1p(-r)
+    lam = math.log(n_k) + math.log1p(r) + t.E_s - math.log1p(-r)
     L = -math.log1p(-r) + U_EXP * (1 + lam)
-    lse = L + u * (t.S + t.E_s + lam + L)
+    lse = (L + u * (t.S + t.E_s + lam + L)) * SLACK
     return FPErrorBound(out, lse, t)

@@ -4,7 +4,8 @@ Every value is an abstract record of how the floating-point run of the same oper
 differ from the exact run (EXT-FP-ERROR). Nothing is first-order: every rounding contributes a
 factor (1 + δ), |δ| ≤ u, and the factors are multiplied out exactly, so the bound comes with no
 dropped remainder. The per-operation models are those of ``spec`` assumptions A-FP-IEEE,
-A-FP-ROUND-MODEL (checked by z3, ``ATT-FP-ERROR-MODEL-*``), A-FP-EXP-ACC and A-FP-NORMAL.
+A-FP-ROUND-MODEL (checked by Bitwuzla, ``ATT-FP-ERROR-MODEL``), A-FP-EXP-ACC (exp, log and
+the division, which are device approximations, not IEEE operations) and A-FP-NORMAL.
 
 Linear values (``Lin``): the computed value is x̂ = Σ_t x_t·(1 + θ_t) + h, a sum of exact terms
 x_t = w_t·y_t (w_t ≥ 0 a product of exp results, 1 on the score path; y_t a product of inputs),
@@ -32,8 +33,9 @@ __all__ = ["Entry", "Lin", "Score", "Out", "LogVal", "ErrBoundNum", "SYMBOLS", "
 
 #: unit roundoff of the fp32 accumulation, of the input format (the weight cast before P·V), the
 #: device exp's relative accuracy; absolute underflow of an exp result (flush) and of the cast
-u, u_in, u_e, eta_e, eta_in = sp.symbols("u u_in u_e eta_e eta_in", nonnegative=True)
-SYMBOLS = {"u": u, "u_in": u_in, "u_e": u_e, "eta_e": eta_e, "eta_in": eta_in}
+#: the device division's relative accuracy (Triton's fp32 ``/`` is div.full, not IEEE)
+u, u_in, u_e, u_div, eta_e, eta_in = sp.symbols("u u_in u_e u_div eta_e eta_in", nonnegative=True)
+SYMBOLS = {"u": u, "u_in": u_in, "u_e": u_e, "u_div": u_div, "eta_e": eta_e, "eta_in": eta_in}
 Es, Sm = sp.symbols("E_s S", nonnegative=True)  # a raw score's error bound, its magnitude bound
 
 
@@ -161,7 +163,7 @@ class ErrBoundNum(NumberSystem):
         num = rz + rl + (z.H + l.H) / L0
         den = 1 - rl - l.H / L0
         e = z.ymag * num / den
-        return Out(e + u * (z.ymag + e))  # the division's own rounding, on |Ŷ| ≤ ymag + e
+        return Out(e + u_div * (z.ymag + e))  # the device division's own error, on |Ŷ| ≤ ymag + e
 
     # --- scores
     def to_score(self, x: Lin) -> Score:
