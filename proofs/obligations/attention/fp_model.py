@@ -126,13 +126,9 @@ def _z3(hyp, claim, ctx):
     return str(r), (model_dict(s.model()) if r == z3.sat else None), f"z3 {z3.get_version_string()}"
 
 
-@obligation("ATT-FP-ERROR-MODEL", checks=["EXT-FP-ERROR"],
-            bounds={"formats": "fp32 (accumulation); casts to fp16, bf16", "operands": "all finite"},
-            assumptions=["A-FP-IEEE", "A-SOLVER-TRUST"], solver="bitwuzla+z3")
-def fp_model(ctx):
-    """Every IEEE step's error model (fp32 +, ×, 0 + x; the weight cast) holds for all operands."""
+def _run(queries, ctx):
     used, times = set(), []
-    for name, build, solver in QUERIES:
+    for name, build, solver in queries:
         hyp, claim = build()
         t0 = time.perf_counter()
         try:
@@ -149,8 +145,34 @@ def fp_model(ctx):
     return Outcome("proved", solver="+".join(sorted(used)), detail="; ".join(times))
 
 
+_ADD = [q for q in QUERIES if q[0].startswith("fp32 add")]
+_REST = [q for q in QUERIES if not q[0].startswith("fp32 add")]
+
+
+@obligation("ATT-FP-ERROR-MODEL", checks=["EXT-FP-ERROR"],
+            bounds={"formats": "fp32 ×, 0 + x; casts fp32 → fp16, bf16", "operands": "all finite"},
+            assumptions=["A-FP-IEEE", "A-SOLVER-TRUST"], solver="bitwuzla+z3")
+def fp_model(ctx):
+    """The IEEE steps' error models (fp32 ×, 0 + x, the weight cast) hold for all finite operands."""
+    return _run(_REST, ctx)
+
+
+@obligation("ATT-FP-ERROR-MODEL-ADD", checks=["EXT-FP-ERROR"], bounds={"formats": "fp32 +", "operands": "all finite"},
+            assumptions=["A-FP-IEEE", "A-SOLVER-TRUST"], solver="bitwuzla")
+def fp_model_add(ctx):
+    """fp32 addition's error model fl(a+b) = (a+b)(1+δ), |δ| ≤ u, holds for all finite operands."""
+    return _run(_ADD, ctx)
+
+
 @control("ATT-FP-ERROR-MODEL/half-u", of="ATT-FP-ERROR-MODEL",
          bug="the error model claims |δ| ≤ u/2 instead of u (a rounding can be off by half an ulp)")
 def fp_model_half_u(ctx):
     with patch.dict(UNITS, mutants.HALF_UNITS):
         return fp_model(ctx)
+
+
+@control("ATT-FP-ERROR-MODEL-ADD/half-u", of="ATT-FP-ERROR-MODEL-ADD",
+         bug="fp32 addition's error model claims |δ| ≤ u/2 instead of u")
+def fp_model_add_half_u(ctx):
+    with patch.dict(UNITS, mutants.HALF_UNITS):
+        return fp_model_add(ctx)
