@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.flashproof-installed
 TORCH_SPEC ?= torch==2.13.0
 JOBS   ?= 2
 
-.PHONY: browser setup prove test test-all audit fuzz bench gpu-check clean
+.PHONY: browser setup prove test test-all audit fuzz bench gpu-check gpu-probe clean
 
 setup: $(STAMP)
 
@@ -37,12 +37,16 @@ audit: $(STAMP)                ## the browsable report under out/audit/
 fuzz: $(STAMP)                 ## fuzz our kernel against the verified oracle
 	$(BIN)/flashproof fuzz --kernel torch
 
-# The GPU targets use the machine's own python3 with CUDA torch (not the CPU venv) and install nothing.
+# The GPU targets use the machine's own python3 with CUDA torch (not the CPU venv): scripts/gpu_session.sh
+# installs the package from this checkout into /tmp/fp (pip --no-deps --no-build-isolation, no network).
 bench:                         ## GPU: ours vs SDPA flash / cuDNN / efficient and FlexAttention; the sampler bench
 	bash scripts/gpu_session.sh bench
 
 gpu-check:                     ## GPU: kernel check (bf16/fp16/fp32, determinism, poison), fuzz campaigns, sampler tests
 	bash scripts/gpu_session.sh check
+
+gpu-probe:                     ## GPU: lab/probe.py timings (Triton vs Gluon, block-sparse breakdown)
+	bash scripts/gpu_session.sh probe
 
 clean:
 	rm -rf out .prove-cache .pytest_cache .hypothesis

@@ -2,8 +2,10 @@
 
 * ``prove``  — ``flashproof.proofs.engine.cli``  (discharge the obligations, write the audit JSON)
 * ``audit``  — ``flashproof.proofs.audit.cli``   (the browsable report)
-* ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel against the oracle)
-* ``bench``  — ``flashproof.kernels.bench`` (timings against the anchors; needs a GPU)
+* ``fuzz``   — ``flashproof.fuzz.cli`` (differential fuzzing of a kernel or sampler against the oracle)
+* ``repro``  — ``flashproof.fuzz.repro`` (run a reproducer script written by ``fuzz``)
+* ``fuzz-bench`` — ``flashproof.fuzz.bench`` (complete fuzzing examples per minute; for a GPU)
+* ``bench``  — ``flashproof.bench.attention`` (timings against the anchors; needs a GPU)
 
 A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -16,8 +18,10 @@ import sys
 VERBS = {
     "prove": ("flashproof.proofs.engine.cli", "discharge the proof obligations and write the audit trail"),
     "audit": ("flashproof.proofs.audit.cli", "write the browsable audit report (HTML, Markdown, JSON)"),
-    "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel against the oracle"),
-    "bench": ("flashproof.kernels.bench", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
+    "fuzz": ("flashproof.fuzz.cli", "differential fuzzing of an attention kernel or sampler against the oracle"),
+    "repro": ("flashproof.fuzz.repro", "run a reproducer script written by `flashproof fuzz`"),
+    "fuzz-bench": ("flashproof.fuzz.bench", "complete fuzzing examples per minute (ours, SDPA flash; GPU)"),
+    "bench": ("flashproof.bench.attention", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
 }
 
 

@@ -4,9 +4,9 @@
 #   bash scripts/gpu_session.sh kernel   # only the attention steps;  ... sampler  # only the sampler steps
 #   bash scripts/gpu_session.sh bench    # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention), sampler bench
 #   bash scripts/gpu_session.sh all      # check, then bench
-#   bash scripts/gpu_session.sh probe    # kernels/probe.py: A/B timings of kernel variants, block-sparse breakdown
+#   bash scripts/gpu_session.sh probe    # lab/probe.py: Triton/Gluon timings, block-sparse breakdown
 #   bash scripts/gpu_session.sh attn-bench  # the attention bench alone
-#   bash scripts/gpu_session.sh gluon    # the Gluon forward: its check cases and fuzz profile, then its probe
+#   bash scripts/gpu_session.sh gluon    # the Gluon kernels: their check cases and fuzz profile, then their probe
 # The correctness steps run as parallel processes (JOBS of them at a time, default: the CPU count):
 # almost all of their time is Triton/torch.compile compiling a new kernel variant on the CPU, so one
 # process per case group / dtype / fuzz seed turns a run that took ~10 min serially into ~4 min.
@@ -15,20 +15,22 @@
 # step's rc, time and last lines), verdict.txt (scripts/gpu_merge.py: every case, shard and test in
 # one table) and results.tar.gz (every log/JSON/markdown the steps wrote, re-packed after each step,
 # so a run cut short keeps what finished).
-# Works without installing: the GPU machine has no network, so the package is put on PYTHONPATH by a
-# symlinked namespace (the repository's folders are flashproof's sub-packages).
+# The package is installed from the checkout (no network: --no-deps --no-build-isolation, the machine's
+# torch/triton/setuptools) into /tmp/fp, which goes on PYTHONPATH; the steps run from /tmp, so they import
+# the installed package, not the checkout's folders. lab/ (gpu_check, probe) is run from the checkout.
+# Correctness steps run our Triton kernels with tuning="first" (one configuration per launch key; the
+# default of lab/gpu_check.py and of flashproof fuzz); the benches and the probe autotune.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/out/gpu}
 RES=/tmp/fp_results
-rm -rf "$RES"  # a machine kept warm between calls still holds the previous call's results
-mkdir -p "$OUT" "$RES" /tmp/fp/flashproof
-cp -r "$ROOT"/flashproof/. /tmp/fp/flashproof/
-for d in kernels verified spec proofs; do ln -sfn "$ROOT/$d" "/tmp/fp/flashproof/$d"; done
-export PYTHONPATH=/tmp/fp
-export FLASHPROOF_TRITON_CONFIG=${FLASHPROOF_TRITON_CONFIG:-first}
-cd /tmp
 PY=${PY:-python3}
+rm -rf "$RES" /tmp/fp  # a machine kept warm between calls still holds the previous call's results
+mkdir -p "$OUT" "$RES"
+$PY -m pip install -q --no-deps --no-build-isolation --target /tmp/fp "$ROOT" > "$OUT/install.txt" 2>&1 \
+  || { echo "install failed:"; tail -20 "$OUT/install.txt"; exit 4; }
+export PYTHONPATH=/tmp/fp
+cd /tmp
 JOBS=${JOBS:-$(nproc)}
 BOX=${BOX:-300}            # time box of each parallel correctness step (s)
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -50,8 +52,8 @@ par() {  # par NAME SECONDS CMD...: a step in the background, at most JOBS at a 
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 1; done
   step "$@" &
 }
-GC="$PY -m flashproof.kernels.gpu_check --fuzz-budget 0 --minutes 60"
-CASESG=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat  # the Gluon forward's shapes
+GC="$PY $ROOT/lab/gpu_check.py --fuzz-budget 0 --minutes 60"
+CASESG=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat  # the Gluon kernels' shapes
 CASES9=causal_1025_gqa,causal_nq_lt_nk,causal_nq_gt_nk_empty_rows,plain_d256,window_d96_dv64,mask_late_keys,block_sparse,varlen,strided_mqa
 kernel_steps() {
   par gc_determinism "$BOX" $GC --out "$RES/gc_determinism" --cases determinism --dtypes bf16
@@ -66,12 +68,13 @@ kernel_steps() {
   done
   # The campaign of our Triton kernel, sharded by hypothesis seed: each shard runs its whole budget
   # (complete) unless the time box ends it (INCOMPLETE, exit 3 — never counted as passed).
-  # "triton" fuzzes the deterministic backward (and checks it bitwise), "triton-atomic" the default one.
+  # "triton" fuzzes the default GPU call with the deterministic backward (and checks it bitwise),
+  # "triton-atomic" the default call (deterministic=False: the Gluon backward where it applies).
   for kern in triton triton-atomic; do for dt in bf16 fp16; do for seed in ${FUZZ_SEEDS:-0 1}; do
     par "fuzz_${kern}_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel $kern --dtype $dt --seed $seed \
         --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
-  gluon_steps  # the Hopper (Gluon) forward's cases and fuzz profile (d = 128, Nq = Nk multiples of 128)
+  gluon_steps  # the Hopper (Gluon) kernels' cases and fuzz profile (d = 128, Nq = Nk multiples of 128)
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
       --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"
@@ -79,20 +82,19 @@ kernel_steps() {
       --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party_flex.json"
 }
 sampler_tests() {
-  par sampler_tests "$BOX" $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/test_sampler_coupled.py" \
-      "$ROOT/tests/test_sampler_triton.py" "$ROOT/tests/test_sampler_aot.py" "$ROOT/tests/test_sampler_statistical.py"
+  par sampler_tests "$BOX" $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/sampler"
 }
-sampler_bench() { step sampler_bench 120 $PY -m flashproof.kernels.sampler_bench --out "$RES/sampler_bench.json"; }
+sampler_bench() { step sampler_bench 120 $PY -m flashproof.bench.sampler --out "$RES/sampler_bench.json"; }
 attn_bench() {  # autotuned timings; BENCH_SHAPES (d:N:causal,...) and BENCH_PROVIDERS narrow the run to fit a box
-  step bench "${BENCH_SECONDS:-420}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof bench --out "$RES/bench" \
+  step bench "${BENCH_SECONDS:-420}" $PY -m flashproof bench --out "$RES/bench" \
       --sparse 0.1 ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} ${BENCH_PROVIDERS:+--providers "$BENCH_PROVIDERS"}
 }
-probe() {  # A/B timings (kernels/probe.py); PROBE_PARTS narrows it (fwd,sparse,bwd)
-  step probe "${PROBE_SECONDS:-540}" env -u FLASHPROOF_TRITON_CONFIG $PY -m flashproof.kernels.probe --out "$RES/probe" \
+probe() {  # timings (lab/probe.py); PROBE_PARTS narrows it (fwd,sparse,host,launch,gluon,gluon-bwd)
+  step probe "${PROBE_SECONDS:-540}" $PY "$ROOT/lab/probe.py" --out "$RES/probe" \
       ${PROBE_PARTS:+--parts "$PROBE_PARTS"}
 }
 verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; cat "$OUT/verdict.txt"; pack; }
-gluon_steps() {  # the Hopper (Gluon) forward alone: its gpu_check cases and its fuzz profile
+gluon_steps() {  # the Hopper (Gluon) kernels alone: their gpu_check cases and their fuzz profile
   for dt in bf16 fp16; do
     par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt
     # triton-atomic: deterministic=False, the default call, so the Gluon backward runs too (Hq = Hkv)
@@ -107,7 +109,7 @@ sampler) sampler_tests; wait; verdict; sampler_bench ;;
 bench)   attn_bench; sampler_bench ;;
 all)     kernel_steps; sampler_tests; wait; verdict; sampler_bench; attn_bench ;;
 probe)   probe ;;
-gluon)   gluon_steps; wait; verdict; PROBE_PARTS=${PROBE_PARTS:-gluon} probe ;;
+gluon)   gluon_steps; wait; verdict; PROBE_PARTS=${PROBE_PARTS:-gluon,gluon-bwd} probe ;;
 attn-bench) attn_bench ;;
 *) echo "usage: $0 check|kernel|sampler|bench|attn-bench|all|probe|gluon" >&2; exit 2 ;;
 esac

@@ -42,10 +42,26 @@ exp(−∞) = 0; exp(0) = 1 exactly; 0 ≤ exp(x) ≤ 1 for x ≤ 0; exp(x) ≥ 
 not assumed (no ulp bound): the safety checks need only these sign, range and special-value facts.
 """)
 
-assumption("A-SOLVER-TRUST", "the checkers are trusted", statement="""
-A z3 `unsat` (negated claim) is taken as a proof, a z3 `sat` model is re-checked only where stated,
-and sympy reducing a difference to 0 is taken as an identity. The versions are recorded in every
-result; a second independent checker is not run.
+assumption("A-SOLVER-TRUST", "what is still trusted in the solvers", statement="""
+With the cross-check on (``flashproof prove --cross-check``, the default of ``--deep`` and of CI), every
+z3 query is decided again by a second, independently written solver from the same SMT-LIB text (cvc5;
+Bitwuzla for floating point), a disagreement fails the run, and a record where the second solver could
+not decide every query reads "one solver" in the audit. Still trusted: z3's SMT-LIB export of the query
+and the engine's one rewrite of it (a one-argument + * and or becomes its argument); for every record
+that reads "one solver" (including every run without the cross-check), z3 alone; the shared SMT-LIB
+semantics both solvers implement (e.g. x/0 is an unspecified value, FP rounding as IEEE 754); sympy
+reducing a difference to 0 (the sympy and exact checks have no second checker); the exact Fraction and
+integer arithmetic of Python. No proof certificates are checked; sat models are re-checked only where
+an obligation says so.
+""")
+
+assumption("A-COORDINATEWISE", "a claim proved at one vector width holds at every width", statement="""
+Obligations about summaries and states of width v (the value dimension) are proved at one width (v = 16,
+or 1) and read for every v. The reference computes each of the v coordinates of z, and of the output
+z/ℓ, by the same expression of that coordinate's inputs and the shared scalars m and ℓ, never mixing
+coordinates; so the claim at width v is the conjunction of v renamed copies of the claim for one
+coordinate, and holds for every v when it holds for one. This is an argument about the code's shape
+(the list comprehensions in ``merge`` and ``_finish``), checked by reading, not by a solver.
 """)
 
 assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""

@@ -13,6 +13,11 @@ except ImportError:  # pragma: no cover
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from support.triton_interpreter import numpy_2_4_shim
+
+    numpy_2_4_shim()
+
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("deep", max_examples=1000, deadline=None,

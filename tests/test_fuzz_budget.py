@@ -5,12 +5,19 @@ import argparse
 import json
 from random import Random
 
+import pytest
+import torch
 from hypothesis import find, given, settings
 
 from flashproof.fuzz.campaign import PROFILES, _strategy, format_summary, run_campaign
 from flashproof.fuzz import targets
 from flashproof.fuzz.cli import add_arguments, run as cli_run
 from flashproof.fuzz.strategies import FAMILIES
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)  # as the CLI does on the CPU: on a loaded 2-core machine two threads cost 6x
 
 
 def test_wall_clock_budget_gives_a_partial_summary_marked_incomplete():
@@ -81,20 +88,18 @@ def _gluon_strategy():
 @settings(max_examples=40, database=None, deadline=None)
 @given(_gluon_strategy())
 def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
-    """Every problem of ``--profile gluon`` is routed to the Gluon forward on an sm_90 GPU: the
-    validated call of the built problem, in bf16, passes ``attention_gluon.shape_reason``."""
+    """Every problem of ``--profile gluon`` is routed to the Gluon kernels on an sm_90 GPU: the
+    validated call of the built problem, in bf16, passes ``dispatch.gluon_rule`` for an H200."""
     import torch
 
     from flashproof.fuzz.problem import build
-    from flashproof.kernels import attention_gluon
-    from flashproof.kernels.attention import _validate
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.api import validate
 
     p = build(spec)
     q, k, v = (t.to(torch.bfloat16) for t in (p.q, p.k, p.v))
-    causal = spec.causal
-    prob = _validate(q, k, v, causal=causal, window=spec.window, mask=None, scale=p.scale, cu_seqlens_q=None,
-                     cu_seqlens_k=None, backend="torch", deterministic=False, bugs=frozenset(), return_lse=True)
-    assert attention_gluon.shape_reason(q, k, v, prob) is None, spec
+    prob = validate(q, k, v, causal=spec.causal, window=spec.window, scale=p.scale)
+    assert dispatch.gluon_rule(prob, dispatch.Device("cuda", (9, 0), False, True, True)) is None, spec
 
 
 def test_gluon_profile_reaches_its_families():
@@ -104,3 +109,25 @@ def test_gluon_profile_reaches_its_families():
                       "gqa": lambda s: s.heads_q > s.heads_kv, "batch": lambda s: s.batch > 1,
                       "long": lambda s: s.n_q == 1024}.items():
         assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None), random=Random(0))), fam
+
+
+def test_a_gpu_campaign_draws_from_a_bounded_set_of_specialisations():
+    """Compile-aware: one campaign's problems use at most 4 lengths and 2 head dims (its
+    specialisations, picked by the seed), every family still on; other seeds pick other sets."""
+    from flashproof.fuzz.campaign import campaign_sets
+
+    sets = [campaign_sets(dict(PROFILES["gpu"]), seed) for seed in range(6)]
+    assert all(len(s["lengths"]) == 4 and len(s["dims"]) == 2 and 1 in s["lengths"] for s in sets)
+    assert len({s["lengths"] for s in sets}) > 1
+    prof = sets[0]
+    strat = _strategy(targets.get("triton"), "cuda", prof)
+
+    @settings(max_examples=150, database=None, deadline=None)
+    @given(strat)
+    def inside(spec):
+        assert spec.d in prof["dims"] and spec.dv in prof["dims"]
+        if spec.seqlens is None:
+            assert spec.n_q in prof["lengths"] and spec.n_k in prof["lengths"]
+        else:
+            assert all(a in (0, *prof["lengths"]) and b in (0, *prof["lengths"]) for a, b in spec.seqlens)
+    inside()

@@ -14,6 +14,11 @@ from flashproof.fuzz.problem import ProblemSpec
 MUTANTS = targets.mutant_names()
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)  # as the CLI does on the CPU: the tensors are tiny
+
+
 def test_our_torch_kernel_passes_the_default_campaign():
     s = run_campaign("torch", device="cpu", dtypes=("fp32", "bf16"), shrink_seconds=5)
     assert s["available"] and s["passed"], [d["reproducer"] for d in s["deviations"]]
@@ -21,9 +26,9 @@ def test_our_torch_kernel_passes_the_default_campaign():
 
 
 def test_the_mutant_corpus_is_fuzzed():
-    """mutant_names() returns [] when flashproof.kernels.mutants fails to import; the corpus has
+    """mutant_names() returns [] when flashproof.fuzz.kernel_mutants fails to import; the corpus has
     landed, so an empty list would silently drop every mutant test below."""
-    from flashproof.kernels.mutants import MUTANTS as corpus
+    from flashproof.fuzz.kernel_mutants import MUTANTS as corpus
 
     assert corpus and MUTANTS == [f"mutant:{b}" for b in sorted(corpus)]
 

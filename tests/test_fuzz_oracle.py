@@ -73,3 +73,23 @@ def test_poison_never_reaches_the_oracle():
         for e in (reference(p), dense(p)):
             assert not any(torch.isnan(getattr(e, f)).any() for f in FIELDS)
             assert math.isfinite(e.out.abs().max().item())
+
+
+@settings(max_examples=25)
+@given(SMALL)
+def test_the_lse_cotangent_enters_both_oracles_alike(spec):
+    """With an LSE cotangent the reference runs its reverse pass with the extra output column
+    (oracle.reference's docstring); the dense float64 autograd of Σ dO·out + Σ dLSE·lse agrees."""
+    from flashproof.fuzz.problem import lse_cotangent
+
+    p = build(spec)
+    p = p._replace(dlse=lse_cotangent(spec))
+    ref, den = reference(p), dense(p)
+    for f in ("dq", "dk", "dv"):
+        r = getattr(ref, f)
+        _close(getattr(den, f), r, 1e-9 * (1 + r.abs().max().item()))
+
+
+def test_build_leaves_the_lse_cotangent_zero():
+    p = build(ProblemSpec(n_q=3, n_k=4, d=2, dv=2, seed=1))
+    assert p.dlse is None  # the oracle's gradients are those of Σ dO·out unless a check sets it

@@ -2,6 +2,7 @@
 padding of the inputs) must not reach any gradient: the gradients check runs on poisoned problems,
 our kernels pass it, and a dense backward that multiplies zero probabilities by the poison is caught."""
 import pytest
+import torch
 
 from flashproof.fuzz import targets
 from flashproof.fuzz.checks import examine
@@ -15,6 +16,11 @@ SPECS = [
     ProblemSpec(batch=2, n_q=6, n_k=33, d=4, dv=4, window=(3, 1), noncontig=True, poison="1e30", seed=8),
     ProblemSpec(n_q=9, n_k=17, d=2, dv=2, causal=True, mask_kind="single_key", poison="-inf", seed=2),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)  # as the CLI does on the CPU: the tensors are tiny
 
 
 def _grad_verdicts(name, spec, dtype="fp32"):

@@ -6,8 +6,14 @@ on which some check deviates, shrinks it (within ``shrink_seconds``) and records
 deviations; the next round leaves the checks that already failed out, so one kernel with several
 bugs reports several minimal reproducers. The summary (JSON-ready) holds, per dtype, the number
 of examples, the oracle used, the worst error/bound ratio per check and tensor, and each
-deviation with its reproducer; ``passed`` is True only when the target was available and no
-deviation was found.
+deviation with its reproducer; ``passed`` is True only when the target was available, the campaign
+complete, the harness sound and no deviation was found.
+
+A kernel that raises is reported once: the first example on which it raises is shrunk and
+reported (reason ``error``); later examples that raise the same kind of error (same exception type
+and message up to the numbers in it) are counted in ``known_errors`` and not reported again.
+A failure of the harness itself (the two oracles disagree; our code raised) ends the campaign at
+once with ``harness_error`` set (the CLI exits 4); it is never a deviation of the kernel.
 
 Wall clock: with ``seconds`` the campaign stops drawing new examples when that budget is spent
 (split evenly over the dtypes still to run); a search cut short this way marks its dtype and the
@@ -19,31 +25,40 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
+from typing import NamedTuple
 
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hyp_seed, settings
 from hypothesis.errors import HypothesisException
 
 from . import targets
-from .checks import CHECKS, DTYPES, Deviation, examine
+from .checks import CHECKS, DTYPES, Deviation, error_signature, examine
+from .errors import HarnessError
 from .strategies import FAMILIES, SPECIAL_LENGTHS, attention_problems
 
-__all__ = ["run_campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES"]
+__all__ = ["run_campaign", "campaign", "Campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES"]
 
-#: Examples per search round. The mutant corpus is caught within this budget (tests/test_fuzz_mutants.py).
+#: Examples per search round. The mutant corpus is caught within this budget (tests/test_fuzz_kernels.py).
 DEFAULT_BUDGET = 40
-DEFAULT_DTYPES = ("fp32",)
+#: fp64 is skipped for a target that does not take it; for one that does, a float64 call computed
+#: in float32 is caught only by a float64 campaign (its naive baseline is exact to 2^-52).
+DEFAULT_DTYPES = ("fp32", "fp64")
 #: Size caps. "ci": every problem fits the pure-Python verified oracle (keys reach 130 so
-#: that 64-key tiles have ragged ends; few query rows keep it fast). "gpu": large shapes (up to
-#: 1025 keys and d = 128), where problems beyond the reference go to the dense float64 oracle.
-#: "gpu" draws lengths and head dims from small sets (every compiled kernel variant is then reused
-#: across examples: a new shape/feature combination costs Triton/torch.compile/cuDNN a compile) and
-#: sends problems above ``oracle_work`` multiply-adds to the dense float64 oracle on the device.
+#: that 64-key tiles have ragged ends; query rows reach 40, past the 16-row tiles of the Triton
+#: interpreter, so that every stage — masked edge, unmasked interior, masked edge — of the forward,
+#: dQ and dK/dV kernels runs; ``max_work`` keeps the pure-Python oracle fast by capping
+#: B·Hq·Nq·Nk·(D+Dv)). "gpu": large shapes (up to 1025 keys and d = 128), where problems beyond the
+#: reference go to the dense float64 oracle on the device. "gpu" is compile-aware: each campaign
+#: draws its lengths and head dims from ``specialisations`` — a small subset of ``lengths`` and
+#: ``dims`` chosen once per campaign from its seed (``campaign_sets``) — so a compiled kernel variant
+#: (Triton, torch.compile, cuDNN) is reused across the campaign's examples instead of compiled per
+#: example; other seeds cover the other subsets.
 PROFILES = {
-    "ci": dict(max_nq=12, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2),
+    "ci": dict(max_nq=40, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2, max_work=120_000),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
-                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000),
-    # the shapes our Hopper forward takes (kernels/attention_gluon.reason: d = 128, Nq = Nk a multiple
+                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000,
+                specialisations=dict(lengths=4, dims=2)),
+    # the shapes our Hopper forward takes (kernels/attention/dispatch.gluon_rule: d = 128, Nq = Nk a multiple
     # of 128, no window/mask/varlen, contiguous), with the families that keep them so; on a GPU
     # without sm_90, or with special_lengths drawn, the same problems go to the Triton kernels
     "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=4, max_batch=2,
@@ -51,10 +66,29 @@ PROFILES = {
                   families=("causal", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch")),
 }
 #: profile keys that are not strategy caps
-_RUN_KEYS = ("oracle_work",)
+_RUN_KEYS = ("oracle_work", "specialisations")
 #: Families that need a feature (targets.FEATURES) the target may lack.
 _NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
-          "gqa": "gqa", "dv": "dv"}
+          "gqa": "gqa", "dv": "dv", "causal": "causal", "huge_logits": "scale"}
+
+
+def campaign_sets(profile: dict, seed: int) -> dict:
+    """The profile with ``lengths`` / ``dims`` cut to the campaign's specialisations: ``n`` of each
+    (``profile["specialisations"]``), picked by ``seed`` (always including the smallest length,
+    the shrink target). Without ``specialisations`` the profile is returned as is."""
+    import random
+
+    spec = profile.get("specialisations")
+    if not spec:
+        return profile
+    rng = random.Random(seed)
+    out = dict(profile)
+    for key in ("lengths", "dims"):
+        vals = sorted(profile[key])
+        n = spec.get(key, len(vals))
+        if n < len(vals):
+            out[key] = tuple(sorted({vals[0], *rng.sample(vals[1:], n - 1)}))
+    return out
 
 
 class _Found(Exception):
@@ -70,8 +104,15 @@ def _strategy(target, device: str, profile: dict):
     lacks = target.lacks(device)
     caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
     families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
+    if "gqa" in lacks:
+        caps["max_group"] = 1
     blocks = tuple(sorted(set(target.tile_sizes) | {16}))
     return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
+
+
+class _Harness(BaseException):
+    """Raised inside the property when the harness failed; not an ``Exception``, so hypothesis does
+    not shrink it as a failure: the campaign ends with a harness error."""
 
 
 @contextlib.contextmanager
@@ -102,7 +143,7 @@ def _no_local_constants():
 
 
 def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs,
-            deadline=float("inf"), progress=None, max_work=None):
+            deadline=float("inf"), progress=None, max_work=None, known_errors=frozenset(), oracle_fns=None):
     """One hypothesis search; returns the deviations of the minimal failing example (or []).
     Past ``deadline`` (time.monotonic()) the search ends before the next example and
     ``stats["cut"]`` is set, so the caller reports it as incomplete (a failure found before that
@@ -124,10 +165,24 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
             return []  # shrink budget spent: treat further candidates as passing, keep the best so far
         kw = {} if max_work is None else {"max_work": max_work}
         try:
-            ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs, **kw)
+            ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs,
+                         **kw, **(oracle_fns or {}))
         except targets.Unsupported as e:
             stats["unsupported"] += 1
             _report(progress, stats, dtype, spec, now, f"unsupported ({e})")
+            return []
+        except HarnessError as e:
+            raise _Harness(str(e)) from None
+        except Exception as e:  # our code failed, not the kernel's (kernel calls are caught in examine)
+            import traceback
+            raise _Harness(f"{type(e).__name__}: {e} while examining {spec.describe()}\n"
+                           + "".join(traceback.format_exception(e)[-6:])) from None
+        stats["notes"].update(ex.notes)
+        stats["agreement"][ex.agreement] += 1
+        errors = [d for d in ex.deviations if d.reason == "error"]
+        if errors and len(errors) == len(ex.deviations) and all(error_signature(d.note) in known_errors for d in errors):
+            stats["known_errors"] += 1
+            _report(progress, stats, dtype, spec, now, "the kernel raised an error reported before")
             return []
         stats["examples"] += 1
         _report(progress, stats, dtype, spec, now,
@@ -150,7 +205,10 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
         with _no_local_constants():
             hyp_seed(seed)(prop)()
     except _Found as e:
-        return e.args[0]
+        return _minimized(e.args[0], target, dtype, device, checks, determinism_runs, max_work, oracle_fns,
+                          min(shrink_seconds, 30.0), deadline, stats)
+    except _Harness:
+        raise
     except (HypothesisException, _OutOfTime) as e:  # a flaky kernel (the failure did not replay), or time
         smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
         why = "time budget spent" if isinstance(e, _OutOfTime) else type(e).__name__
@@ -158,75 +216,180 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
     return []
 
 
+def _minimized(devs, target, dtype, device, checks, determinism_runs, max_work, oracle_fns, seconds, deadline, stats):
+    """``shrink.minimize`` on the spec of ``devs`` for its first (check, tensor): the deviations of
+    the simplest spec that still shows it (hypothesis's shrink can stop in a local minimum)."""
+    from .shrink import minimize
+
+    key = (devs[0].check, devs[0].tensor)
+    seen = {}
+    kw = {} if max_work is None else {"max_work": max_work}
+
+    def fails(spec):
+        if time.monotonic() > deadline:
+            return False
+        try:
+            ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs,
+                         **kw, **(oracle_fns or {}))
+        except targets.Unsupported:
+            return False
+        except HarnessError as e:
+            raise _Harness(str(e)) from None
+        stats["shrink_steps"] = stats.get("shrink_steps", 0) + 1
+        hit = any((d.check, d.tensor) == key for d in ex.deviations)
+        if hit:
+            seen[spec] = ex.deviations
+        return hit
+
+    best = minimize(devs[0].spec, fails, seconds=seconds)
+    return seen.get(best, devs)
+
+
 def _report(progress, stats, dtype, spec, started, status):
     if progress is not None:
-        progress({"dtype": dtype, "example": stats["examples"] + stats["unsupported"],
+        progress({"dtype": dtype, "example": stats["examples"] + stats["unsupported"] + stats["known_errors"],
                   "seconds": round(time.monotonic() - started, 2), "status": status, "spec": spec.describe()})
 
 
-def run_campaign(kernel: str = "torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES,
-                 budget: int = DEFAULT_BUDGET, seed: int = 0, profile: str | dict = "ci", checks=CHECKS,
-                 rounds: int | None = None, shrink_seconds: float = 60.0, determinism_runs: int = 2,
-                 seconds: float | None = None, progress=None) -> dict:
-    """Fuzz ``kernel`` (a ``targets.names()`` entry) on ``device`` (default: CUDA when present) in
-    each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"), ``budget`` examples per search round, and
-    return the JSON-ready summary described in the module docstring. ``seconds``: wall-clock
-    budget of the whole campaign (None: none); ``progress``: called with a dict per example."""
+class Campaign(NamedTuple):
+    """``summary``: the JSON-ready dict (module docstring); ``deviations``: the same findings as
+    ``checks.Deviation`` objects (with ``reproducer()``), in the summary's order."""
+
+    summary: dict
+    deviations: list
+
+
+def run_campaign(kernel="torch", **kwargs) -> dict:
+    """``campaign(...).summary`` (the JSON-ready dict); arguments as ``campaign``."""
+    return campaign(kernel, **kwargs).summary
+
+
+def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES, budget: int = DEFAULT_BUDGET,
+             seed: int = 0, profile: str | dict = "ci", checks=CHECKS, rounds: int | None = None,
+             shrink_seconds: float = 60.0, determinism_runs: int = 2, seconds: float | None = None,
+             progress=None, diagnose: bool = True, oracle_fns: dict | None = None) -> Campaign:
+    """Fuzz ``kernel`` (a ``targets.names()`` entry, a ``targets.Target`` or any attention callable) on ``device`` (default:
+    CUDA when present) in each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"; one the target lacks is
+    skipped and the summary says so), ``budget`` examples per search round. ``seconds``: wall-clock
+    budget of the whole campaign (None: none); ``progress``: called with a dict per example;
+    ``diagnose``: name the convention a deviating kernel matches instead (``diagnose.py``);
+    ``oracle_fns``: {"reference_fn": ..., "dense_fn": ...} replacements (tests plant wrong oracles)."""
     t0 = time.monotonic()
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
         raise ValueError(f"seconds must be None or a number > 0 (wall-clock budget), received {seconds!r}")
+    if isinstance(determinism_runs, bool) or not isinstance(determinism_runs, int) or determinism_runs < 0:
+        raise ValueError(f"determinism_runs must be an int >= 0 (runs compared bitwise), received {determinism_runs!r}")
     deadline = float("inf") if seconds is None else t0 + seconds
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    target = targets.get(kernel)
+    if isinstance(kernel, targets.Target):
+        target = kernel
+    elif isinstance(kernel, str):
+        target = targets.get(kernel)
+    elif callable(kernel):  # anyone's function (flashproof.fuzz.user states the contract)
+        from .user import user_target
+        target = user_target(kernel)
+    else:
+        raise ValueError(f"kernel must be a target name, a targets.Target or a callable, received {kernel!r}")
     for dt in dtypes:
         if dt not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dt!r}")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an int >= 1 (examples per search round), received {budget!r}")
-    prof = PROFILES[profile] if isinstance(profile, str) else dict(profile)
-    summary = {"kernel": kernel, "doc": target.doc, "device": device,
+    prof = campaign_sets(PROFILES[profile] if isinstance(profile, str) else dict(profile), seed)
+    summary = {"kernel": target.name, "doc": target.doc, "device": device,
                "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
-               "torch": torch.__version__, "budget": budget, "seed": seed, "profile": profile,
+               "torch": torch.__version__, "budget": budget, "seed": seed,
+               "profile": profile if isinstance(profile, str) else "custom",
                "dtypes": list(dtypes), "checks": list(checks), "seconds": seconds, "results": [], "deviations": [],
-               "complete": True, "incomplete": ""}
+               "complete": True, "incomplete": "", "harness_error": "", "conventions": _conventions(target),
+               "notes": []}
+    if profile != "ci" and not isinstance(profile, str):
+        summary["profile_caps"] = {k: v for k, v in prof.items()}
+    elif isinstance(profile, str) and prof.get("specialisations"):
+        summary["specialisations"] = {"lengths": list(prof["lengths"]), "dims": list(prof["dims"])}
+    found_all: list = []
     reason = target.unavailable(device)
     if reason is not None:
         summary.update(available=False, reason=reason, passed=False, elapsed_s=round(time.monotonic() - t0, 2))
-        return summary
+        return Campaign(summary, [])
     summary.update(available=True, reason="", version=target.version())
     lacks = target.lacks(device)
     strategy = _strategy(target, device, prof)
+    known_errors: set = set()
+    notes: set = set()
     for i, dt in enumerate(dtypes):
-        if dt == "fp64" and "fp64" in lacks:
-            summary["results"].append({"dtype": dt, "skipped": "the kernel does not take float64"})
+        if dt in lacks:
+            summary["results"].append({"dtype": dt, "skipped": f"the kernel does not take {dt}"})
             continue
         now = time.monotonic()
         dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
-        stats = {"examples": 0, "unsupported": 0, "sources": Counter(), "worst": {}, "cut": False}
-        remaining, found = list(checks), []
-        for r in range(rounds or len(checks)):
-            devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
-                           determinism_runs, dt_deadline, progress, prof.get("oracle_work"))
-            if not devs or stats["cut"]:
+        stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
+                 "cut": False, "notes": set(), "agreement": Counter()}
+        remaining, found = [c for c in checks if _applies(c, target, lacks)], []
+        try:
+            for r in range(rounds or len(checks)):
+                devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
+                               determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
+                               frozenset(known_errors), oracle_fns)
+                devs = [_diagnosed(target, d, device) if diagnose else d for d in devs]
                 found.extend(devs)
-                break
-            found.extend(devs)
-            remaining = [c for c in remaining if c not in {d.check for d in devs}]
-            if not remaining:
-                break
+                known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
+                if not devs or stats["cut"]:
+                    break
+                failed = {c for d in devs for c in d.check.split("+")}
+                remaining = [c for c in remaining if c not in failed]
+                if not remaining:
+                    break
+        except _Harness as e:
+            summary["harness_error"] = f"{dt}: {e}"
         if stats["cut"]:
             summary["complete"] = False
             summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
                 f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
-        summary["results"].append({"dtype": dt, "complete": not stats["cut"], "examples": stats["examples"],
-                                   "unsupported": stats["unsupported"],
+        notes |= stats["notes"]
+        summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not summary["harness_error"],
+                                   "examples": stats["examples"], "unsupported": stats["unsupported"],
+                                   "known_errors": stats["known_errors"],
                                    "oracles": dict(stats["sources"]),
+                                   "oracle_agreement": dict(stats["agreement"]),
                                    "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
                                    "deviations": [d.as_dict() for d in found]})
         summary["deviations"].extend(d.as_dict() for d in found)
-    summary["passed"] = not summary["deviations"] and summary["complete"]
+        found_all.extend(found)
+        if summary["harness_error"]:
+            summary["complete"] = False
+            break
+    summary["notes"] = sorted(notes)
+    summary["passed"] = not summary["deviations"] and summary["complete"] and not summary["harness_error"]
     summary["elapsed_s"] = round(time.monotonic() - t0, 2)
-    return summary
+    return Campaign(summary, found_all)
+
+
+def _applies(check: str, target, lacks) -> bool:
+    """Whether ``check`` can run on ``target`` at all (a round of a check that cannot would only
+    spend its budget)."""
+    if check == "split":
+        return "mask" not in lacks and "lse" not in lacks
+    if check == "determinism":
+        return bool(target.deterministic)
+    if check == "gradients":
+        return "grad" not in lacks
+    return True
+
+
+def _conventions(target) -> dict:
+    """The conventions the kernel is held to (the project's, or those a user kernel declared)."""
+    conv = getattr(target, "conventions", None)
+    if conv is not None:
+        return dict(conv._asdict())
+    return {"layout": "bhnd", "causal_alignment": "bottom-right", "lse": "natural", "empty_rows": "zero"}
+
+
+def _diagnosed(target, dev: Deviation, device: str) -> Deviation:
+    from .diagnose import diagnose
+
+    why = diagnose(target, dev, device)
+    return dev._replace(diagnosis=why) if why else dev
 
 
 def format_summary(summary: dict) -> str:
@@ -235,16 +398,28 @@ def format_summary(summary: dict) -> str:
     if not summary["available"]:
         return f"{head}: not available — {summary['reason']}"
     lines = [f"{head}: {summary['doc']}, version {summary.get('version', '?')}, torch {summary['torch']}"]
+    conv = summary.get("conventions")
+    if conv:
+        lines.append("  conventions: " + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in conv.items()))
     for r in summary["results"]:
         if "skipped" in r:
             lines.append(f"  {r['dtype']}: skipped ({r['skipped']})")
             continue
         worst = ", ".join(f"{k} {v:.2f}" for k, v in r["worst_error_over_bound"].items())
-        cut = "" if r.get("complete", True) else " [INCOMPLETE: time budget spent]"
-        lines.append(f"  {r['dtype']}: {r['examples']} examples ({r['unsupported']} unsupported){cut}, "
+        cut = "" if r.get("complete", True) else " [INCOMPLETE]"
+        known = f", {r['known_errors']} raised a reported error again" if r.get("known_errors") else ""
+        lines.append(f"  {r['dtype']}: {r['examples']} examples ({r['unsupported']} unsupported{known}){cut}, "
                      f"oracles {r['oracles']}; worst error/bound among passes: {worst or '-'}")
         for d in r["deviations"]:
             lines.append("    DEVIATION " + d["reproducer"])
+            if d.get("script"):
+                lines.append(f"      reproducer script: {d['script']}")
+    for n in summary.get("notes", []):
+        lines.append(f"  note: {n}")
+    if summary.get("harness_error"):
+        lines.append(f"  HARNESS ERROR (not a finding about the kernel): {summary['harness_error']}")
+        lines.append(f"  NO VERDICT in {summary['elapsed_s']} s")
+        return "\n".join(lines)
     if summary["deviations"]:
         verdict = "DEVIATIONS FOUND" + ("" if summary.get("complete", True) else " (run incomplete)")
     elif not summary.get("complete", True):

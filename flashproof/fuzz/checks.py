@@ -7,13 +7,22 @@ kept for the campaign's error/bound margins) and the ``Deviation`` list, each wi
 Checks (``CHECKS``):
 
 * ``forward``    — out and LSE against the oracle under the tolerance rule (``tolerance.py``);
-* ``gradients``  — dQ, dK, dV for a random dO (distinct per head), 3× rule; also on poisoned
-  problems: a planted NaN/inf that reaches a gradient (a backward that multiplies a zero
+* ``gradients``  — dQ, dK, dV of Σ dO·out + Σ dLSE·lse for a random dO (distinct per head) and,
+  when the kernel's LSE carries a gradient, a random LSE cotangent (what split-KV and ring merges
+  differentiate; a backward that takes it with the wrong sign is caught), 3× rule; also on
+  poisoned problems: a planted NaN/inf that reaches a gradient (a backward that multiplies a zero
   probability by the planted entry: 0 · NaN = NaN) is a deviation like any other leak;
 * ``split``      — split the keys into three partitions, run the kernel on each with its part of
   the mask, merge the partial (out, lse) pairs in float64 and compare with the oracle;
-* ``determinism``— two runs with ``deterministic=True`` are bitwise equal (forward, and backward
-  where the target promises it).
+* ``determinism``— ``determinism_runs`` (≥ 2; fewer: not run, and the summary says so) runs with
+  ``deterministic=True`` are bitwise equal (forward, and backward where the target promises it).
+
+Who failed: every call into the kernel (its forward, its backward through autograd, the split and
+determinism calls) goes through ``_call``; an exception there is a finding about the kernel
+(reason ``error``), reported once per example however many checks met it. Any other exception —
+the oracle, the baseline, the comparison — is the harness's, propagates, and ends the campaign as
+a harness error (exit 4), never as a deviation. The oracles must agree before any verdict
+(``oracle.oracles``).
 """
 from __future__ import annotations
 
@@ -21,12 +30,14 @@ from typing import NamedTuple
 
 import torch
 
-from .oracle import Expected, oracle, read_inputs as oracle_inputs
-from .problem import Problem, ProblemSpec, build
-from .targets import Case, KernelOut, Target, Unsupported
-from .tolerance import Verdict, judge, magnitudes, naive
+import re
 
-__all__ = ["CHECKS", "DTYPES", "Deviation", "Examination", "examine", "merge_partials"]
+from .oracle import Expected, oracles, read_inputs as oracle_inputs, vjp
+from .problem import Problem, ProblemSpec, build, lse_cotangent
+from .targets import Case, KernelOut, Target, Unsupported
+from .tolerance import Verdict, judge, naive
+
+__all__ = ["CHECKS", "DTYPES", "Deviation", "Examination", "examine", "merge_partials", "error_signature"]
 
 CHECKS = ("forward", "gradients", "split", "determinism")
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -48,6 +59,7 @@ class Deviation(NamedTuple):
     error: float
     bound: float
     note: str = ""
+    diagnosis: str = ""    # a convention the kernel matches instead (diagnose.py), or ""
 
     def reproducer(self) -> str:
         at = "" if self.index is None else f" at {list(self.index)}: got {self.got!r}, expected {self.expected!r}"
@@ -57,7 +69,7 @@ class Deviation(NamedTuple):
                   f"v {(s.batch, s.heads_kv, s.n_k, s.dv)}")
         return (f"[{self.kernel}] {self.check}/{self.tensor}: {self.reason}{at}{lim}; {self.dtype} on {self.device}; "
                 f"{shapes}; rebuild: flashproof.fuzz.problem.build({s.describe()})"
-                + (f"; {self.note}" if self.note else ""))
+                + (f"; {self.note}" if self.note else "") + (f"; {self.diagnosis}" if self.diagnosis else ""))
 
     def as_dict(self) -> dict:
         d = self._asdict()
@@ -74,18 +86,22 @@ class Examination(NamedTuple):
     source: str                  # which oracle answered
     verdicts: list               # (check, Verdict)
     deviations: list             # Deviation
+    notes: frozenset = frozenset()  # what was not checked on this example, and why
+    agreement: str = ""          # how the two oracles were compared ("full", "rows:<n>")
 
 
 class _Ctx(NamedTuple):
     target: Target
     problem: Problem
     expected: Expected
+    gold: Expected               # the independent dense float64 evaluation (the baseline's error is against it)
     dtype: torch.dtype
     dtype_name: str
     device: str
     baseline: tuple              # (out, lse, (dq, dk, dv) or None) of the naive same-dtype run
     mags: dict                   # tolerance.magnitudes of the problem
     grad: bool                   # whether the leaves require grad
+    lse_grad: bool               # whether the LSE cotangent is fed back
 
 
 #: head-dim padding of poisoned problems' inputs (keeps 16-byte row alignment for fp16/bf16)
@@ -130,6 +146,53 @@ def _inputs(ctx: _Ctx):
     return tuple(_leaf(t, ctx, p.spec.noncontig) for t in (p.q, p.k, p.v))
 
 
+class _KernelRaised(Exception):
+    """A call into the kernel raised (``label``: the check that made the call)."""
+
+    def __init__(self, label: str, exc: BaseException):
+        super().__init__(label, exc)
+        self.label, self.exc = label, exc
+
+
+def _call(label: str, fn, *args):
+    """Call into the kernel: its exceptions become ``_KernelRaised`` (findings), ``Unsupported``
+    passes through (the example is skipped)."""
+    try:
+        return fn(*args)
+    except Unsupported:
+        raise
+    except Exception as exc:
+        raise _KernelRaised(label, exc) from exc
+
+
+def error_signature(note: str) -> str:
+    """What identifies one kind of kernel error across problems: the exception type and the
+    first line of its message with the numbers (shapes, indices) blanked."""
+    return re.sub(r"\d+", "#", note.splitlines()[0] if note else "")
+
+
+def _run(ctx: _Ctx, case: Case, deterministic: bool, label: str) -> KernelOut:
+    """One kernel call, its result checked for the shapes of our conventions (a wrong shape is
+    the kernel's error, reported as such)."""
+    r = _call(label, ctx.target.run, case, deterministic)
+    B, Hq, Nq = case.q.shape[:3]
+    want = (B, Hq, Nq, case.v.shape[3])
+    if not isinstance(r, KernelOut) or not isinstance(r.out, torch.Tensor) or tuple(r.out.shape) != want:
+        got = tuple(r.out.shape) if isinstance(r, KernelOut) and isinstance(r.out, torch.Tensor) else type(r).__name__
+        raise _KernelRaised(label, ValueError(f"the kernel returned out of shape {got}, expected (B, Hq, Nq, Dv) = {want}"))
+    if r.lse is not None and r.lse.numel() != B * Hq * Nq:
+        raise _KernelRaised(label, ValueError(
+            f"the kernel returned lse of shape {tuple(r.lse.shape)}, expected (B, Hq, Nq) = {(B, Hq, Nq)}"))
+    return r
+
+
+def _grads(ctx: _Ctx, run: KernelOut, leaves, label: str) -> tuple:
+    """The kernel's backward (through autograd) for the problem's cotangents."""
+    dout = ctx.problem.dout.to(ctx.device, ctx.dtype)
+    dlse = ctx.problem.dlse.to(ctx.device) if ctx.lse_grad else None
+    return _call(label, vjp, run.out, run.lse if ctx.lse_grad else None, leaves, dout, dlse)
+
+
 def _dev(ctx: _Ctx, check: str, v: Verdict) -> "Deviation":
     return Deviation(ctx.target.name, check, v.name, v.reason, ctx.dtype_name, ctx.device, ctx.problem.spec,
                      v.first, v.got, v.expected, v.error, v.bound)
@@ -146,23 +209,26 @@ def _judge_all(ctx: _Ctx, check: str, pairs) -> tuple[list, list]:
 
 # ----------------------------------------------------------------------------------- checks
 
-def check_forward(ctx: _Ctx, run: KernelOut):
-    e, (b_out, b_lse, _) = ctx.expected, ctx.baseline
+def _pairs_out_lse(ctx: _Ctx, out, lse):
+    e, g, (b_out, b_lse, _) = ctx.expected, ctx.gold, ctx.baseline
     empty = ctx.problem.empty_rows
-    pairs = [judge("out", run.out, e.out, b_out, ctx.dtype, ctx.mags, exact_zero=empty[..., None])]
-    if run.lse is not None:
-        pairs.append(judge("lse", run.lse.reshape(e.lse.shape), e.lse, b_lse, ctx.dtype, ctx.mags))
-    return _judge_all(ctx, "forward", pairs)
+    pairs = [judge("out", out, e.out, b_out, ctx.dtype, ctx.mags, exact_zero=empty[..., None], gold=g.out)]
+    if lse is not None:
+        pairs.append(judge("lse", lse.reshape(e.lse.shape), e.lse, b_lse, ctx.dtype, ctx.mags, gold=g.lse))
+    return pairs
+
+
+def check_forward(ctx: _Ctx, run: KernelOut):
+    return _judge_all(ctx, "forward", _pairs_out_lse(ctx, run.out, run.lse))
 
 
 def check_gradients(ctx: _Ctx, run: KernelOut, leaves):
-    e, grads = ctx.expected, ctx.baseline[2]
-    dout = ctx.problem.dout.to(ctx.device, ctx.dtype)
-    got = torch.autograd.grad(run.out, leaves, dout)
+    e, g, grads = ctx.expected, ctx.gold, ctx.baseline[2]
+    got = _grads(ctx, run, leaves, "gradients")
     empty = ctx.problem.empty_rows
-    pairs = [judge("dq", got[0], e.dq, grads[0], ctx.dtype, ctx.mags, exact_zero=empty[..., None]),
-             judge("dk", got[1], e.dk, grads[1], ctx.dtype, ctx.mags),
-             judge("dv", got[2], e.dv, grads[2], ctx.dtype, ctx.mags)]
+    pairs = [judge("dq", got[0], e.dq, grads[0], ctx.dtype, ctx.mags, exact_zero=empty[..., None], gold=g.dq),
+             judge("dk", got[1], e.dk, grads[1], ctx.dtype, ctx.mags, gold=g.dk),
+             judge("dv", got[2], e.dv, grads[2], ctx.dtype, ctx.mags, gold=g.dv)]
     return _judge_all(ctx, "gradients", pairs)
 
 
@@ -186,15 +252,12 @@ def check_split(ctx: _Ctx, leaves):
     runs = []
     with torch.no_grad():
         for keys in parts:
-            r = ctx.target.run(_case(ctx, *leaves, keys=keys), False)
+            r = _run(ctx, _case(ctx, *leaves, keys=keys), False, "split")
             if r.lse is None:
                 return [], []
             runs.append(r)
     out, lse = merge_partials([r.out for r in runs], [r.lse.reshape(r.out.shape[:3]) for r in runs])
-    e, (b_out, b_lse, _) = ctx.expected, ctx.baseline
-    pairs = [judge("out", out, e.out, b_out, ctx.dtype, ctx.mags, exact_zero=ctx.problem.empty_rows[..., None]),
-             judge("lse", lse, e.lse, b_lse, ctx.dtype, ctx.mags)]
-    return _judge_all(ctx, "split", pairs)
+    return _judge_all(ctx, "split", _pairs_out_lse(ctx, out, lse))
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -203,15 +266,17 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def check_determinism(ctx: _Ctx, with_grads: bool, runs: int = 2):
-    """``runs`` fresh runs with ``deterministic=True``: out, lse (and dq, dk, dv) bitwise equal to
-    the first run's."""
+    """``runs`` (≥ 2) fresh runs with ``deterministic=True``: out, lse (and dq, dk, dv) bitwise
+    equal to the first run's."""
+    if runs < 2:
+        raise ValueError(f"the determinism check compares >= 2 runs, received runs={runs}")
     results = []
     for _ in range(runs):
         leaves = _inputs(ctx)
-        r = ctx.target.run(_case(ctx, *leaves), True)
+        r = _run(ctx, _case(ctx, *leaves), True, "determinism")
         ts = {"out": r.out, "lse": r.lse}
         if with_grads:
-            g = torch.autograd.grad(r.out, leaves, ctx.problem.dout.to(ctx.device, ctx.dtype))
+            g = _grads(ctx, r, leaves, "determinism")
             ts.update(dq=g[0], dk=g[1], dv=g[2])
         results.append({n: t for n, t in ts.items() if t is not None})
     devs = []
@@ -229,10 +294,19 @@ def check_determinism(ctx: _Ctx, with_grads: bool, runs: int = 2):
 
 # ----------------------------------------------------------------------------------- driver
 
+def _error(target: Target, spec, dtype: str, device: str, raised: _KernelRaised, checks: list) -> Deviation:
+    exc = raised.exc
+    return Deviation(target.name, "+".join(checks), "-", "error", dtype, device, spec, None, None, None, 0.0, 0.0,
+                     f"{type(exc).__name__}: {exc}"[:300])
+
+
 def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, checks=CHECKS,
-            max_work: int | None = None, determinism_runs: int = 2) -> Examination:
+            max_work: int | None = None, determinism_runs: int = 2, reference_fn=None,
+            dense_fn=None) -> Examination:
     """Run ``checks`` of ``target`` on ``spec`` in ``dtype`` ("fp64", "fp32", "fp16", "bf16").
-    Raises ``Unsupported`` when the target cannot take the problem."""
+    Raises ``Unsupported`` when the target cannot take the problem, ``HarnessError`` when the two
+    oracles disagree; any other exception outside a kernel call is the harness's and propagates.
+    ``reference_fn``/``dense_fn``: replacements of the two oracles (tests plant a wrong one)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dtype!r}")
     unknown = set(checks) - set(CHECKS)
@@ -240,37 +314,42 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
         raise ValueError(f"unknown checks {sorted(unknown)}: expected a subset of {CHECKS}")
     tdtype = DTYPES[dtype]
     problem = build(spec).rounded(tdtype)
-    expected = oracle(problem, device=device) if max_work is None else oracle(problem, max_work=max_work, device=device)
     lacks = target.lacks(device)
+    notes = set()
     want_grads = "gradients" in checks and "grad" not in lacks
+    stub = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, want_grads, False)
+    leaves = _inputs(stub)
+    try:
+        run = _run(stub, _case(stub, *leaves), target.deterministic == "fwd+bwd", "forward")
+    except _KernelRaised as raised:
+        return Examination(spec, "", [], [_error(target, spec, dtype, device, raised, ["forward"])], frozenset(notes))
+    if want_grads and not run.out.requires_grad:
+        want_grads = False
+        notes.add("gradients not checked: the kernel's output carries no gradient")
+    lse_grad = want_grads and run.lse is not None and run.lse.requires_grad
+    if want_grads and run.lse is not None and not lse_grad:
+        notes.add("LSE cotangent not fed back: the kernel's LSE carries no gradient")
+    if lse_grad:
+        problem = problem._replace(dlse=lse_cotangent(spec))
+    kw = {} if max_work is None else {"max_work": max_work}
+    orc = oracles(problem, device=device, reference_fn=reference_fn, dense_fn=dense_fn, **kw)
     dev_t = lambda t: t.to(device, tdtype)  # noqa: E731
     clean = oracle_inputs(problem)  # the baseline measures rounding error: it gets the poison-free inputs
     baseline = naive(dev_t(clean[0]), dev_t(clean[1]), dev_t(clean[2]), problem.allowed.to(device), problem.scale,
-                     dev_t(problem.dout) if want_grads else None)
-    mags = magnitudes(*clean, problem.dout, expected.lse, problem.scale)
-    ctx = _Ctx(target, problem, expected, tdtype, dtype, device, baseline, mags, want_grads)
-    verdicts, devs = [], []
+                     dev_t(problem.dout) if want_grads else None, problem.dlse.to(device) if lse_grad else None)
+    ctx = _Ctx(target, problem, orc.expected, orc.gold, tdtype, dtype, device, baseline, orc.mags, want_grads, lse_grad)
+    verdicts, devs, raised_by = [], [], {}
 
     def collect(fn, *args, label):
         try:
             v, d = fn(ctx, *args)
-        except Unsupported:
-            raise
-        except Exception as exc:  # a crash on a valid problem is a finding, not a fuzzer error
-            d, v = [Deviation(target.name, label, "-", "error", dtype, device, spec, None, None, None, 0.0, 0.0,
-                              f"{type(exc).__name__}: {exc}"[:300])], []
+        except _KernelRaised as raised:  # the kernel raised: one finding per kind of error
+            sig = error_signature(f"{type(raised.exc).__name__}: {raised.exc}")
+            raised_by.setdefault(sig, (raised, []))[1].append(label)
+            return
         verdicts.extend(v)
         devs.extend(d)
 
-    leaves = _inputs(ctx)
-    try:
-        run = target.run(_case(ctx, *leaves), target.deterministic == "fwd+bwd")
-    except Unsupported:
-        raise
-    except Exception as exc:
-        devs.append(Deviation(target.name, "forward", "-", "error", dtype, device, spec, None, None, None, 0.0, 0.0,
-                              f"{type(exc).__name__}: {exc}"[:300]))
-        return Examination(spec, expected.source, verdicts, devs)
     if "forward" in checks:
         collect(check_forward, run, label="forward")
     if want_grads:
@@ -278,6 +357,20 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     if "split" in checks and "mask" not in lacks and "lse" not in lacks:
         collect(check_split, leaves, label="split")
     if "determinism" in checks and target.deterministic:
-        collect(check_determinism, target.deterministic == "fwd+bwd" and want_grads, determinism_runs,
-                label="determinism")
-    return Examination(spec, expected.source, verdicts, devs)
+        if determinism_runs >= 2:
+            collect(check_determinism, target.deterministic == "fwd+bwd" and want_grads, determinism_runs,
+                    label="determinism")
+        else:
+            notes.add(f"determinism not checked: {determinism_runs} run(s) requested, >= 2 are compared")
+    devs.extend(_error(target, spec, dtype, device, r, labels) for r, labels in raised_by.values())
+    return Examination(spec, orc.expected.source, verdicts, devs, frozenset(notes), orc.agreement)
+
+
+def kernel_forward(target: Target, spec: ProblemSpec, dtype: str, device: str) -> tuple[Problem, KernelOut]:
+    """The problem of ``spec`` rounded to ``dtype`` and the kernel's forward on it (no oracle; for
+    ``diagnose``). Exceptions of the kernel propagate."""
+    tdtype = DTYPES[dtype]
+    problem = build(spec).rounded(tdtype)
+    ctx = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, False, False)
+    with torch.no_grad():
+        return problem, _run(ctx, _case(ctx, *_inputs(ctx)), False, "forward")

@@ -14,6 +14,11 @@ Conventions (those of ``docs/fuzz.md`` and DESIGN.md):
   inside each sequence, each aligned bottom-right) and the drawn mask family.
 * Varlen problems are packed: B = 1 and the sequences lie one after another along N; ``seqlens``
   lists (len_q, len_k) per sequence, zero lengths allowed.
+* ``dlse`` (B, Hq, Nq) is the cotangent of the returned LSE that goes back with ``dout``: None (zero)
+  from ``build`` (the oracle's gradients are then those of Σ dout·out, as before it existed);
+  the gradient check sets ``lse_cotangent(spec)`` (split-KV and ring merges differentiate the
+  LSE): multiples of 1/8 in [−1, 1], exact in every dtype a kernel may return its LSE in, from
+  their own generator stream (seed + 2³²), so the other tensors of a spec are unchanged.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["ProblemSpec", "Problem", "build", "MASK_KINDS", "POISONS"]
+__all__ = ["ProblemSpec", "Problem", "build", "lse_cotangent", "MASK_KINDS", "POISONS"]
 
 #: The mask families (besides causal / window / varlen structure). "none" is the shrink target.
 MASK_KINDS = ("none", "random", "single_key", "late_keys", "block_sparse")
@@ -74,6 +79,7 @@ class Problem(NamedTuple):
     scale: float
     cu_seqlens_q: torch.Tensor | None
     cu_seqlens_k: torch.Tensor | None
+    dlse: torch.Tensor | None = None   # the LSE cotangent (B, Hq, Nq); None: zero
 
     def rounded(self, dtype: torch.dtype) -> "Problem":
         """The same problem with q, k, v, dout rounded through ``dtype`` (kept in float64), so the
@@ -191,6 +197,12 @@ def build(spec: ProblemSpec) -> Problem:
         cu_q = torch.tensor([0] + [a for a, _ in spec.seqlens], dtype=torch.int32).cumsum(0).to(torch.int32)
         cu_k = torch.tensor([0] + [b for _, b in spec.seqlens], dtype=torch.int32).cumsum(0).to(torch.int32)
     return Problem(spec, q, k, v, dout, allowed, float(scale), cu_q, cu_k)
+
+
+def lse_cotangent(spec: ProblemSpec) -> torch.Tensor:
+    """(B, Hq, Nq) float64: the LSE cotangent the gradient check feeds back (module docstring)."""
+    g = torch.Generator().manual_seed(spec.seed + (1 << 32))
+    return torch.randint(-8, 9, (spec.batch, spec.heads_q, spec.n_q), generator=g).to(torch.float64) / 8
 
 
 def _poison(spec: ProblemSpec, q, k, v, allowed):

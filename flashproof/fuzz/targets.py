@@ -15,7 +15,7 @@ the kernel does not expose it. Normalisations (see ``docs/fuzz.md``):
 A target that cannot take a problem raises ``Unsupported`` (the campaign skips that example); a
 target that is not installed, or needs a device that is absent, reports why via ``unavailable``.
 Names: ``torch``, ``triton`` (ours; ``triton-atomic``: the same with deterministic=False), ``sdpa-math``, ``sdpa-efficient``, ``sdpa-flash``,
-``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.kernels.mutants``.
+``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.fuzz.kernel_mutants``.
 """
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ import torch
 
 __all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES"]
 
-#: Problem features a target may lack (the campaign does not draw them for it).
-FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal_rect", "lse", "grad", "fp64"})
+#: Problem features a target may lack (the campaign does not draw them for it; a dtype it lacks is
+#: skipped). "causal": no causal flag and no mask; "scale": no softmax scale (only 1/√D is drawn).
+FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal", "causal_rect", "scale", "lse", "grad",
+                      "fp64", "fp32", "fp16", "bf16"})
 
 
 class Unsupported(Exception):
@@ -67,30 +69,43 @@ class Target(NamedTuple):
     deterministic: str                         # "fwd+bwd", "fwd" or "" (what is promised bitwise)
     tile_sizes: tuple = ()                     # key-tile sizes worth aiming mask families at
     version: Callable[[], str] = lambda: torch.__version__
+    conventions: object = None                 # a user kernel's declared conventions (user.Conventions), or None
 
 
 # ----------------------------------------------------------------------------------- ours
 
+#: ``tuning`` of our Triton launches in a campaign: "first" (one configuration per launch key: a campaign
+#: would otherwise compile every configuration) unless the CLI's --all-configs sets "autotune"
+TUNING = {"mode": "first"}
+
+
+def set_tuning(mode: str) -> None:
+    """``attention(..., tuning=mode)`` for our targets from now on ("first" or "autotune")."""
+    TUNING["mode"] = mode
+
+
 def _ours(backend: str | None, fn=None) -> Callable:
-    """backend None: Triton for CUDA tensors, torch otherwise (the mutants' default device rule)."""
+    """backend None: Triton for CUDA tensors, torch otherwise (the mutants' default device rule).
+    "triton" on CUDA tensors asks for backend="auto": the default GPU call, which runs the Gluon kernels
+    on sm_90 for the dense d = 128 shapes and the Triton kernels for the rest (the GPU fuzz profiles,
+    "gluon" included, aim at both); on CPU tensors it asks for the Triton kernels (interpreter)."""
     def run(c: Case, deterministic: bool) -> KernelOut:
         from flashproof import kernels
 
         call = fn or kernels.attention
+        chosen = backend or ("triton" if c.q.is_cuda else "torch")
+        if chosen == "triton" and c.q.is_cuda and fn is None:
+            chosen = "auto"
         r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=None if c.structured else c.allowed,
                  scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
-                 deterministic=deterministic,
-                 backend=backend or ("triton" if c.q.is_cuda else "torch"))
+                 deterministic=deterministic, backend=chosen, tuning=TUNING["mode"])
         return KernelOut(r.out, r.lse)
     return run
 
 
 def _atomic(c: Case) -> KernelOut:
-    """Our Triton kernel with deterministic=False and the atomic-dQ backward switched on for the call
-    (``attention_triton.ATOMIC_DQ``, off by default). The forward runs here; the backward that the
-    checks run later reads the switch again, so it stays on once a campaign has used this target."""
-    from flashproof.kernels import attention_triton
-    attention_triton.ATOMIC_DQ = True
+    """Ours with deterministic=False (the default call): on sm_90 the Gluon backward for the shapes it
+    takes (dQ by fp32 vector reductions), else the Triton two-kernel backward."""
     return _ours("triton")(c, False)
 
 
@@ -105,16 +120,16 @@ def _ours_unavailable(backend: str) -> Callable:
                 return "triton is not installed"
             if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
                 return "triton on CPU needs TRITON_INTERPRET=1"
-            if importlib.util.find_spec("flashproof.kernels.attention_triton") is None:
-                return "flashproof.kernels.attention_triton is not built yet"
+            if importlib.util.find_spec("flashproof.kernels.attention.triton.host") is None:
+                return "flashproof.kernels.attention.triton.host is not built yet"
         return _device_missing(device)
     return why
 
 
 def _ours_tiles() -> tuple:
     try:
-        from flashproof.kernels import attention_torch
-        return (attention_torch.BLOCK_N,)
+        from flashproof.kernels.attention.torch import BLOCK_N
+        return (BLOCK_N,)
     except (ImportError, AttributeError):
         return (64,)
 
@@ -329,7 +344,7 @@ _TARGETS = {
                      lambda d: frozenset({"fp64"}), "fwd+bwd", _ours_tiles()),
     # the default call, deterministic=False: the backward adds dQ with atomics (order varies run to
     # run), so only the forward is promised bitwise; "triton" above fuzzes the deterministic backward
-    "triton-atomic": Target("triton-atomic", "ours, deterministic=False: the atomic-dQ backward (Gluon on sm_90 for the shapes it takes, else Triton)",
+    "triton-atomic": Target("triton-atomic", "ours, deterministic=False: the Gluon backward (dQ by fp32 reductions) on sm_90 for the shapes it takes, else the Triton backward",
                             lambda c, det: _atomic(c), _ours_unavailable("triton"),
                             lambda d: frozenset({"fp64"}), "fwd", _ours_tiles()),
     "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,
@@ -344,7 +359,7 @@ for _n in _SDPA:
 
 
 def _mutant(bug: str) -> Target:
-    from flashproof.kernels import mutants
+    from . import kernel_mutants as mutants
 
     fn = mutants.MUTANTS[bug]
     return Target(f"mutant:{bug}", (fn.__doc__ or "").strip(), _ours(None, fn), _ours_unavailable("torch"),
@@ -352,9 +367,9 @@ def _mutant(bug: str) -> Target:
 
 
 def mutant_names() -> list[str]:
-    """``mutant:<bug>`` for every variant in ``flashproof.kernels.mutants`` (empty before it lands)."""
+    """``mutant:<bug>`` for every variant in ``flashproof.fuzz.kernel_mutants`` (empty before it lands)."""
     try:
-        from flashproof.kernels import mutants
+        from . import kernel_mutants as mutants
     except ImportError:
         return []
     return [f"mutant:{b}" for b in sorted(mutants.MUTANTS)]

@@ -4,14 +4,24 @@ For each compared tensor T (out, lse, dq, dk, dv) of a kernel run in dtype τ:
 
     max |T_kernel − T_oracle|  ≤  FACTOR[T] · max |T_naive − T_oracle|  +  floor(T_oracle, τ)
 
-* T_oracle is float64 (the verified reference, or the dense float64 evaluation checked against
-  it) on the *same* τ-rounded inputs the kernel receives;
+* T_oracle is float64 (the verified reference, or the dense float64 evaluation beyond its reach)
+  on the *same* τ-rounded inputs the kernel receives;
 * T_naive is the plain dense formula evaluated in τ (``naive``): scores, softmax and both matmuls
-  in τ, so its error is the rounding error a straightforward τ implementation makes;
+  in τ, so its error is the rounding error a straightforward τ implementation makes. That error is
+  measured against T_gold, an evaluation independent of the oracle (the dense float64 formula,
+  ``oracle.dense``), never against T_oracle itself: a wrong oracle would otherwise widen its own
+  bound (the naive run sits near the kernel, so |naive − wrong oracle| ≈ |kernel − wrong oracle|
+  and every kernel passed at error/bound ≈ 0.5). Before any verdict the two oracles must agree
+  (``agree`` below); a disagreement is a harness error, never a pass;
 * FACTOR is 2 for the forward (out, lse) and 3 for the gradients — FlashAttention's own rule;
 * floor(T, τ) = eps(τ) · M_T, one unit of τ's precision at the natural magnitude M_T of the terms
-  that make up T (``magnitudes``): out — max|V|; lse — max|lse|; dv — max|dO|; dq —
-  |scale|·max|dO|·max|V|·max|K|; dk — |scale|·max|dO|·max|V|·max|Q| (maxima over finite entries;
+  that make up T (``magnitudes``): out — max|V|; lse — S + 2 ln Nk + 1 (lse = m + log ℓ is the sum
+  of the running max m, a score, |m| ≤ S, and log ℓ ∈ [0, ln Nk]: a correct kernel rounds terms of
+  that size, and its scores, summed in another order than the naive run's, differ by units of
+  eps·S; the + 1 is log's argument: a relative rounding of ℓ is an absolute error of lse. In
+  float64, where the naive logsumexp is often exact, our online-softmax LSE was 1.1–1.6 units off
+  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dq —
+  |scale|·(max|dO|·max|V| + max|dLSE|)·max|K|; dk — the same with max|Q| (maxima over finite entries;
   at least τ's smallest normal), plus, for every T but lse, M_T · eps_stat · S, where S is the
   largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
   inputs): a kernel that saves LSE and recomputes p = exp(s − lse) (FlashAttention's backward,
@@ -24,16 +34,28 @@ row with no allowed key) the kernel must return the same value, rows with no all
 exactly 0 in ``out`` and ``dq``, and a NaN anywhere is a deviation. If the naive baseline itself
 overflows (its error is not finite) the bound is infinite and only those exact parts and
 finiteness are checked; the verdict says so (``bounded=False``).
+
+Oracle agreement (``agree``): the verified reference and the dense float64 formula, two
+independent float64 evaluations of one function, must satisfy for every T
+
+    max |T_reference − T_dense|  ≤  AGREEMENT · M_T · (1 + S)
+
+with AGREEMENT = 2⁻³⁰ (float64 carries 52 bits; two correct evaluations differ by a few units of
+2⁻⁵² times the conditioning factor 1 + S, so 2⁻³⁰ leaves a million-fold margin for rounding while
+any error of the formula — a wrong sign, base, mask or index — is O(1) relative), and the same
+non-finite entries (the LSE −inf of rows with no allowed key).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
 
-__all__ = ["FACTOR", "floor", "magnitudes", "Verdict", "judge", "naive"]
+__all__ = ["FACTOR", "AGREEMENT", "floor", "magnitudes", "Verdict", "judge", "agree", "naive"]
 
 FACTOR = {"out": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0}
+AGREEMENT = 2.0 ** -30
 
 
 def _absmax(t: torch.Tensor) -> float:
@@ -42,13 +64,16 @@ def _absmax(t: torch.Tensor) -> float:
     return fin.abs().max().item() if fin.numel() else 0.0
 
 
-def magnitudes(q, k, v, dout, lse, scale: float) -> dict:
+def magnitudes(q, k, v, dout, lse, scale: float, dlse=None) -> dict:
     """M_T for each compared tensor T, and "score" = S = max |score| ≈ max |scale·q·k| (bounded by
-    |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed)."""
+    |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed). ``dlse``
+    (the LSE cotangent, or None) enters dq and dk as γ_ij = p_ij(⟨dO_i, V_j⟩ − δ_i + dlse_i) does."""
     mq, mk, mv, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
     mlse = _absmax(lse)
-    return {"out": mv, "lse": mlse, "dv": mo, "dq": abs(scale) * mo * mv * mk,
-            "dk": abs(scale) * mo * mv * mq, "score": max(mlse, abs(scale) * mq * mk * q.shape[-1])}
+    mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
+    score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
+    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": mo, "dq": abs(scale) * mg * mk,
+            "dk": abs(scale) * mg * mq, "score": score}
 
 
 def floor(name: str, mags: dict, dtype: torch.dtype) -> float:
@@ -76,18 +101,20 @@ class Verdict(NamedTuple):
 
 
 def judge(name: str, got: torch.Tensor, ref: torch.Tensor, baseline: torch.Tensor, dtype: torch.dtype,
-          mags: dict, exact_zero: torch.Tensor | None = None) -> Verdict:
+          mags: dict, exact_zero: torch.Tensor | None = None, gold: torch.Tensor | None = None) -> Verdict:
     """Apply the rule to one tensor. got/baseline are moved to float64 CPU; ``mags`` is
     ``magnitudes(...)`` of the problem; ``exact_zero`` marks entries (broadcastable to ref) that the
-    convention fixes to exactly 0."""
+    convention fixes to exactly 0; ``gold`` is the independent evaluation the baseline's error is
+    measured against (module docstring; None: ``ref``, for callers that have checked ref == gold)."""
     if got.shape != ref.shape:
         raise ValueError(f"{name}: kernel returned shape {tuple(got.shape)}, oracle has {tuple(ref.shape)}")
     got = got.detach().to("cpu", torch.float64)
     baseline = baseline.detach().to("cpu", torch.float64)
+    gold = ref if gold is None else gold.detach().to("cpu", torch.float64)
     fin = torch.isfinite(ref)
     diff = torch.where(fin, (got - ref).abs(), torch.zeros_like(ref))
     diff = torch.where(fin & ~torch.isfinite(got), torch.full_like(ref, float("inf")), diff)
-    base = torch.where(fin, (baseline - ref).abs(), torch.zeros_like(ref))
+    base = torch.where(fin, (baseline - gold).abs(), torch.zeros_like(ref))
     base_err = base.max().item() if base.numel() else 0.0
     if base_err != base_err:  # NaN in the baseline
         base_err = float("inf")
@@ -110,16 +137,32 @@ def judge(name: str, got: torch.Tensor, ref: torch.Tensor, baseline: torch.Tenso
     return Verdict(name, True, error, bound, base_err, bounded, None, None, None, "")
 
 
+def agree(name: str, a: torch.Tensor, b: torch.Tensor, mags: dict) -> Verdict:
+    """The oracle-agreement rule (module docstring) for tensor ``name`` of two float64 oracles a, b
+    (same shape). ``ok`` False with reason "disagree" names the first entry outside it."""
+    a, b = a.detach().to("cpu", torch.float64), b.detach().to("cpu", torch.float64)
+    bound = AGREEMENT * mags[name] * (1.0 + mags["score"])
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    diff = torch.where(fa & fb, (a - b).abs(), torch.zeros_like(a))
+    error = diff.max().item() if diff.numel() else 0.0
+    bad = (fa != fb) | (~fa & ~fb & ~((a == b) | (torch.isnan(a) & torch.isnan(b)))) | (diff > bound)
+    if bad.any():
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        return Verdict(name, False, error, bound, 0.0, True, idx, a[idx].item(), b[idx].item(), "disagree")
+    return Verdict(name, True, error, bound, 0.0, True, None, None, None, "")
+
+
 def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float,
-          dout: torch.Tensor | None = None):
+          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None):
     """The baseline: the dense formula in the dtype of q, k, v (no upcast), on their device.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv), allowed (B, Hq, Nq, Nk), dout like
-    out → ``(out, lse, grads)`` where grads is (dq, dk, dv) when ``dout`` is given, else None."""
-    from .oracle import masked_attention
+    out, dlse (B, Hq, Nq) or None → ``(out, lse, grads)`` where grads is (dq, dk, dv) of
+    Σ dout·out (+ Σ dlse·lse) when ``dout`` is given, else None."""
+    from .oracle import masked_attention, vjp
 
     q, k, v = (t.detach().clone().requires_grad_(dout is not None) for t in (q, k, v))
     with torch.enable_grad():
         out, lse = masked_attention(q, k, v, allowed, scale)
-        grads = torch.autograd.grad(out, (q, k, v), dout) if dout is not None else None
+        grads = vjp(out, lse, (q, k, v), dout, dlse) if dout is not None else None
     return out.detach(), lse.detach(), grads

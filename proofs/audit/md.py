@@ -15,21 +15,24 @@ def _cell(x) -> str:
 
 
 def _bounds(b: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in b.items()) or "unbounded"
+    return ", ".join(f"{k}={v}" for k, v in b.items()) or "none"
 
 
 def _obligations(obs: list[dict]) -> list[str]:
     if not obs:
         return []
-    lines = ["| obligation | evidence | result | solver | bounds | s | controls (planted bug → result) | reproduce |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| obligation | evidence | role, scope | result | solvers | bounds | s | controls (planted bug → result) | reproduce |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for o in obs:
         ctl = "; ".join(f"{c['bug']} → {c['result']}{' (NOT ok)' if not c['ok'] else ''}" for c in o["controls"]) \
             or "**none**"
         ver = f" {o['solver_version']}" if o.get("solver_version") else ""
         res = o["result"] + (" (stale)" if o["stale"] else "") + (" (cached)" if o["cached"] else "") + \
             (" (from the result cache)" if o.get("evidence_from") == "cache" else "")
-        lines.append(f"| {_cell(o['id'])} | {o['state']} | {_cell(res)} | {_cell(o['solver'] + ver)} | "
+        sv = " · ".join(f"{e['name']} {e['status']}" for e in o.get("solvers") or []) or (o["solver"] + ver)
+        scope = o.get("scope", "bounded") + (f" ({o['why_unbounded']})" if o.get("why_unbounded") else "")
+        lines.append(f"| {_cell(o['id'])} | {o['state']} | {_cell(o.get('role', 'proof') + ', ' + scope)} | {_cell(res)} | "
+                     f"{_cell(sv + (' — ' + o['trust'] if o.get('trust') not in (None, '—') else ''))} | "
                      f"{_cell(_bounds(o['bounds']))} | {_cell(o['seconds'])} | {_cell(ctl)} | `{o['command']}` |")
     for o in obs:
         if o["counterexample"] not in (None, {}, []):
@@ -37,11 +40,37 @@ def _obligations(obs: list[dict]) -> list[str]:
     return lines
 
 
+def _solvers_line(run: dict | None) -> str:
+    x = (run or {}).get("solvers")
+    if not run or not x:
+        return "- second solver: no record"
+    if not run.get("cross_check"):
+        return (f"- second solver: not run (`flashproof prove --cross-check`, default of `--deep`): all "
+                f"{x['z3_records']} records with z3 queries rest on z3 alone")
+    return (f"- second solver (cvc5; Bitwuzla for floating point): {x['two_solvers']}/{x['z3_records']} records "
+            f"with z3 queries agree on every query ({100 * x['agreement_rate']:.1f} %), {x['disagreements']} "
+            f"disagreements, controls refuted by both {x['controls_refuted_by_both']}/{x['z3_controls']}")
+
+
+def _scope_line(it: dict) -> str:
+    """One line: the item's derived scope (and what bounds it) and its solver trust tier."""
+    if it["kind"] == "assumption" or it.get("scope") in (None, "—"):
+        return "Scope: —."
+    if it["scope"] == "unbounded":
+        sc = "every size (every proof obligation is unbounded)"
+    else:
+        sc = f"bounded ({it.get('scope_text') or 'bounded instances'}; by {', '.join(it['bounded_by'])})"
+    via = it.get("bounded_via_uses") or []
+    return (f"Scope: {sc}" + (f"; through the items it uses also bounded by {', '.join(via)}" if via else "")
+            + f". Solvers: {it.get('trust', '—')}.")
+
+
 def render(report: dict, graph_file: str = "graph.svg") -> str:
     p, s, run = report["provenance"], report["summary"], report["prove_run"]
     out = ["# flashproof audit trail", "",
            f"- report generated: {p.get('date')} at commit `{p.get('commit')}` on {p.get('machine')}",
            f"- Python {p.get('python')}, z3 {p.get('z3')}, sympy {p.get('sympy')}",
+           _solvers_line(run),
            (f"- proof run: {run.get('generated')}, `{run.get('command')}`, {run.get('total_seconds')} s, "
             f"{'OK' if run.get('ok') else 'NOT OK'}" if run else f"- proof run: none ({p.get('trail', 'out/audit.json')} missing)"),
            "- items: " + ", ".join(f"{k} {v}" for k, v in s["items"].items()),
@@ -54,11 +83,12 @@ def render(report: dict, graph_file: str = "graph.svg") -> str:
             continue
         out += [f"## {sec['title']}", ""]
         for it in sec["items"]:
-            out += [f"### {it['title']} — **{it['status']}**", "",
+            out += [f"### {it['title']} — **{it.get('chip_text') or it['status']}**", "",
                     f"`{it['id']}` · {it['kind']}" + (f" · source {it['source']}" if it["source"] else "")
                     + (f" · provenance: {', '.join(it['provenance'])}" if it["provenance"] else ""), "",
                     "> " + it["statement"].replace("\n", "\n> "), "",
-                    f"Uses: {', '.join(it['uses']) or '—'}. Assumptions: {', '.join(it['assumptions']) or 'none'}.", ""]
+                    f"Uses: {', '.join(it['uses']) or '—'}. Assumptions: {', '.join(it['assumptions']) or 'none'}.",
+                    "", _scope_line(it), ""]
             out += _obligations(it["obligations"]) + [""]
     out += ["## Claims ledger", "",
             "| claim | source | figures: stated → recomputed | verdict | make prove |", "|---|---|---|---|---|"]

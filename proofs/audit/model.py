@@ -17,6 +17,12 @@ Status chips are derived here, never typed:
 
 This is ``status.derive`` plus staleness and plus the controls (a check whose control did not
 fail is not evidence); with fresh, complete records and passing controls both agree.
+
+Each item also carries its derived ``scope`` ("unbounded" only if every obligation carrying its
+evidence is unbounded: ``status.derive_scope``), the words for it (``scope_text``: "every n" or
+"up to n ≤ 3, …"), the solver ``trust`` tier of its evidence ("two solvers", "one solver", "no
+SMT": ``status.item_trust``) and ``chip_text``, the status chip's label with both
+("fully checked, every n · two solvers").
 """
 from __future__ import annotations
 
@@ -25,9 +31,9 @@ from typing import Iterable
 
 from flashproof.proofs.engine import cache
 from flashproof.proofs.engine.runner import command_for
-from flashproof.proofs.engine.status import record_ok, transitive_assumptions
+from flashproof.proofs.engine.status import derive_scope, item_trust, record_ok, scope_label, transitive_assumptions
 
-__all__ = ["SCHEMA", "STATUSES", "PAGE", "record_states", "item_statuses", "sections", "build"]
+__all__ = ["SCHEMA", "STATUSES", "PAGE", "record_states", "item_statuses", "sections", "build", "chip_text"]
 
 SCHEMA = "flashproof.audit-report/1"
 STATUSES = ("fully-checked", "checked", "unchecked", "stale", "failed", "assumed")
@@ -37,7 +43,8 @@ CLAIMS_MODULE = "flashproof.spec.seed_claims"
 
 def _current_hash(ob, rec: dict, obligations: dict) -> str | None:
     try:
-        return cache.content_hash(ob, bounds=rec.get("bounds", {}), base=obligations.get(ob.of) if ob.of else None)
+        return cache.content_hash(ob, bounds=rec.get("bounds", {}), base=obligations.get(ob.of) if ob.of else None,
+                                  cross_check=bool(rec.get("cross_check")))
     except Exception:  # noqa: BLE001 — a hash we cannot compute can never vouch for a result
         return None
 
@@ -118,6 +125,17 @@ def item_statuses(items: dict, obligations: dict, states: dict) -> dict[str, str
     return {iid: ("fully-checked" if st == "checked" and fully(iid) else st) for iid, st in local.items()}
 
 
+def chip_text(status: str, scope_text: str, trust: str) -> str:
+    """The status chip's label: the status, its scope when the item is (fully) checked, and the
+    solver tier when its evidence made SMT queries."""
+    label = status.replace("-", " ")
+    if status in ("fully-checked", "checked") and scope_text:
+        label += ", " + scope_text if scope_text == "every n" else " " + scope_text
+    if status in ("fully-checked", "checked") and trust in ("two solvers", "one solver"):
+        label += " · " + trust
+    return label
+
+
 def sections(items: dict) -> list[tuple[str, list[str]]]:
     """The report's item sections, each in registration order (the page's order for the page):
     the theorem page, our extensions, other items, assumptions. Claims items are in the ledger."""
@@ -154,6 +172,11 @@ def _ob_row(oid: str, obligations: dict, states: dict) -> dict:
         "encoding": _encoding(ob) if ob else "",
         "solver": rec.get("solver") or (ob.solver if ob else ""),
         "solver_version": rec.get("solver_version"),
+        "solvers": rec.get("solvers", []),
+        "trust": rec.get("trust", "—"),
+        "scope": ob.scope if ob else rec.get("scope", "bounded"),
+        "role": ob.role if ob else rec.get("role", "proof"),
+        "why_unbounded": ob.why_unbounded if ob else rec.get("why_unbounded", ""),
         "bounds": rec.get("bounds", ob.bounds if ob else {}),
         "assumptions": list(ob.assumptions) if ob else [],
         "seconds": rec.get("seconds"),
@@ -175,6 +198,7 @@ def _ob_row(oid: str, obligations: dict, states: dict) -> dict:
             "id": c.id, "bug": c.bug, "result": crec.get("status", "not run"),
             "ok": bool(cs["ok"]) if cs["record"] is not None else False, "stale": bool(cs["stale"]),
             "seconds": crec.get("seconds"), "counterexample": crec.get("counterexample"),
+            "trust": crec.get("trust", "—"), "solvers": crec.get("solvers", []),
             "detail": crec.get("detail", ""),
         })
     return row
@@ -211,6 +235,8 @@ def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, p
     records = list((doc or {}).get("obligations", []))
     states = record_states(obligations, records, cache_dir)
     status = item_statuses(items, obligations, states)
+    scopes = derive_scope(items, obligations)
+    latest = {oid: st["record"] for oid, st in states.items() if st["record"] is not None and not st["stale"]}
     secs = []
     for title, ids in sections(items):
         rows = []
@@ -222,8 +248,13 @@ def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, p
                     j for j, o in items.items() if iid in o.uses and o.module != CLAIMS_MODULE],
                 "assumptions": transitive_assumptions(items, obligations, iid) if it.kind != "assumption" else [],
                 "status": status[iid],
+                "scope": scopes[iid].scope, "bounded_by": list(scopes[iid].bounded_by),
+                "scope_with_uses": scopes[iid].with_uses, "bounded_via_uses": list(scopes[iid].bounded_via),
+                "scope_text": scope_label(scopes[iid], obligations),
+                "trust": item_trust(it, obligations, latest) if it.kind != "assumption" else "—",
                 "obligations": [_ob_row(o, obligations, states) for o in it.checked_by],
             })
+            rows[-1]["chip_text"] = chip_text(rows[-1]["status"], rows[-1]["scope_text"], rows[-1]["trust"])
         secs.append({"title": title, "items": rows})
     graph_ids = [i for _, ids in sections(items)[:3] for i in ids]
     graph = {"nodes": [{"id": i, "title": items[i].title, "kind": items[i].kind, "status": status[i]} for i in graph_ids],
@@ -250,7 +281,8 @@ def build(items: dict, obligations: dict, doc: dict | None, ledger_rows: list, p
         "schema": SCHEMA,
         "provenance": provenance,
         "prove_run": None if doc is None else {k: doc.get(k) for k in (
-            "schema", "generated", "command", "partial", "ok", "jobs", "cpus", "total_seconds", "versions")},
+            "schema", "generated", "command", "partial", "ok", "jobs", "cpus", "total_seconds", "versions",
+            "cross_check")} | {"solvers": (doc.get("summary") or {}).get("solvers")},
         "summary": {"items": counts, "ledger": verdicts, "claims": len(ledger),
                     "evidence_from_cache": sorted(i for i, s in states.items() if s.get("source") == "cache"),
                     "stale_records": sorted(i for i, s in states.items() if s["record"] is not None and s["stale"])},

@@ -1,9 +1,10 @@
 """Content hashes and the result cache.
 
-An obligation's hash covers: its id and kind, the bounds in force, the source of its module and of
-every ``flashproof.proofs`` module that module uses (transitively), every source file of
-``flashproof.verified`` (the reference it runs), ``proofs/engine/core.py``, and the versions of
-Python, z3 and sympy, each file under its module name. A control also hashes the obligation it
+An obligation's hash covers: its id and kind, the bounds in force, whether the second solver
+cross-checks it, the source of its module and of every ``flashproof.proofs`` module that module uses
+(transitively), every source file of ``flashproof.verified`` (the reference it runs), the engine's
+``core``, ``smt`` and ``second`` modules, and the versions of Python, z3, sympy, cvc5 and Bitwuzla,
+each file under its module name. A control also hashes the obligation it
 mutates. Change any of these and the cached
 result is stale, so the obligation runs again.
 
@@ -40,6 +41,9 @@ def versions() -> dict:
         out["sympy"] = sympy.__version__
     except ImportError:
         out["sympy"] = None
+    from .second import versions as second_versions
+
+    out.update(second_versions())
     return out
 
 
@@ -71,18 +75,21 @@ def _reference_files() -> dict[str, str]:
     return {f"{ver.__name__}.{p.stem}": str(p) for p in sorted(root.glob("*.py"))}
 
 
-def content_hash(ob, *, bounds: dict, base=None) -> str:
+def content_hash(ob, *, bounds: dict, base=None, cross_check: bool = False) -> str:
     """sha256 (hex) of everything the result of ``ob`` depends on; ``base`` is the mutated
-    obligation when ``ob`` is a control."""
+    obligation when ``ob`` is a control; ``cross_check``: whether the second solver runs."""
+    from . import second, smt  # noqa: F401 — loaded, so their files are always part of the hash
+
     mods: set = set()
     for o in (ob, base):
         if o is not None:
             _proof_deps(o.module, mods)
-    mods.add("flashproof.proofs.engine.core")
+    mods.update(("flashproof.proofs.engine.core", "flashproof.proofs.engine.smt", "flashproof.proofs.engine.second"))
     files = {m: f for m, f in ((m, _module_file(m)) for m in mods) if f} | _reference_files()
     h = hashlib.sha256()
     h.update(json.dumps({"id": ob.id, "expected": ob.expected, "of": ob.of, "bounds": bounds,
-                         "versions": versions()}, sort_keys=True, default=str).encode())
+                         "versions": versions(), **({"cross_check": True} if cross_check else {})},
+                        sort_keys=True, default=str).encode())
     for name in sorted(files):  # by module name: two rooms may each hold a file of the same name
         h.update(name.encode() + b"\0")
         h.update(Path(files[name]).read_bytes())

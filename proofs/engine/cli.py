@@ -1,9 +1,10 @@
 """``flashproof prove``: discharge every obligation, require every control refuted, write the trail.
 
-    flashproof prove [--only ID ...] [--list] [--jobs N] [--timeout S] [--deep] [--force] [--out DIR]
+    flashproof prove [--only ID ...] [--list] [--jobs N] [--timeout S] [--deep] [--[no-]cross-check] [--force] [--out DIR]
 
 Exit status 0 only when every name resolves, every obligation module imports, every obligation is
-``proved`` and every control is ``refuted`` with a counterexample; 2 for a usage error (a bad
+``proved`` and every control is ``refuted`` with a counterexample, and (with ``--cross-check``, the
+default of ``--deep``) no second solver contradicts z3 on any query; 2 for a usage error (a bad
 argument or an unknown ``--only`` id), found before anything runs. ``--only`` takes obligation,
 control or item ids (an obligation brings its controls; an item brings its obligations). A full run
 writes ``out/audit.json``; a partial one (``--only``) writes ``out/audit-partial.json`` so the full
@@ -12,6 +13,7 @@ trail is never overwritten, unless ``--out DIR`` names the folder (then ``DIR/au
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -22,7 +24,7 @@ from .args import directory, positive_int, positive_seconds, unknown_ids
 from .discover import collect as collect_obligations
 from .status import name_errors
 
-__all__ = ["add_arguments", "run", "select", "only_errors", "valid_ids", "trail_target", "listing", "DEFAULT_OUT"]
+__all__ = ["add_arguments", "run", "select", "only_errors", "valid_ids", "trail_target", "listing", "DEFAULT_OUT", "cross_check_on"]
 
 DEFAULT_OUT = Path("out")
 
@@ -36,6 +38,9 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=60.0,
                    help="seconds (> 0) per obligation before it is killed")
     p.add_argument("--deep", action="store_true", help="use each obligation's larger deep_bounds")
+    p.add_argument("--cross-check", action=argparse.BooleanOptionalAction, default=None,
+                   help="decide every z3 query again with a second solver (cvc5; Bitwuzla for floating point); "
+                        "default: on with --deep, off otherwise")
     p.add_argument("--force", action="store_true", help="ignore the result cache")
     p.add_argument("--out", type=directory, default=None,
                    help="folder for audit.json and audit.md (default: out/; a partial run without --out "
@@ -58,6 +63,12 @@ def only_errors(only: list[str], obligations: dict, items: dict) -> list[str]:
                                  else "an item that no obligation checks") + ", so it selects nothing" for i in empty]
     return msgs + unknown_ids([i for i in only if i not in empty], valid_ids(obligations, items),
                               show=[i for i, it in items.items() if it.kind != "assumption" and it.checked_by])
+
+
+def cross_check_on(args) -> bool:
+    """The one place the second solver is switched: ``--cross-check``/``--no-cross-check`` when
+    given, else on exactly with ``--deep``."""
+    return args.deep if args.cross_check is None else bool(args.cross_check)
 
 
 def select(only: list[str], obligations: dict, items: dict) -> list:
@@ -136,8 +147,11 @@ def run(args) -> int:
         return 0
     out_dir, stem = trail_target(args.out, bool(args.only))
     n = len(chosen)
+    cross = cross_check_on(args)
     print(f"flashproof prove: {n} obligations/controls, {args.jobs} jobs, timeout {args.timeout:g} s"
-          + (", deep bounds" if args.deep else "") + f"; trail {out_dir / (stem + '.json')}", flush=True)
+          + (", deep bounds" if args.deep else "")
+          + (", second solver on every z3 query" if cross else ", z3 only (no --cross-check)")
+          + f"; trail {out_dir / (stem + '.json')}", flush=True)
     bar = Progress(n)
     k = [0]
 
@@ -148,19 +162,25 @@ def run(args) -> int:
     try:
         records = runner.execute(chosen, all_obs=obligations, jobs=args.jobs, timeout=args.timeout, deep=args.deep,
                                  force=args.force, cache_dir=None if args.no_cache else args.cache_dir,
-                                 progress=progress)
+                                 cross_check=cross, progress=progress)
     finally:
         bar.close()
     total = time.perf_counter() - t0
     argv = [f"--only {i}" for i in args.only] + [f"--jobs {args.jobs}", f"--timeout {args.timeout:g}"] + \
-        [flag for flag, on in (("--deep", args.deep), ("--force", args.force), ("--no-cache", args.no_cache)) if on]
+        [flag for flag, on in (("--deep", args.deep), ("--force", args.force), ("--no-cache", args.no_cache)) if on] + \
+        ([] if args.cross_check is None else ["--cross-check" if args.cross_check else "--no-cross-check"])
     doc = trail.build(items, obligations, records, name_errs=names, import_errs=import_errs, total_seconds=total,
-                      jobs=args.jobs, argv=argv, partial=bool(args.only))
+                      jobs=args.jobs, argv=argv, partial=bool(args.only), cross_check=cross)
     j, m = trail.write(doc, out_dir, stem=stem)
     for e in names:
         print(f"name check: {e}", file=sys.stderr)
     for mod, tb in import_errs.items():
         print(f"import of {mod} failed:\n{tb}", file=sys.stderr)
     s = doc["summary"]
+    x = s["solvers"]
     print(f"{s['ok']}/{s['records']} ok; items {s['items']}; total {total:.1f} s; wrote {j} and {m}")
+    print(f"solvers: {x['z3_records']} records with z3 queries; two solvers {x['two_solvers']}, one solver "
+          f"{x['one_solver']} ({x['agreement_rate']:.1%} agreeing second verdicts); disagreements "
+          f"{x['disagreements']}; controls refuted by both {x['controls_refuted_by_both']}/{x['z3_controls']}"
+          + ("" if cross else " — cross-check not run"))
     return 0 if doc["ok"] else 1

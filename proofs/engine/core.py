@@ -21,8 +21,22 @@ requires the same checker to *refute* it with a concrete counterexample.
 
 Statuses: ``proved`` (claim holds for the stated bounds), ``refuted`` (a counterexample, which is
 recorded), ``unknown`` (the solver gave up), ``timeout`` (killed by the runner), ``error`` (an
-exception). An obligation succeeds only when ``proved``; a control only when ``refuted`` *with* a
-counterexample. ``unknown`` and ``timeout`` are never success.
+exception), ``vacuous`` (the hypotheses of a query that came out unsat are themselves unsatisfiable,
+so the "proof" would hold for any claim). An obligation succeeds only when ``proved``; a control only
+when ``refuted`` *with* a counterexample. ``unknown``, ``timeout`` and ``vacuous`` are never success.
+
+Scope and role (declared at registration, shown in the audit): ``scope="unbounded"`` when the check
+covers every size the claim quantifies over (then ``why_unbounded`` says why in one line when
+``bounds`` is not empty, e.g. "v is a vector width: coordinates are updated independently"), else
+``"bounded"`` (the default: nothing reads as "every n" unless declared and explained);
+``role="cross-check"`` for a check that re-confirms a claim some ``"proof"`` obligation (the default)
+already proves, e.g. a bounded unrolled run beside an inductive proof.
+
+Every z3 query goes through ``fresh_solver`` (also used by ``z3_prove``/``z3_witness``): its
+``check()`` records the query's SMT-LIB text and z3's answer in ``QUERY_LOG`` (the runner hands
+them to the second solver, ``engine.second``) and, when the answer is unsat, checks that the
+hypotheses — every formula but the last, plus the antecedent of a claim that is an implication —
+are satisfiable, raising ``VacuousHypotheses`` when they are not.
 
 Where obligations live: every module under ``flashproof.proofs.obligations`` (found by
 ``flashproof.proofs.engine.discover``, which also reports a module that fails to import or
@@ -32,10 +46,38 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["STATUSES", "Outcome", "Context", "Obligation", "obligation", "control", "OBLIGATIONS",
-           "resolve_control", "z3_prove", "z3_witness", "fresh_solver", "model_dict"]
+__all__ = ["STATUSES", "SCOPES", "ROLES", "Outcome", "Context", "Obligation", "obligation", "control", "OBLIGATIONS",
+           "resolve_control", "z3_prove", "z3_witness", "fresh_solver", "model_dict", "Query", "QUERY_LOG",
+           "VacuousHypotheses", "VacuityUnknown"]
 
-STATUSES = ("proved", "refuted", "unknown", "timeout", "error")
+STATUSES = ("proved", "refuted", "unknown", "timeout", "error", "vacuous")
+SCOPES = ("unbounded", "bounded")
+ROLES = ("proof", "cross-check")
+
+
+class Query(NamedTuple):
+    """One z3 query as it was decided: ``smt2`` (z3's SMT-LIB export of the solver), ``z3`` (sat,
+    unsat or unknown), ``seconds`` (z3's time) and ``purpose``: "goal" (the obligation's query) or
+    "hypotheses" (the vacuity check of a goal that came out unsat; expected sat)."""
+
+    smt2: str
+    z3: str
+    seconds: float
+    purpose: str
+
+
+#: The z3 queries of the obligation running in this process, in order. A recorder, not a switch:
+#: the runner clears it before an obligation runs and reads it afterwards (one forked process per
+#: obligation), so the second solver sees exactly the formulas z3 decided.
+QUERY_LOG: list[Query] = []
+
+
+class VacuousHypotheses(Exception):
+    """The hypotheses of an unsat query are unsatisfiable: the query proves nothing."""
+
+
+class VacuityUnknown(Exception):
+    """z3 could not decide whether the hypotheses of an unsat query are satisfiable."""
 
 
 class Outcome(NamedTuple):
@@ -80,6 +122,9 @@ class Obligation(NamedTuple):
     bug: str | None
     module: str
     title: str
+    scope: str = "bounded"
+    role: str = "proof"
+    why_unbounded: str = ""
 
 
 #: id -> Obligation, filled at import time by the decorators.
@@ -101,17 +146,32 @@ def _seq(name: str, x) -> tuple:
 
 
 def obligation(id: str, *, checks, bounds: dict | None = None, deep_bounds: dict | None = None,
-               assumptions=(), solver: str = "z3"):
+               assumptions=(), solver: str = "z3", scope: str = "bounded", role: str = "proof",
+               why_unbounded: str = ""):
     """Register ``fn(ctx) -> Outcome`` as obligation ``id`` checking the spec items ``checks``.
 
     bounds: what "bounded" means for this check (e.g. ``{"n": 6, "b": "all"}``; ``{}`` for an
-    unbounded lemma); deep_bounds: larger bounds used under ``--deep`` (defaults to ``bounds``)."""
+    unbounded lemma); deep_bounds: larger bounds used under ``--deep`` (defaults to ``bounds``);
+    scope: "unbounded" (covers every size the claim quantifies over; with non-empty ``bounds``
+    ``why_unbounded`` must say in one line why they do not limit it) or "bounded"; role: "proof"
+    or "cross-check" (see the module docstring)."""
+    if scope not in SCOPES:
+        raise ValueError(f"obligation {id!r}: scope must be one of {SCOPES}, received {scope!r}")
+    if role not in ROLES:
+        raise ValueError(f"obligation {id!r}: role must be one of {ROLES}, received {role!r}")
+    if "\n" in why_unbounded:
+        raise ValueError(f"obligation {id!r}: why_unbounded must be one line")
+    if scope == "unbounded" and (bounds or deep_bounds) and not why_unbounded.strip():
+        raise ValueError(f"obligation {id!r}: scope 'unbounded' with bounds {dict(bounds or deep_bounds)} needs "
+                         "why_unbounded: one line saying why these bounds do not limit the claim")
+    if scope == "bounded" and why_unbounded:
+        raise ValueError(f"obligation {id!r}: why_unbounded given for a bounded obligation")
 
     def deco(fn):
         doc = (fn.__doc__ or "").strip().splitlines()
         _register(Obligation(id, fn, _seq("checks", checks), dict(bounds or {}), dict(deep_bounds or bounds or {}),
                              _seq("assumptions", assumptions), solver, "proved", None, None, fn.__module__,
-                             doc[0] if doc else id))
+                             doc[0] if doc else id, scope, role, why_unbounded.strip()))
         return fn
     return deco
 
@@ -137,7 +197,8 @@ def resolve_control(ob: Obligation) -> Obligation:
     if base is None:
         return ob
     return ob._replace(checks=base.checks, bounds=base.bounds, deep_bounds=base.deep_bounds,
-                       assumptions=base.assumptions, solver=ob.solver or base.solver)
+                       assumptions=base.assumptions, solver=ob.solver or base.solver, scope=base.scope,
+                       role=base.role, why_unbounded=base.why_unbounded)
 
 
 # ---------------------------------------------------------------------------------------- z3 helpers
@@ -161,17 +222,15 @@ def model_dict(model) -> dict:
 
 
 def fresh_solver(formulas, ctx: Context, *, logic: str | None = None):
-    """A solver in a NEW z3 context holding ``formulas`` (translated). z3's search depends on the ids
-    of terms created earlier in the same context, so a fresh context makes each answer a function of
-    the query alone (the same in a forked worker, a test process or a REPL)."""
-    import z3
+    """A solver in a NEW z3 context holding ``formulas`` (translated): the last one is the goal (the
+    negated claim, or an existential formula), the others are hypotheses. z3's search depends on the
+    ids of terms created earlier in the same context, so a fresh context makes each answer a function
+    of the query alone (the same in a forked worker, a test process or a REPL). Its ``check()``
+    records the query in ``QUERY_LOG`` and checks the hypotheses of an unsat answer for vacuity
+    (``engine.smt.CheckedSolver``)."""
+    from .smt import CheckedSolver
 
-    c = z3.Context()
-    s = z3.SolverFor(logic, ctx=c) if logic else z3.Solver(ctx=c)
-    s.set("timeout", int(ctx.timeout_ms))
-    for f in formulas:
-        s.add(f.translate(c) if isinstance(f, z3.ExprRef) else z3.BoolVal(bool(f), ctx=c))
-    return s
+    return CheckedSolver(list(formulas), timeout_ms=int(ctx.timeout_ms), logic=logic)
 
 
 def z3_prove(claim, ctx: Context, *, hypotheses=(), logic: str | None = None) -> Outcome:

@@ -1,10 +1,18 @@
 """Run obligations in parallel, one forked process each, with a per-obligation timeout.
 
-``execute(obs, jobs=2, timeout=30, ...)`` returns one result record (a dict, schema in
-``docs/proofs.md``) per obligation, in completion order, calling ``progress(record)`` as each
-finishes. A process that outlives its timeout is killed and recorded as ``timeout``; an exception
-is ``error``; an ``Outcome`` with a status outside ``STATUSES`` is ``error``. Cached definitive
-results are returned without running unless ``force``.
+``execute(obs, jobs=2, timeout=30, cross_check=False, ...)`` returns one result record (a dict,
+schema in ``docs/proofs.md``) per obligation, in completion order, calling ``progress(record)`` as
+each finishes. A process that outlives its timeout is killed and recorded as ``timeout``; an
+exception is ``error``; an ``Outcome`` with a status outside ``STATUSES`` is ``error``; a query
+whose hypotheses are unsatisfiable is ``vacuous``. Cached definitive results are returned without
+running unless ``force``.
+
+With ``cross_check``, every z3 query an obligation made (``core.QUERY_LOG``) is decided again by
+the second solver (``engine.second``) in a job of its own — forked and killed at the same timeout,
+so a second solver that hangs costs its own verdicts, never the z3 result. Its verdicts stream back
+one per query. The record then carries ``solvers`` (one entry per solver), ``trust`` ("two
+solvers" when every query z3 decided got the same answer from a second solver, "one solver"
+otherwise, "no SMT" without z3 queries) and ``disagreements`` (which make the record not ok).
 """
 from __future__ import annotations
 
@@ -13,24 +21,102 @@ import time
 import traceback
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from . import cache
+from . import cache, core
 from .core import STATUSES, Context, Obligation, Outcome
 from .status import record_ok
 
-__all__ = ["execute", "make_record", "command_for"]
+__all__ = ["execute", "make_record", "command_for", "solver_entries", "SolverReport", "SECOND_QUERY_S"]
+
+#: the longest the second solver may spend on one query (the job's own timeout bounds the sum)
+SECOND_QUERY_S = 20.0
 
 
 def command_for(ob_id: str, deep: bool) -> str:
     return f"flashproof prove --only {ob_id}" + (" --deep" if deep else "")
 
 
+class SolverReport(NamedTuple):
+    """The solver part of one record: ``solvers`` (one entry per solver, z3 first), ``trust`` and
+    ``disagreements`` (one dict per query where a second solver contradicts z3)."""
+
+    solvers: list
+    trust: str
+    disagreements: list
+
+
+def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> SolverReport:
+    """The solvers, trust tier and disagreements of one record.
+
+    queries: ``core.Query`` tuples (as lists after pickling are fine); verdicts: one
+    ``second.Verdict``-like tuple (name, version, status, seconds, detail) per query, or None for a
+    query the second solver did not decide (job killed), or ``verdicts=None`` when the cross-check
+    did not run. A second solver's entry status is ``disagrees`` if any answer contradicts z3's,
+    else the first of error/timeout/unsupported/unknown that occurred, else the obligation's
+    status (it agreed on every query)."""
+    from . import second
+
+    vers = cache.versions()
+    if not queries:
+        return SolverReport([], "no SMT", [])
+    z3_secs = sum(q[2] for q in queries)
+    entries = [{"name": "z3", "version": vers.get("z3"), "status": out.status, "seconds": round(z3_secs, 4),
+                "queries": len(queries)}]
+    if verdicts is None:
+        entries.append({"name": "second solver", "version": None, "status": "not run", "seconds": 0.0,
+                        "queries": 0, "detail": "cross-check not run (flashproof prove --cross-check; default of --deep)"})
+        return SolverReport(entries, "one solver", [])
+    per: dict = {}
+    disagreements = []
+    decided_by_z3 = 0
+    agreed = 0
+    for i, (q, v) in enumerate(zip(queries, verdicts)):
+        z3_answer = q[1]
+        if z3_answer in ("sat", "unsat"):
+            decided_by_z3 += 1
+        if v is None:
+            v = second.Verdict("second solver", None, "timeout", 0.0, "not reached before the job's timeout")
+        name, version, status, secs, detail = v
+        e = per.setdefault(name, {"name": name, "version": version, "seconds": 0.0, "queries": 0, "agreed": 0,
+                                  "answers": {}, "details": []})
+        e["queries"] += 1
+        e["seconds"] += secs
+        e["answers"][status] = e["answers"].get(status, 0) + 1
+        if status in ("sat", "unsat") and z3_answer in ("sat", "unsat"):
+            if status == z3_answer:
+                e["agreed"] += 1
+                agreed += 1
+            else:
+                disagreements.append({"query": i, "purpose": q[3], "z3": z3_answer, "solver": name,
+                                      "answer": status})
+        elif status not in ("sat", "unsat") and detail and len(e["details"]) < 3:
+            e["details"].append(detail)
+    for e in per.values():
+        ans = e.pop("answers")
+        if any(d["solver"] == e["name"] for d in disagreements):
+            st = "disagrees"
+        else:
+            st = next((k for k in ("error", "timeout", "unsupported", "unknown") if ans.get(k)), None) or out.status
+        det = e.pop("details")
+        entries.append(dict(e, status=st, seconds=round(e["seconds"], 4), answers=ans,
+                            **({"detail": "; ".join(det)} if det else {})))
+    trust = "two solvers" if decided_by_z3 and agreed == decided_by_z3 and not disagreements else "one solver"
+    return SolverReport(entries, trust, disagreements)
+
+
 def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, deep: bool, key: str,
-                cached: bool = False) -> dict:
+                cached: bool = False, queries: list | None = None, verdicts: list | None = None) -> dict:
     """The JSON record of one run (see ``docs/proofs.md`` for the schema)."""
     vers = cache.versions()
     solver = out.solver or ob.solver
+    queries = list(queries or [])
+    solvers, trust, disagreements = solver_entries(out, queries, verdicts)
+    detail = out.detail
+    if disagreements:
+        d = disagreements[0]
+        detail = (f"SOLVERS DISAGREE on {len(disagreements)} quer{'y' if len(disagreements) == 1 else 'ies'} "
+                  f"(first: query {d['query']} ({d['purpose']}), z3 {d['z3']}, {d['solver']} {d['answer']}); " + detail)
     rec = {
         "obligation": ob.id,
         "kind": "control" if ob.of else "obligation",
@@ -43,97 +129,190 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
         "expected": ob.expected,
         "solver": solver,
         "solver_version": vers.get(solver.split("+")[0], vers["python"]) if solver else None,
+        "scope": ob.scope,
+        "role": ob.role,
+        "why_unbounded": ob.why_unbounded,
         "bounds": bounds,
         "deep": deep,
         "seconds": round(seconds, 4),
         "counterexample": out.counterexample,
         "witness": out.witness,
-        "detail": out.detail,
+        "detail": detail,
+        "queries": {"goal": sum(1 for q in queries if q[3] == "goal"),
+                    "hypotheses": sum(1 for q in queries if q[3] == "hypotheses")},
+        "solvers": solvers,
+        "trust": trust,
+        "cross_check": verdicts is not None,
+        "disagreements": disagreements,
         "content_hash": key,
         "cached": cached,
         "command": command_for(ob.id, deep),
         "module": ob.module,
     }
+    if not solvers:  # no z3 query: the checker that decided it (sympy, exact arithmetic, …) stands alone
+        rec["solvers"] = [{"name": solver or "none", "version": rec["solver_version"], "status": out.status,
+                           "seconds": rec["seconds"], "queries": 0}]
     rec["ok"] = record_ok(rec)
     return rec
 
 
 def _child(conn, ob: Obligation, ctx: Context) -> None:
+    core.QUERY_LOG.clear()
     t0 = time.perf_counter()
     try:
         out = ob.fn(ctx)
         if not isinstance(out, Outcome):
             out = Outcome("error", detail=f"obligation returned {type(out).__name__}, not Outcome")
-        elif out.status not in STATUSES or out.status == "timeout":
+        elif out.status not in STATUSES or out.status in ("timeout", "vacuous"):
             out = Outcome("error", detail=f"obligation returned status {out.status!r}")
+    except core.VacuousHypotheses as e:
+        out = Outcome("vacuous", solver="z3", detail=str(e))
+    except core.VacuityUnknown as e:
+        out = Outcome("unknown", solver="z3", detail=str(e))
     except Exception as e:  # noqa: BLE001 — an exception is an 'error' record
         tb = traceback.format_exc(limit=4).strip().splitlines()
         out = Outcome("error", detail=f"{type(e).__name__}: {e} | " + " / ".join(tb[-3:]))
+    queries = [tuple(q) for q in core.QUERY_LOG]
     try:
-        conn.send((out, time.perf_counter() - t0))
+        conn.send((out, time.perf_counter() - t0, queries))
     except Exception as e:  # noqa: BLE001 — e.g. an unpicklable counterexample
-        conn.send((Outcome("error", detail=f"result not transferable: {e}"), time.perf_counter() - t0))
+        conn.send((Outcome("error", detail=f"result not transferable: {e}"), time.perf_counter() - t0, queries))
+    conn.close()
+
+
+def _cross_child(conn, texts: list, timeout: float) -> None:
+    """Decide each distinct query text with the second solver; send ("v", index, verdict) per text
+    as it is decided, then ("done",)."""
+    from . import second
+
+    t0 = time.perf_counter()
+    for i, text in enumerate(texts):
+        left = timeout - (time.perf_counter() - t0) - 0.5
+        if left <= 0:
+            break
+        try:
+            v = second.decide(text, int(1000 * min(SECOND_QUERY_S, left)))
+        except Exception as e:  # noqa: BLE001 — a harness failure is the solver's 'error', never a verdict
+            v = second.Verdict("second solver", None, "error", 0.0, f"{type(e).__name__}: {e}"[:160])
+        conn.send(("v", i, tuple(v)))
+    conn.send(("done",))
     conn.close()
 
 
 def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: float = 30.0, deep: bool = False,
-            force: bool = False, cache_dir: Path | None = cache.DEFAULT_DIR,
+            force: bool = False, cache_dir: Path | None = cache.DEFAULT_DIR, cross_check: bool = False,
             progress: Callable[[dict], None] | None = None) -> list[dict]:
     """Run ``obs`` (controls already resolved) and return their records."""
     ctx_mp = mp.get_context("fork")
     records: list[dict] = []
+    durations: dict = {}
 
     def done(rec):
         records.append(rec)
+        if cache_dir is not None and _cacheable(rec):
+            cache.store(cache_dir, rec["content_hash"], rec)
         if progress:
             progress(rec)
 
-    queue = []
+    queue = []  # jobs: ("ob", ob, bounds, key) or ("cross", ob, bounds, key, out, secs, queries)
     for ob in obs:
         bounds = ob.deep_bounds if deep else ob.bounds
-        key = cache.content_hash(ob, bounds=bounds, base=all_obs.get(ob.of) if ob.of else None)
+        key = cache.content_hash(ob, bounds=bounds, base=all_obs.get(ob.of) if ob.of else None,
+                                 cross_check=cross_check)
         hit = None if (force or cache_dir is None) else cache.load(cache_dir, key)
         if hit is not None and hit.get("obligation") == ob.id:
             hit["cached"] = True
-            done(hit)
+            records.append(hit)
+            if progress:
+                progress(hit)
         else:
-            queue.append((ob, bounds, key))
+            queue.append(("ob", ob, bounds, key))
     # Longest first (by the last recorded time of each id) keeps both workers busy to the end.
     history = cache.load_timings(cache_dir) if cache_dir is not None else {}
-    queue.sort(key=lambda q: -history.get(q[0].id, 1.0))
-    running: dict = {}  # sentinel -> (proc, conn, ob, bounds, key, t0)
+    queue.sort(key=lambda q: -history.get(q[1].id, 1.0))
+    running: dict = {}  # conn -> state dict
     while queue or running:
         while queue and len(running) < max(1, jobs):
-            ob, bounds, key = queue.pop(0)
-            ctx = Context(dict(bounds), int(timeout * 1000), deep)
+            job = queue.pop(0)
             parent, child = ctx_mp.Pipe(duplex=False)
-            proc = ctx_mp.Process(target=_child, args=(child, ob, ctx), daemon=True)
+            if job[0] == "ob":
+                _, ob, bounds, key = job
+                ctx = Context(dict(bounds), int(timeout * 1000), deep)
+                proc = ctx_mp.Process(target=_child, args=(child, ob, ctx), daemon=True)
+                state = {"job": job, "proc": proc, "t0": time.perf_counter()}
+            else:
+                queries = job[6]
+                texts = list(dict.fromkeys(q[0] for q in queries))
+                proc = ctx_mp.Process(target=_cross_child, args=(child, texts, timeout), daemon=True)
+                state = {"job": job, "proc": proc, "t0": time.perf_counter(), "texts": texts, "got": {}}
             proc.start()
             child.close()
-            running[parent] = (proc, ob, bounds, key, time.perf_counter())
+            running[parent] = state
         now = time.perf_counter()
-        next_deadline = min(t0 + timeout for (_, _, _, _, t0) in running.values())
+        next_deadline = min(s["t0"] + timeout for s in running.values())
         ready = wait(list(running), timeout=max(0.0, next_deadline - now))
         for conn in ready:
-            proc, ob, bounds, key, t0 = running.pop(conn)
-            try:
-                out, secs = conn.recv()
-            except (EOFError, OSError):
-                proc.join(1)
-                out, secs = Outcome("error", detail=f"worker died (exit code {proc.exitcode})"), time.perf_counter() - t0
-            proc.join(5)
-            rec = make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key)
-            if cache_dir is not None:
-                cache.store(cache_dir, key, rec)
-            done(rec)
-        now = time.perf_counter()
-        for conn, (proc, ob, bounds, key, t0) in list(running.items()):
-            if now - t0 >= timeout:
-                proc.kill()
-                proc.join(5)
+            state = running[conn]
+            job, proc = state["job"], state["proc"]
+            if job[0] == "ob":
                 running.pop(conn)
-                done(make_record(ob, Outcome("timeout", detail=f"killed after {timeout:g} s"), seconds=now - t0,
-                                 bounds=bounds, deep=deep, key=key))
+                _, ob, bounds, key = job
+                try:
+                    out, secs, queries = conn.recv()
+                except (EOFError, OSError):
+                    proc.join(1)
+                    out, secs, queries = (Outcome("error", detail=f"worker died (exit code {proc.exitcode})"),
+                                          time.perf_counter() - state["t0"], [])
+                proc.join(5)
+                durations[ob.id] = secs
+                if cross_check and queries:
+                    queue.insert(0, ("cross", ob, bounds, key, out, secs, queries))
+                else:
+                    done(make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries,
+                                     verdicts=None if not cross_check else []))
+                continue
+            finished = False
+            try:
+                while conn.poll():
+                    msg = conn.recv()
+                    if msg[0] == "v":
+                        state["got"][msg[1]] = msg[2]
+                    else:
+                        finished = True
+            except (EOFError, OSError):
+                finished = True
+            if finished:
+                running.pop(conn)
+                proc.join(5)
+                done(_cross_record(state, deep))
+        now = time.perf_counter()
+        for conn, state in list(running.items()):
+            if now - state["t0"] >= timeout:
+                state["proc"].kill()
+                state["proc"].join(5)
+                running.pop(conn)
+                job = state["job"]
+                if job[0] == "ob":
+                    _, ob, bounds, key = job
+                    durations[ob.id] = now - state["t0"]
+                    done(make_record(ob, Outcome("timeout", detail=f"killed after {timeout:g} s"),
+                                     seconds=now - state["t0"], bounds=bounds, deep=deep, key=key))
+                else:
+                    done(_cross_record(state, deep))
     if cache_dir is not None:
-        cache.store_timings(cache_dir, {r["obligation"]: r["seconds"] for r in records if not r.get("cached")})
+        cache.store_timings(cache_dir, durations)
     return records
+
+
+def _cross_record(state: dict, deep: bool) -> dict:
+    _, ob, bounds, key, out, secs, queries = state["job"]
+    index = {t: i for i, t in enumerate(state["texts"])}
+    verdicts = [state["got"].get(index[q[0]]) for q in queries]
+    return make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries, verdicts=verdicts)
+
+
+def _cacheable(rec: dict) -> bool:
+    """Definitive z3 results, unless a second solver was cut off or failed (then it runs again)."""
+    if rec.get("status") not in ("proved", "refuted"):
+        return False
+    return not any(e.get("status") in ("timeout", "error") for e in rec.get("solvers", [])[1:])

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
-__all__ = ["record_ok", "name_errors", "ItemStatus", "derive", "transitive_assumptions"]
+__all__ = ["record_ok", "name_errors", "ItemStatus", "derive", "transitive_assumptions", "ItemScope", "evidence",
+           "derive_scope", "item_trust", "scope_label"]
 
 
 def record_ok(rec: dict) -> bool:
-    """The success rule for one result record (dict with ``status``, ``expected``, ``counterexample``)."""
+    """The success rule for one result record (dict with ``status``, ``expected``, ``counterexample``):
+    an obligation ``proved``, a control ``refuted`` with a counterexample, and in both cases no
+    second solver contradicting z3 on any query (``disagreements``)."""
+    if rec.get("disagreements"):
+        return False
     if rec["expected"] == "proved":
         return rec["status"] == "proved"
     return rec["status"] == "refuted" and rec.get("counterexample") not in (None, {}, [])
@@ -135,3 +140,108 @@ def transitive_assumptions(items: dict, obligations: dict, iid: str) -> list[str
                 out.update(obligations[oid].assumptions)
         todo.extend(it.uses)
     return sorted(out)
+
+
+class ItemScope(NamedTuple):
+    """Derived scope of one item (the issue's rule, on its own checks). ``scope``: "unbounded" only
+    if every obligation that carries its evidence is unbounded — its ``proof`` obligations, or its
+    cross-checks when it has none — else "bounded"; "—" for assumptions and items nothing checks.
+    ``bounded_by``: those evidence obligations that are bounded. ``with_uses``: the same rule applied
+    also to every item it uses, transitively (what a reader of the whole chain gets);
+    ``bounded_via``: the bounded evidence obligations of the items it uses."""
+
+    scope: str
+    bounded_by: tuple
+    with_uses: str
+    bounded_via: tuple
+
+
+def evidence(it, obligations: dict) -> list:
+    """The obligations whose scope decides an item's: its ``proof`` obligations, or its
+    cross-checks when it has no proof obligation (registered ones only)."""
+    obs = [obligations[o] for o in it.checked_by if o in obligations]
+    proofs = [o for o in obs if o.role == "proof"]
+    return proofs or obs
+
+
+def derive_scope(items: dict, obligations: dict) -> dict[str, ItemScope]:
+    """id -> ItemScope from the registration (scope is a property of the checks, not of a run)."""
+    own: dict[str, tuple] = {}
+    for iid, it in items.items():
+        if it.kind == "assumption" or not it.checked_by:
+            own[iid] = ("—", ())
+            continue
+        ev = evidence(it, obligations)
+        bounded = tuple(sorted(o.id for o in ev if o.scope != "unbounded"))
+        own[iid] = ("unbounded" if ev and not bounded else "bounded", bounded)
+    memo: dict[str, frozenset] = {}
+
+    def via(iid: str, stack: tuple = ()) -> frozenset:
+        """Bounded evidence of the items ``iid`` uses, transitively (an unchecked used item counts
+        by its own id)."""
+        if iid in memo:
+            return memo[iid]
+        acc: set = set()
+        for u in items[iid].uses if iid in items else ():
+            if u not in items or u in stack:
+                acc.add(u)
+                continue
+            usc, uby = own[u]
+            if items[u].kind != "assumption":
+                acc.update(uby if usc == "bounded" else ())
+                if usc == "—":
+                    acc.add(u)
+            acc.update(via(u, stack + (iid,)))
+        memo[iid] = frozenset(acc)
+        return memo[iid]
+
+    out = {}
+    for iid in items:
+        sc, by = own[iid]
+        extra = tuple(sorted(via(iid) - set(by))) if sc != "—" else ()
+        full = sc if sc == "—" else ("unbounded" if sc == "unbounded" and not extra else "bounded")
+        out[iid] = ItemScope(sc, by, full, extra)
+    return out
+
+
+def item_trust(it, obligations: dict, records: dict) -> str:
+    """The solver trust tier of an item's evidence (latest records by id): "one solver" if some
+    evidence obligation or one of its controls made z3 queries without an agreeing second verdict
+    on each, else "two solvers" if any made z3 queries, else "no SMT"; "—" when nothing ran."""
+    ids = [o.id for o in evidence(it, obligations)]
+    ids += [c.id for c in obligations.values() if c.of in ids]
+    tiers = [records[i].get("trust") for i in ids if i in records]
+    if not tiers:
+        return "—"
+    if "one solver" in tiers:
+        return "one solver"
+    return "two solvers" if "two solvers" in tiers else "no SMT"
+
+
+def _size_name(key: str) -> bool:
+    """A bound that is a problem size: a short name (n, d, v, b, k, V, dv) or ``n_…``."""
+    return len(key) <= 3 or key.startswith("n_")
+
+
+def scope_label(sc: ItemScope, obligations: dict) -> str:
+    """Words for the status chip: "every n" for an unbounded item; for a bounded one "up to" the
+    smallest numeric bound per size parameter over its bounded evidence (``n ≤ 3, b ≤ 4``; a grid
+    counts by its largest size), or "on bounded instances" when those bounds are not sizes; "" for
+    assumptions and unchecked items."""
+    if sc.scope == "unbounded":
+        return "every n"
+    if sc.scope != "bounded":
+        return ""
+    least: dict = {}
+    for oid in sc.bounded_by:
+        ob = obligations.get(oid)
+        for k, v in (ob.bounds.items() if ob else ()):
+            if not _size_name(k):
+                continue  # counts of cases or tables, formulas: listed with the obligation, not sizes
+            if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) for x in v):
+                v = max(v)  # a grid of sizes: checked up to its largest
+            if isinstance(v, int) and not isinstance(v, bool):
+                least[k] = min(v, least.get(k, v))
+    if not least:
+        return "on bounded instances"
+    return "up to " + ", ".join(f"{k} ≤ {v}" for k, v in least.items())

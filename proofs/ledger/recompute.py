@@ -171,10 +171,10 @@ def _z3_valid(claim, hyps=()):
     """(holds, counterexample) for a z3 claim under hypotheses (unknown counts as not holding)."""
     import z3
 
-    s = z3.Solver()
-    s.set("timeout", 5000)
-    s.add(*hyps)
-    s.add(z3.Not(claim))
+    from flashproof.proofs.engine.core import Context, fresh_solver
+
+    # through the engine's solver: the query is recorded for the second solver and checked for vacuity
+    s = fresh_solver(list(hyps) + [z3.Not(claim)], Context({}, 5000, False))
     r = s.check()
     if r == z3.unsat:
         return True, None

@@ -38,7 +38,7 @@ def _run_example(first, second, l1_txt, l2_txt, ms):
 
 
 @obligation("ATT-STREAMING-EXAMPLES", checks=["EX-STREAMING-000"], bounds={"examples": 2}, solver="sympy",
-            assumptions=["A-SOLVER-TRUST"])
+            assumptions=["A-SOLVER-TRUST"], scope="unbounded", why_unbounded="the item states these two examples only")
 def streaming_examples(ctx):
     """{2,1},{3,0} → ℓ 1.368 then 1.553; {1,4},{2,2,5} → 1.050 then 1.486; each equals the one-shot sum."""
     for ex in EXAMPLES:

@@ -49,7 +49,7 @@ def _check(n, n_k, d, v, b, allowed):
 
 
 @obligation("ATT-EXP2", checks=["EXT-EXP2"], bounds={"cases": "(n_q,n_k,d,v,b) = (2,2,1,1,1) full, (3,3,1,1,2) causal, (1,2,1,1,1), (2,1,1,1,1) full"},
-            solver="sympy", assumptions=["A-SOLVER-TRUST"])
+            solver="sympy", assumptions=["A-SOLVER-TRUST"], scope="bounded")
 def exp2(ctx):
     """Base-2 run with folded log2(e), converted (lse·ln2, dQ·ln2, dK·ln2), equals the natural run."""
     for case in CASES:

@@ -97,7 +97,7 @@ class _RawScoreFP(FPNum):
 def _register(fmt):
     ident = f"ATT-FP-SHIFT-{fmt}"
 
-    @obligation(ident, checks=["EXT-FP-SAFETY", "REM-NOT-IO"], bounds=BOUNDS, assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"])
+    @obligation(ident, checks=["EXT-FP-SAFETY", "REM-NOT-IO"], bounds=BOUNDS, assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"], scope="bounded")
     def shift(ctx):
         """After subtracting the running max every exp argument is ≤ 0 (never NaN) and every rescale ≤ 1."""
         claim, hyp = _shift(fmt)
@@ -110,7 +110,7 @@ def _register(fmt):
 
     ident_l = f"ATT-FP-ELL-{fmt}"
 
-    @obligation(ident_l, checks=["EXT-FP-SAFETY"], bounds=BOUNDS, assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"])
+    @obligation(ident_l, checks=["EXT-FP-SAFETY"], bounds=BOUNDS, assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"], scope="bounded")
     def ell(ctx):
         """Once the row has an allowed key, the rounded normalizer ℓ is ≥ 1."""
         claim, hyp = _ell(fmt)
@@ -124,7 +124,7 @@ def _register(fmt):
     ident_w = f"ATT-FP-NAN-WITNESS-{fmt}"
 
     @obligation(ident_w, checks=["EXT-FP-SAFETY"], bounds={"states": "two ⊥ (m = −∞)"},
-                assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"])
+                assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"], scope="unbounded", why_unbounded="an existential claim: one witness proves it")
     def nan_witness(ctx):
         """Expected sat: merging two empty states without the guard forms (−∞) − (−∞) = NaN."""
         return _nan_witness(fmt, mutants.merge_unguarded, ctx)
@@ -135,7 +135,7 @@ def _register(fmt):
 
     ident_g = f"ATT-FP-GUARD-{fmt}"
 
-    @obligation(ident_g, checks=["EXT-FP-SAFETY", "EXT-EMPTY-ROW"], bounds=GUARD_BOUNDS, assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"])
+    @obligation(ident_g, checks=["EXT-FP-SAFETY", "EXT-EMPTY-ROW"], bounds=GUARD_BOUNDS, assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"], scope="bounded")
     def guard(ctx):
         """With the guards, no forward step, log-sum-exp or final division is NaN (empty state and blocks included)."""
         return _guard(fmt, ctx)
@@ -167,7 +167,7 @@ for _fmt in FORMATS:
 
 
 @obligation("ATT-FP-MERGE-ORDER-fp16", checks=["REM-NOT-IO"], bounds={"v": 1, "maxima": "equal"},
-            assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"])
+            assumptions=["A-FP-IEEE", "A-FP-EXP", "A-SOLVER-TRUST"], scope="unbounded", why_unbounded="an existential claim: one witness proves it")
 def merge_order(ctx):
     """Expected sat: even with equal maxima, (a⋆b)⋆c and a⋆(b⋆c) round ℓ to different fp16 values."""
     return _merge_order(FPNum("fp16"), ctx)

@@ -25,9 +25,6 @@ from flashproof.proofs.engine.core import Outcome, control, obligation, z3_witne
 from flashproof.proofs.mutants import attention as mutants
 from flashproof.proofs.numbers.fptrace import FPTraceNum
 
-#: intended registration (the engine's ``scope``/``role`` were not on main when this was written)
-SCOPE_ROLE = {"ATT-FP-POISON-fp16": ("bounded", "proof")}
-
 N_Q, N_K, FMT = 2, 3, "fp16"
 
 

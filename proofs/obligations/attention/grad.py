@@ -58,12 +58,8 @@ def _check_tie():
     return None
 
 
-#: intended registration (the engine's ``scope``/``role`` were not on main when this was written)
-SCOPE_ROLE = {"ATT-GRAD": ("bounded", "cross-check")}
-
-
 @obligation("ATT-GRAD", checks=["THM-EXACT"], bounds={"n_q": 3, "n_k": 3, "d": 3, "v": 3, "cases": "(n_q,n_k,d,v) in (2,2,2,2) full, (3,3,1,1)/(3,3,2,2) causal, (3,3,1,2) sparse + one-key row, (2,2,3,3), rectangular (2,3,1,2) and (3,2,2,1), tie"},
-            deep_bounds={"n_q": 4, "n_k": 4, "d": 3, "v": 3, "cases": "default + n = d = v = 3 causal, full, sparse; (n_q,n_k,d,v) = (2,4,1,1), (4,2,1,2) full"}, assumptions=["A-SOLVER-TRUST"], solver="sympy")
+            deep_bounds={"n_q": 4, "n_k": 4, "d": 3, "v": 3, "cases": "default + n = d = v = 3 causal, full, sparse; (n_q,n_k,d,v) = (2,4,1,1), (4,2,1,2) full"}, assumptions=["A-SOLVER-TRUST"], solver="sympy", scope="bounded", role="cross-check")
 def grad(ctx):
     """tiled_backward equals sympy's gradient of Φ = Σ G∘Y_dense, for any frozen shift (ties included)."""
     for n_q, n_k, d, v, b, allowed in (DEEP_CASES if ctx.deep else CASES):

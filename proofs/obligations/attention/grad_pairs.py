@@ -52,20 +52,6 @@ from flashproof.proofs.mutants import attention as mutants
 from flashproof.proofs.numbers.ufrational import UFRationalNum
 from flashproof.proofs.support.sympy_gradient import vanishes
 
-#: intended registration (issue 15 §2: the engine's ``scope``/``role``/``why_unbounded`` parameters
-#: were not on main when this module was written; the lead moves these into the decorators):
-#: id -> (scope, role, why_unbounded)
-SCOPE_ROLE = {
-    "ATT-GRAD-SCHEDULE": ("unbounded", "proof",
-                          "row/pair visits run with symbolic z3 integers i, j and the accumulate step with a symbolic "
-                          "flag; _schedule's keys are block_ranges (ATT-PARTITION: every n); _schedule's two loops "
-                          "and tiled_backward's six-line driver are checked by execution (n ≤ 12, n ≤ 4)"),
-    "ATT-GRAD-SOFTMAX": ("unbounded", "proof", "the row's other keys are the symbols P_rest, R_rest (any number); "
-                         "v by induction over the dot step"),
-    "ATT-GRAD-CHAIN": ("unbounded", "proof", "d by induction over the dot step; the update's coordinate loop reads "
-                       "coordinate r only (one generic coordinate, then three)"),
-}
-
 ASSUMES = ["A-SOLVER-TRUST"]
 
 
@@ -236,7 +222,7 @@ def _index_discipline(ctx) -> Outcome:
 @obligation("ATT-GRAD-SCHEDULE", checks=["ALG-TILED", "THM-EXACT"],
             bounds={"accumulate": "symbolic flag (z3)", "schedule_code": 12, "routing": "n_q, n_k ≤ 4 both ways, b ∈ {1, 2, n_k+1}"},
             deep_bounds={"accumulate": "symbolic flag (z3)", "schedule_code": 32, "routing": "n_q, n_k ≤ 6 both ways, b ∈ {1, 2, n_k+1}"},
-            assumptions=ASSUMES, solver="z3+exact")
+            assumptions=ASSUMES, solver="z3+exact", scope="bounded")
 def grad_schedule(ctx):
     """The reverse pass's accumulation is the sum over allowed pairs of each pair's update, with dK, dV of n_k rows."""
     lemma = _accumulate_lemma(ctx)
@@ -318,7 +304,8 @@ def _softmax(ctx) -> Outcome:
     return Outcome("proved", solver="sympy", detail="frozen p, γ per pair with a symbolic row; ∂Φ_i/∂s_ij by induction on v")
 
 
-@obligation("ATT-GRAD-SOFTMAX", checks=["THM-EXACT"], bounds={}, assumptions=ASSUMES, solver="sympy")
+@obligation("ATT-GRAD-SOFTMAX", checks=["THM-EXACT"], bounds={}, assumptions=ASSUMES, solver="sympy",
+            scope="unbounded", why_unbounded="the row's other keys are the symbols P_rest, R_rest (any number); v by induction over the dot step")
 def grad_softmax(ctx):
     """Per pair, with a symbolic row and frozen m, ℓ (ties included): γ_ij = ∂Φ_i/∂s_ij, for every n and v."""
     return _softmax(ctx)
@@ -382,7 +369,8 @@ def _chain(ctx) -> Outcome:
     return Outcome("proved", solver="sympy", detail="∂s/∂Q, ∂s/∂K by induction on d; per-pair dQ, dK, dV terms")
 
 
-@obligation("ATT-GRAD-CHAIN", checks=["THM-EXACT"], bounds={}, assumptions=ASSUMES, solver="sympy")
+@obligation("ATT-GRAD-CHAIN", checks=["THM-EXACT"], bounds={}, assumptions=ASSUMES, solver="sympy",
+            scope="unbounded", why_unbounded="d by induction over the dot step; the update's coordinate loop reads coordinate r only")
 def grad_chain(ctx):
     """Per pair: the update adds γ·∂s/∂Q_i to dQ_i, γ·∂s/∂K_j to dK_j and ∂Φ_i/∂V_j to dV_j, for every d and v."""
     return _chain(ctx)

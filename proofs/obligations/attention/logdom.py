@@ -41,7 +41,8 @@ def _real_exp_differs(model) -> tuple[bool, dict]:
 
 
 @obligation("ATT-MERGE-ASSOC-LOGDOM", checks=["EXT-ANY-ORDER"], bounds={"v": 1, "orders": 6},
-            assumptions=["A-EXP-HOM", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-HOM", "A-SOLVER-TRUST", "A-COORDINATEWISE"], role="cross-check", scope="unbounded",
+            why_unbounded="v is a value width (A-COORDINATEWISE); the 6 orders are all orders of three maxima")
 def merge_assoc_logdom(ctx):
     """(a⋆b)⋆c = a⋆(b⋆c) in the log domain with exp uninterpreted, per order of the three maxima."""
     N = LogZ3Num()

@@ -151,14 +151,14 @@ DEEP = {"n": [2, 4, 6, 8, 12, 16], "dv": [1, 2, 4, 8], "rect": [(2, 4), (4, 2), 
 
 
 @obligation("ATT-MEMORY-FWD", checks=["THM-MEMORY"], bounds=BOUNDS, deep_bounds=DEEP,
-            assumptions=["A-UNIT-COST", "A-MASK-ACCESSOR", "A-SOLVER-TRUST"], solver="exact+sympy")
+            assumptions=["A-UNIT-COST", "A-MASK-ACCESSOR", "A-SOLVER-TRUST"], solver="exact+sympy", scope="bounded")
 def memory_fwd(ctx):
     """Forward: retained n(v+3) outputs, O(b+v) live workspace, O(n²(d+v)) operations, no n×n array."""
     return _check("f", ctx.bounds)
 
 
 @obligation("ATT-MEMORY-BWD", checks=["THM-MEMORY"], bounds=BOUNDS, deep_bounds=DEEP,
-            assumptions=["A-UNIT-COST", "A-MASK-ACCESSOR", "A-SOLVER-TRUST"], solver="exact+sympy")
+            assumptions=["A-UNIT-COST", "A-MASK-ACCESSOR", "A-SOLVER-TRUST"], solver="exact+sympy", scope="bounded")
 def memory_bwd(ctx):
     """Reverse: retained n(2d+v) gradients, O(b+v) live workspace, O(n²(d+v)) operations, no n×n array."""
     return _check("b", ctx.bounds)

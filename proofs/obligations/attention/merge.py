@@ -18,7 +18,7 @@ DEEP = {"v": 64}
 
 
 @obligation("ATT-MERGE-IDENTITY", checks=["DEF-SUMMARY", "EXT-ANY-ORDER"], bounds=V_BOUNDS, deep_bounds=DEEP,
-            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST", "A-COORDINATEWISE"], scope="unbounded", why_unbounded="v is a value width (A-COORDINATEWISE)")
 def merge_identity(ctx):
     """⊥ ⋆ Σ = Σ ⋆ ⊥ = Σ for every summary Σ of width v."""
     N = num()
@@ -38,7 +38,7 @@ def merge_identity_bottom_weight_one(ctx):
 
 
 @obligation("ATT-MERGE-COMM", checks=["EXT-MERGE-COMM", "EXT-ANY-ORDER"], bounds=V_BOUNDS, deep_bounds=DEEP,
-            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST", "A-COORDINATEWISE"], scope="unbounded", why_unbounded="v is a value width (A-COORDINATEWISE)")
 def merge_comm(ctx):
     """Σ_a ⋆ Σ_b = Σ_b ⋆ Σ_a, coordinatewise, for summaries of width v."""
     N = num()
@@ -55,7 +55,7 @@ def merge_comm_max_from_second(ctx):
 
 
 @obligation("ATT-MERGE-ASSOC", checks=["EXT-ANY-ORDER"], bounds=V_BOUNDS, deep_bounds=DEEP,
-            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST", "A-COORDINATEWISE"], scope="unbounded", why_unbounded="v is a value width (A-COORDINATEWISE)")
 def merge_assoc(ctx):
     """(Σ_a ⋆ Σ_b) ⋆ Σ_c = Σ_a ⋆ (Σ_b ⋆ Σ_c), coordinatewise, for summaries of width v."""
     N = num()
@@ -74,7 +74,7 @@ def merge_assoc_second_not_rescaled(ctx):
 
 
 @obligation("ATT-MERGE-UNION", checks=["DEF-SUMMARY", "THM-EXACT", "EXT-ANY-ORDER"], bounds=V_BOUNDS,
-            deep_bounds=DEEP, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            deep_bounds=DEEP, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST", "A-COORDINATEWISE"], scope="unbounded", why_unbounded="v is a value width (A-COORDINATEWISE)")
 def merge_union(ctx):
     """Σ(S) ⋆ Σ(I) = Σ(S ∪ I) for disjoint nonempty S, I, stated over block sums (any n, any b)."""
     N = num()

@@ -27,9 +27,6 @@ from flashproof.proofs.numbers.symbolic import num, reals
 from flashproof.proofs.support.dense_rhs import dense_row
 from flashproof.proofs.support.sympy_gradient import matrix, nonzero_point, vanishes
 
-#: intended registration (the engine's ``scope``/``role`` were not on main when this was written)
-SCOPE_ROLE = {"ATT-ORACLE-DENSE": ("bounded", "proof")}
-
 
 def _exp_domain(ctx, n_q: int, n_k_max: int) -> tuple[Outcome | None, int]:
     k = 0

@@ -31,9 +31,6 @@ from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.mutants import attention as mutants
 from flashproof.proofs.support.exact_exp import exp_bounds
 
-#: intended registration (the engine's ``scope``/``role`` were not on main when this was written)
-SCOPE_ROLE = {"ATT-ORACLE-FLOAT": ("bounded", "proof"), "ATT-ORACLE-INTERVAL": ("bounded", "proof")}
-
 NON_BINARY = [Fraction(1, 3), Fraction(1, 10), Fraction(2, 7), Fraction(-5, 3), Fraction(7, 10), Fraction(-1, 9)]
 
 

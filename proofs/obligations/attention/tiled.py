@@ -27,7 +27,7 @@ from flashproof.proofs.numbers.symbolic import Represents, num, reals, summary
 
 
 @obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 4, "v": 2},
-            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"], scope="bounded")
 def summarize_block(ctx):
     """summarize over b keys with a symbolic mask returns Σ(I): m = max allowed, m·ℓ = Σw, m·z = Σwv."""
     b, v = ctx.bounds["b"], ctx.bounds["v"]
@@ -56,7 +56,7 @@ def summarize_block_max_ignores_mask(ctx):
 
 
 @obligation("ATT-TILED-STEP", checks=["ALG-TILED", "THM-EXACT"], bounds={"v": 16}, deep_bounds={"v": 64},
-            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST", "A-COORDINATEWISE"], scope="unbounded", why_unbounded="v is a value width (A-COORDINATEWISE)")
 def tiled_step(ctx):
     """One forward step: state ~ S, block summary ~ I (either may be ⊥) ⇒ new state ~ S ∪ I."""
     v = ctx.bounds["v"]
@@ -86,7 +86,7 @@ def tiled_step_copy(ctx):
 
 
 @obligation("ATT-TILED-BASE-FINAL", checks=["THM-EXACT"], bounds={"v": 16}, deep_bounds={"v": 64},
-            assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST", "A-COORDINATEWISE"], scope="unbounded", why_unbounded="v is a value width (A-COORDINATEWISE)")
 def tiled_base_final(ctx):
     """⊥ represents ∅; a nonempty final state ~ A_i gives Y = Σwv/Σw and lse = log Σ e^s (= Σw)."""
     v = ctx.bounds["v"]
@@ -137,7 +137,7 @@ def _partition_code(n_max: int):
 
 
 @obligation("ATT-PARTITION", checks=["ALG-TILED", "THM-EXACT"], bounds={"n_code": 128}, deep_bounds={"n_code": 512},
-            solver="z3+exact", assumptions=["A-SOLVER-TRUST"])
+            solver="z3+exact", assumptions=["A-SOLVER-TRUST"], scope="bounded")  # the lemma: all n, b; block_ranges: n ≤ n_code
 def partition(ctx):
     """Blocks [t·b, min(t·b+b, n)), t < ⌈n/b⌉, partition 0..n−1 (z3, all n, b); block_ranges is that (n ≤ n_code)."""
     bad = _partition_code(ctx.bounds["n_code"])
@@ -168,7 +168,8 @@ def _tiled_vs_dense(ctx, n, b, w, vals, flags):
 
 
 @obligation("ATT-TILED-BOUNDED", checks=["THM-EXACT"], bounds={"n": 4, "b": "1..n", "v": 1, "mask": "symbolic"},
-            deep_bounds={"n": 5, "b": "1..n", "v": 1, "mask": "symbolic"}, assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST"])
+            deep_bounds={"n": 5, "b": "1..n", "v": 1, "mask": "symbolic"}, assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST"],
+            scope="bounded", role="cross-check")
 def tiled_bounded(ctx):
     """The real tiled_forward, unrolled with one symbolic mask Bool per key, equals dense attention (n ≤ bound, all b)."""
     for n in range(1, ctx.bounds["n"] + 1):
@@ -181,7 +182,8 @@ def tiled_bounded(ctx):
 
 
 @obligation("ATT-TILED-MASKS", checks=["THM-EXACT"], bounds={"n": 6, "b": "1..n", "v": 1, "mask": "symbolic, split"},
-            deep_bounds={"n": 7, "b": "1..n", "v": 1, "mask": "symbolic, split"}, assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST"])
+            deep_bounds={"n": 7, "b": "1..n", "v": 1, "mask": "symbolic, split"}, assumptions=["A-EXP-ISO", "A-NONEMPTY-ROW", "A-SOLVER-TRUST"],
+            scope="bounded", role="cross-check")
 def tiled_masks(ctx):
     """The same symbolic-mask query for n ≤ 6, discharged by a case split over its n mask Bools."""
     k = 0
@@ -218,7 +220,7 @@ def tiled_bounded_short(ctx):
 
 
 @obligation("ATT-EMPTY-ROW", checks=["EXT-EMPTY-ROW"], bounds={"n": 4, "b": 2}, deep_bounds={"n": 6, "b": 2},
-            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"])
+            assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"], scope="bounded")
 def empty_row(ctx):
     """empty_rows='zero': an all-False (symbolic) mask row gives Y = 0, ℓ = 0, lse = −∞, and zero gradients."""
     n, b = ctx.bounds["n"], ctx.bounds["b"]

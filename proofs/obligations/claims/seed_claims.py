@@ -28,7 +28,7 @@ def _register() -> None:
         ob.__doc__ = f"Recompute seed claim {c.id}: {c.topic}\n\n{c.method}"
         ob.__qualname__ = f"claim_{c.id}"
         ctl.__qualname__ = f"claim_{c.id}_control"
-        obligation(oid, checks=[c.id], bounds={}, solver="exact")(ob)
+        obligation(oid, checks=[c.id], bounds={}, solver="exact", scope="unbounded" if c.check == "value" else "bounded")(ob)
         bug = BUGS.get(c.id) or ("the stated figure replaced by the correctly rounded value (the erratum removed)"
                                  if c.expect == "fails" else "the first stated figure moved by two units in its last digit")
         control(f"{oid}/perturbed", of=oid, bug=bug)(ctl)

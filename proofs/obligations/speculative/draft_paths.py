@@ -23,9 +23,6 @@ from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.mutants import speculative as mut
 from flashproof.proofs.support.distribution_tables import PrefixTables
 
-#: intended registration (the engine's ``scope``/``role`` were not on main when this was written)
-SCOPE_ROLE = {"SPEC-ONE-HOT-CYCLE": ("bounded", "proof"), "SPEC-GREEDY-TIES": ("bounded", "proof")}
-
 
 def _target_prob(tab, prefix, seq) -> Fraction:
     w = Fraction(1)

@@ -55,7 +55,7 @@ def _tokens(ctx, rules):
 
 
 @obligation("SPEC-TOKENS-PER-CYCLE", checks=["SPEC-THM-TOKENS"], bounds={"k": 4}, deep_bounds={"k": 6},
-            assumptions=ASSUME, solver="sympy")
+            assumptions=ASSUME, solver="sympy", scope="bounded")  # sympy: every k; the code's law: k ≤ bound
 def tokens_per_cycle(ctx):
     """E[tokens per cycle] = (1 − α^{k+1})/(1 − α): sympy for symbolic k; the code's exact law for k ≤ 4."""
     return _tokens(ctx, sp.RULES)
@@ -79,7 +79,7 @@ def _marginal(gain_exp: int):
     return Outcome("proved", solver="sympy", detail="E(k+1) − E(k) = α^{k+1}; S(k+1) > S(k) ⟺ α^{k+1}(kc+1) > c·E(k)")
 
 
-@obligation("SPEC-MARGINAL-K", checks=["SPEC-THM-TOKENS"], bounds={}, assumptions=ASSUME, solver="sympy")
+@obligation("SPEC-MARGINAL-K", checks=["SPEC-THM-TOKENS"], bounds={}, assumptions=ASSUME, solver="sympy", scope="unbounded")
 def marginal_k(ctx):
     """One more draft adds α^{k+1} tokens; it raises the speed-up iff α^{k+1}/c exceeds the current E/(kc+1)."""
     return _marginal(1)
@@ -122,7 +122,7 @@ def _numbers(rules):
     return Outcome("proved", solver="exact", detail="; ".join(rows) + "; acceptance 0.6 (from the rules' accept test)")
 
 
-@obligation("SPEC-ECON-NUMBERS", checks=["SPEC-EX-ECON"], bounds={}, assumptions=ASSUME, solver="exact")
+@obligation("SPEC-ECON-NUMBERS", checks=["SPEC-EX-ECON"], bounds={}, assumptions=ASSUME, solver="exact", scope="unbounded")
 def econ_numbers(ctx):
     """The seed's worked numbers (3.36 and 2.4×; 1.94 and 1.38×; 0.6; 2.53, 1.45, 1.75×) from the code's law."""
     return _numbers(sp.RULES)

@@ -27,9 +27,6 @@ from flashproof.verified.numbers import FloatNum
 from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.mutants import speculative as mut
 
-#: intended registration (the engine's ``scope``/``role`` were not on main when this was written)
-SCOPE_ROLE = {"SPEC-QUANTISED-DRAW": ("bounded", "proof")}
-
 TWO31 = 2 ** sp.UNIFORM_BITS
 TWO40 = 2 ** sp.WEIGHT_BITS
 

@@ -49,7 +49,7 @@ def _accept_lemma(ctx, rules):
     return z3_prove(claim, ctx, hypotheses=[p >= 0, q >= 0, p <= 1, q <= 1])
 
 
-@obligation("SPEC-ACCEPT-LEMMA", checks=CHECKS_STEP, bounds={}, assumptions=ASSUME)
+@obligation("SPEC-ACCEPT-LEMMA", checks=CHECKS_STEP, bounds={}, assumptions=ASSUME, scope="unbounded")
 def accept_lemma(ctx):
     """Per token, from the code: p_draft·P(accept) = min(p_target, p_draft); residual = p_target − min ≥ 0."""
     return _accept_lemma(ctx, sp.RULES)
@@ -95,7 +95,7 @@ def _draw_step(ctx, threshold):
     return z3_prove(claim, ctx, hypotheses=[T > 0, C >= 0, w >= 0, C + w <= T])
 
 
-@obligation("SPEC-DRAW-STEP", checks=CHECKS_STEP, bounds={}, assumptions=ASSUME)
+@obligation("SPEC-DRAW-STEP", checks=CHECKS_STEP, bounds={}, assumptions=ASSUME, scope="unbounded")
 def draw_step(ctx):
     """One inverse-CDF scan step on the branching backend keeps the undecided interval [C/T, 1)
     and decides token y with probability w_y/T (induction over y: every vocabulary size)."""
@@ -118,7 +118,7 @@ def _step_compose(ctx, normalised=True):
     return z3_prove(my + rho * draw_y == py, ctx, hypotheses=hyp)
 
 
-@obligation("SPEC-STEP-COMPOSE", checks=["SPEC-THM-STEP"], bounds={}, assumptions=ASSUME + ["A-LINEAR-SUM"])
+@obligation("SPEC-STEP-COMPOSE", checks=["SPEC-THM-STEP"], bounds={}, assumptions=ASSUME + ["A-LINEAR-SUM"], scope="unbounded")
 def step_compose(ctx):
     """Summed linearly, the per-token lemmas give P(emit y) = p_target(y) for every V (R = 0 included)."""
     return _step_compose(ctx)
@@ -161,7 +161,7 @@ def _step_symbolic(ctx, rules):
     return Outcome("proved", solver="z3", detail=f"emitted law = p_target for symbolic simplex rows, V = 1..{V}")
 
 
-@obligation("SPEC-STEP-SYMBOLIC", checks=["SPEC-THM-STEP"], bounds={"V": 3}, assumptions=ASSUME)
+@obligation("SPEC-STEP-SYMBOLIC", checks=["SPEC-THM-STEP"], bounds={"V": 3}, assumptions=ASSUME, scope="bounded", role="cross-check")
 def step_symbolic(ctx):
     """Unrolled: the real step on symbolic simplex rows (z3, branching backend) emits p_target."""
     return _step_symbolic(ctx, sp.RULES)
@@ -199,7 +199,7 @@ def _step_exact(ctx, rules):
 
 
 @obligation("SPEC-STEP-EXACT", checks=CHECKS_STEP + ["SPEC-EXT-POLICY"], bounds={"V": 8, "tables": 10},
-            deep_bounds={"V": 10, "tables": 40}, assumptions=["A-UNIFORM"], solver="exact")
+            deep_bounds={"V": 10, "tables": 40}, assumptions=["A-UNIFORM"], solver="exact", scope="bounded", role="cross-check")
 def step_exact(ctx):
     """Unrolled: the real step's exact law (Fractions) is p_target on adversarial tables, V ≤ 8."""
     return _step_exact(ctx, sp.RULES)
@@ -271,7 +271,7 @@ def _cycle(ctx, rules):
 
 
 @obligation("SPEC-CYCLE-LAW", checks=["SPEC-THM-CYCLE", "SPEC-ALG-CYCLE"], bounds={"k": 3, "V": 3, "tables": 8},
-            deep_bounds={"k": 3, "V": 4, "tables": 20}, assumptions=["A-UNIFORM"], solver="exact")
+            deep_bounds={"k": 3, "V": 4, "tables": 20}, assumptions=["A-UNIFORM"], solver="exact", scope="bounded")
 def cycle_law(ctx):
     """A cycle's emitted tokens, continued by target sampling to k+1, have the target's joint law."""
     return _cycle(ctx, sp.RULES)
@@ -339,7 +339,7 @@ def _prod(xs):
 
 
 @obligation("SPEC-ACCEPT-COUNT", checks=["SPEC-THM-CYCLE"], bounds={"k": 3, "V": 3, "tables": 5},
-            deep_bounds={"k": 3, "V": 4, "tables": 16}, assumptions=["A-UNIFORM"], solver="exact")
+            deep_bounds={"k": 3, "V": 4, "tables": 16}, assumptions=["A-UNIFORM"], solver="exact", scope="bounded")
 def accept_count(ctx):
     """The number of accepted drafts N has P(N = n) = (Π_{i≤n} β_i)(1 − β_{n+1}), P(N = k) = Π β_i."""
     return _n_law(ctx, sp.RULES)

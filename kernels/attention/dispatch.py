@@ -1,0 +1,190 @@
+"""The one router of ``attention()``: ``plan(problem, device) -> Plan``, a pure function.
+
+It is the only place that chooses among the torch, Triton and Gluon kernels and their variants. Its
+inputs are the validated call (``api.Problem``: shapes, dtype, masks, flags, the ``backend`` and
+``tuning`` the caller asked for) and a description of the device (``Device``); nothing else — no
+module-level switch, no environment variable (the interpreter flag arrives inside ``Device``).
+
+Rules (each choice is recorded in ``Plan.reasons``):
+
+* ``backend="torch"``: the torch kernels, forward and backward (every dtype, CPU or GPU).
+* ``backend="triton"``: the Triton kernels, forward and backward. Needs triton, and CUDA tensors or
+  the interpreter for CPU tensors; not float64. It never runs Gluon.
+* ``backend="gluon"``: the warp-specialised sm_90 forward (``gluon_rule`` says which calls it takes);
+  its backward is the Gluon one when ``deterministic=False`` and Hq = Hkv. A call it cannot take
+  raises with the rule that failed — also when a gradient is needed and the Gluon backward cannot
+  give it (``deterministic=True`` or GQA): it never runs another kernel in its place.
+* ``backend="auto"`` (the default): Gluon where ``gluon_rule`` accepts the call (its backward under
+  the same condition as above, else the Triton backward), else Triton for CUDA tensors, else torch
+  (CPU tensors, float64, or triton not installed).
+* The Triton forward folds the softmax scale into one FMA per interior score (``Plan.fma``) when the
+  scale is positive and the inputs are fp16/bf16 (fp32 keeps the exact-order ``ieee`` products).
+* ``tuning``: ``"autotune"`` (the default) lets Triton's autotuner time every configuration of a new
+  key; ``"first"`` runs the first configuration that fits in shared memory (correctness runs).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["Device", "Plan", "BackendUnavailable", "plan", "device_of", "gluon_rule", "BACKENDS", "TUNINGS"]
+
+BACKENDS = ("auto", "gluon", "triton", "torch")
+TUNINGS = ("autotune", "first")
+TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+GLUON_DTYPES = (torch.float16, torch.bfloat16)
+#: the only head dim the Gluon kernels take: at d = 64 the Gluon forward measured slower than Triton's
+GLUON_HEAD_DIM = 128
+#: Gluon's query/key block: Nq = Nk must be a multiple of it
+GLUON_BLOCK = 128
+
+
+class BackendUnavailable(ValueError):
+    """The backend asked for cannot take this call (the message says which rule failed)."""
+
+
+class Device(NamedTuple):
+    """What the router needs to know about where the tensors live.
+
+    kind: "cuda" or "cpu" (any non-CUDA device); capability: (major, minor) of a CUDA device, else
+    None; interpreter: Triton kernels run in the interpreter (CPU); triton / gluon: importable."""
+
+    kind: str
+    capability: tuple | None
+    interpreter: bool
+    triton: bool
+    gluon: bool
+
+
+class Plan(NamedTuple):
+    """forward, backward: "torch" | "triton" | "gluon" (backward "none": no gradient was asked for
+    and the chosen backend has none for this call); fma: the Triton forward's one-FMA interior;
+    tuning: "autotune" | "first"; reasons: one line per choice, for errors, tests and logs."""
+
+    forward: str
+    backward: str
+    fma: bool
+    tuning: str
+    reasons: tuple
+
+
+def device_of(t: torch.Tensor) -> Device:
+    """The ``Device`` of tensor ``t`` (queries CUDA once per device index, reads the interpreter flag)."""
+    from ..interpreter import interpreting
+
+    triton_ok, gluon_ok = _importable()
+    if t.is_cuda:
+        return Device("cuda", _capability(t.device.index), interpreting(), triton_ok, gluon_ok)
+    return Device("cpu", None, interpreting(), triton_ok, gluon_ok)
+
+
+_CAPS: dict = {}
+
+
+def _capability(index):
+    if index not in _CAPS:
+        _CAPS[index] = tuple(torch.cuda.get_device_capability(index))
+    return _CAPS[index]
+
+
+_IMPORTABLE: list = []
+
+
+def _importable() -> tuple:
+    if not _IMPORTABLE:
+        try:
+            import triton  # noqa: F401
+            triton_ok = True
+        except ImportError:
+            triton_ok = False
+        gluon_ok = False
+        if triton_ok:
+            from .gluon.common import AVAILABLE as gluon_ok
+        _IMPORTABLE.append((triton_ok, gluon_ok))
+    return _IMPORTABLE[0]
+
+
+def triton_rule(p, d: Device) -> str | None:
+    """None if the Triton kernels can run this call on ``d``, else why not."""
+    if not d.triton:
+        return "triton is not installed"
+    if d.kind != "cuda" and not d.interpreter:
+        return f"the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors); got {d.kind} tensors"
+    if p.dtype not in TRITON_DTYPES:
+        return (f"dtype {p.dtype} is not supported by the Triton kernels "
+                f"(supported: {', '.join(str(t) for t in TRITON_DTYPES)})")
+    return None
+
+
+def gluon_rule(p, d: Device) -> str | None:
+    """None if the Gluon forward computes this call on ``d``, else the first rule it breaks."""
+    if not d.gluon:
+        return "Gluon is not available (triton >= 3.6 with triton.experimental.gluon)"
+    if d.interpreter or d.kind != "cuda" or d.capability != (9, 0):
+        return "the Gluon kernels run on an sm_90 GPU only (no interpreter)"
+    if p.dtype not in GLUON_DTYPES:
+        return f"dtype {p.dtype}: the Gluon kernels take fp16/bf16"
+    if p.D != GLUON_HEAD_DIM or p.Dv != GLUON_HEAD_DIM:
+        return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {GLUON_HEAD_DIM}"
+    if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
+        return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
+    if p.mask is not None or p.tiles is not None or p.seqlens is not None:
+        return "mask / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
+    if p.window not in ((None, None), (None, 0)):
+        return f"window {p.window}: the Gluon kernels take no window (causal only)"
+    if p.bugs:
+        return "bug injection runs on the torch and Triton kernels only"
+    if p.scale <= 0:
+        return f"scale {p.scale} <= 0: the Gluon forward needs a positive scale"
+    if not p.dense_layout:
+        return "layout: the Gluon kernels need contiguous (B, H, N, D) q, k, v on 16-byte boundaries"
+    return None
+
+
+def gluon_backward_rule(p) -> str | None:
+    """None if the Gluon backward computes the gradients of a call the Gluon forward takes."""
+    if p.deterministic:
+        return "deterministic=True: the Gluon backward adds dQ with atomics (order varies run to run)"
+    if p.Hq != p.Hkv:
+        return f"GQA (Hq={p.Hq}, Hkv={p.Hkv}): the Gluon backward takes Hq = Hkv only"
+    return None
+
+
+def plan(problem, device: Device) -> Plan:
+    """The kernels that compute ``problem`` (an ``api.Problem``) on ``device``; raises
+    ``BackendUnavailable`` naming the rule when the backend asked for cannot take the call."""
+    p, d = problem, device
+    asked = p.backend
+    fma = p.scale > 0 and p.dtype in (torch.float16, torch.bfloat16)
+    if asked == "torch":
+        return Plan("torch", "torch", False, p.tuning, ("backend='torch' asked for",))
+    if asked == "triton":
+        why = triton_rule(p, d)
+        if why:
+            raise BackendUnavailable(f"backend='triton' cannot take this call: {why}")
+        return Plan("triton", "triton", fma, p.tuning, ("backend='triton' asked for",))
+    if asked == "gluon":
+        why = gluon_rule(p, d) or triton_rule(p, d)  # the Gluon path also runs Triton's δ kernel
+        if why:
+            raise BackendUnavailable(f"backend='gluon' cannot take this call: {why}")
+        why_bwd = gluon_backward_rule(p)
+        if why_bwd is None:
+            return Plan("gluon", "gluon", False, p.tuning, ("backend='gluon' asked for",))
+        if p.requires_grad:
+            raise BackendUnavailable(f"backend='gluon' cannot give the gradients of this call: {why_bwd}")
+        return Plan("gluon", "none", False, p.tuning, ("backend='gluon' asked for", f"no backward: {why_bwd}"))
+    if asked != "auto":
+        raise ValueError(f"backend must be one of {BACKENDS}, got {asked!r}")
+    why_triton = triton_rule(p, d)
+    if why_triton or d.kind != "cuda":
+        why = why_triton or "CPU tensors"
+        return Plan("torch", "torch", False, p.tuning, (f"auto: torch ({why})",))
+    why_gluon = gluon_rule(p, d)
+    if why_gluon:
+        return Plan("triton", "triton", fma, p.tuning, (f"auto: Triton forward and backward (not Gluon: {why_gluon})",))
+    why_bwd = gluon_backward_rule(p)
+    if why_bwd:
+        return Plan("gluon", "triton", False, p.tuning,
+                    ("auto: Gluon forward (dense d = 128 on sm_90)", f"auto: Triton backward ({why_bwd})"))
+    return Plan("gluon", "gluon", False, p.tuning, ("auto: Gluon forward and backward (dense d = 128 on sm_90)",))

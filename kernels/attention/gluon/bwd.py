@@ -1,0 +1,387 @@
+"""Warp-specialised Hopper backward (sm_90) in Gluon: the ``deterministic=False`` backward of the calls
+the Gluon forward takes, when Hq = Hkv (``dispatch.plan`` says which); everything else, and every
+``deterministic=True`` call, runs the Triton kernels (two kernels, no atomics).
+
+FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
+dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in): one 16-byte
+``red.relaxed.gpu.global.add.v4.f32`` per four elements, through inline PTX (Gluon 3.6 itself emits
+scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:14 UTC, d = 128,
+N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
+scalar atomic per element, which was deleted (it lived until commit 62d839a).
+
+Grid: (N / BLOCK_N, B·H).  One CTA = one key block of BLOCK_N = 128 keys of one (batch, head).
+Partitions (``gl.warp_specialize``):
+
+* 2 consumer warpgroups (default partition + one 4-warp worker, ``CONSUMER_REGS`` registers after
+  setmaxnreg).  Warpgroup w owns keys [w·64, w·64+64) of the block: its dK_w, dV_w (64×128 fp32
+  each) live in registers for the whole kernel.
+* 1 producer warp (24 registers): TMA-loads K and V (128×128, resident in shared memory) once,
+  then streams Q_i + lse_i and dO_i + Δ_i (64×128 bf16 tiles, 64-float 1-D tiles) through a
+  NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
+  per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
+  pointer registers of those loads were what made the consumers spill.
+
+Key-major ("transposed") formulation, per query block i of 64 rows, consumer warpgroup w:
+
+    Sᵀ  = K_w Qᵢᵀ                    (64 keys × 64 queries, async wgmma, A=K_w smem, B=Qᵀ smem)
+    dPᵀ = V_w dOᵢᵀ                   (async; still in flight during the exponentials)
+    wait Sᵀ;  Pᵀ = 2^(Sᵀ·scale·log2e − lse·log2e)   [causal: masked on the 2 diagonal query blocks]
+    wait dPᵀ; dSᵀ = Pᵀ ∘ (dPᵀ − Δ)
+    dV_w += Pᵀ dOᵢ                   (A = Pᵀ bf16 in registers, async)
+    dSᵀ → shared memory (double-buffered 128×64 tile, both warpgroups write their 64 rows,
+          fence + warpgroup barrier, then arrive on ds_ready[buf], count 2)
+    dK_w += dSᵀ Qᵢ                   (A = this warpgroup's dSᵀ rows from shared memory, async)
+    wait ds_ready[buf];  dQ_w = dSᵢ K[:, w·64:(w+1)·64]   (64 queries × 64 dims, K=128 keys;
+          A = dS = the dSᵀ tile permuted in shared memory, B = a column slice of the K tile)
+    wait all wgmmas; release Q/dO slot; red.global.add.v4 dQ_w into the fp32 dQ accumulator.
+    (Gluon 3.6's Hopper TMA module has loads and stores only, no reduce-add: hence the atomics.)
+
+The two warpgroups split the dQ product along the head dimension, so each dQ element gets ONE
+atomic add per (query block, key block) — 64×128 fp32 adds per CTA iteration — not two.
+Double-buffering dS is enough without an "empty" barrier: a warpgroup writes ds[buf] at
+iteration t+2 only after it waited ds_ready[buf^1] of iteration t+1, which the other warpgroup
+arrives on after its wait-all of iteration t (which retired its dQ read of ds[buf]).
+
+dQ accumulates un-scaled (dS K) in fp32; the wrapper multiplies by sm_scale when converting.
+dK is scaled by sm_scale in the epilogue.  lse is the natural-log logsumexp; Δ = rowsum(o·do).
+
+Causal (Nq = Nk, top-left = bottom-right): key block j sees query blocks i ≥ 2j (64-row query
+blocks); only t = 0, 1 (query blocks 2j, 2j+1) are masked.  Non-causal: every CTA visits all
+query blocks starting at its own diagonal (2j) and wrapping, so CTAs of one head do not all
+hammer the same dQ rows with atomics at the same time.
+"""
+from __future__ import annotations
+
+import torch
+
+from .common import AVAILABLE, gl_dtype, jit as _jit
+
+if AVAILABLE:
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                                  warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+
+BLOCK_M = 64  # query rows per iteration
+BLOCK_N = 128  # keys per CTA (two consumer warpgroups of 64)
+HEAD_DIM = 128
+NUM_STAGES = 2  # Q/dO ring slots
+MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
+CONSUMER_REGS = 240
+PRODUCER_REGS = 24
+# ----------------------------------------------------------------------------------------
+# Producer: 1 warp issuing TMA loads.
+# ----------------------------------------------------------------------------------------
+@_jit
+def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
+                        do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem,
+                        delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
+    BM: gl.constexpr = q_smem.type.shape[1]
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [kv_row, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [kv_row, 0], kv_bar, v_smem)
+    for t in range(n_iter):
+        slot = t % NUM_STAGES
+        phase = (t // NUM_STAGES) & 1
+        qb = (i0 + t) % n_qblk
+        row = q_base + qb * BM
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)
+        mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [row, 0], q_ready.index(slot), q_smem.index(slot))
+        tma.async_copy_global_to_shared(lse_desc, [row], q_ready.index(slot), lse_smem.index(slot))
+        mbarrier.wait(do_empty.index(slot), phase ^ 1)
+        mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(do_desc, [row, 0], do_ready.index(slot), do_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [row], do_ready.index(slot), delta_smem.index(slot))
+
+
+# ----------------------------------------------------------------------------------------
+# Consumer warpgroup.
+# ----------------------------------------------------------------------------------------
+@_jit
+def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
+              q_empty, do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0, i0,
+              n_qblk, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+    NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
+    BM: gl.constexpr = q_smem.type.shape[1]
+    D: gl.constexpr = q_smem.type.shape[2]
+    BNW: gl.constexpr = k_w.type.shape[0]  # keys of this warpgroup (64)
+    DQW: gl.constexpr = k_cols.type.shape[1]  # dQ columns of this warpgroup (64)
+    LOG2E: gl.constexpr = 1.4426950408889634
+
+    slot = t % NUM_STAGES
+    phase = (t // NUM_STAGES) & 1
+    buf = t % 2
+    bphase = (t // 2) & 1
+    qb = (i0 + t) % n_qblk
+    qrow = q_base + qb * BM  # global row (in the (B·H·N) view) of the first query
+
+    q_s = q_smem.index(slot)
+    do_s = do_smem.index(slot)
+    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    zero_s = gl.zeros([BNW, BM], gl.float32, s_layout)
+    # S^T = K_w Q^T
+    mbarrier.wait(q_ready.index(slot), phase)
+    s_tok = warpgroup_mma(k_w, q_s.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    # dP^T = V_w dO^T
+    mbarrier.wait(do_ready.index(slot), phase)
+    dp_tok = warpgroup_mma(v_w, do_s.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+
+    # P^T = exp2(S^T·scale·log2e − lse·log2e) while dP^T is still in flight
+    sT = warpgroup_mma_wait(num_outstanding=1, deps=[s_tok])
+    lse2 = lse_smem.index(slot).load(col_layout) * LOG2E
+    pT = gl.exp2(sT * qk_scale - gl.expand_dims(lse2, 0))
+    if MASK:
+        keys = seq_row0 + WG * BNW + gl.arange(0, BNW, layout=gl.SliceLayout(1, s_layout))
+        qrs = qb * BM + gl.arange(0, BM, layout=col_layout)
+        keep = gl.expand_dims(keys, 1) <= gl.expand_dims(qrs, 0)
+        pT = gl.where(keep, pT, gl.zeros_like(pT))
+
+    dpT = warpgroup_mma_wait(num_outstanding=0, deps=[dp_tok])
+    delta = delta_smem.index(slot).load(col_layout)
+    dsT = pT * (dpT - gl.expand_dims(delta, 0))
+    pT_op = gl.convert_layout(pT.to(q_smem.dtype), a_layout)
+    # dV += P^T dO   (A = P^T from registers)
+    dv_tok = warpgroup_mma(pT_op, do_s, dv, is_async=True)
+
+    # dS^T rows of this warpgroup -> shared memory (A operand of dK, and half of dQ's A)
+    ds_b = ds_smem.index(buf)
+    ds_w = ds_b.slice(WG * BNW, BNW, dim=0)
+    ds_w.store(dsT.to(q_smem.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    mbarrier.arrive(ds_ready.index(buf), count=1)
+    # dK += dS^T Q
+    dk_tok = warpgroup_mma(ds_w, q_s, dk, is_async=True)
+    mbarrier.wait(ds_ready.index(buf), bphase)
+    # dQ_w = dS K[:, cols of w]   (64 queries × 64 dims, reduction over the 128 keys)
+    dq_tok = warpgroup_mma(ds_b.permute((1, 0)), k_cols, gl.zeros([BM, DQW], gl.float32, dq_layout),
+                           use_acc=False, is_async=True)
+
+    dv, dk, dq, pT_op, q_s, do_s, ds_b = warpgroup_mma_wait(
+        num_outstanding=0, deps=[dv_tok, dk_tok, dq_tok, pT_op, q_s, do_s, ds_b])
+    mbarrier.arrive(q_empty.index(slot), count=1)
+    mbarrier.arrive(do_empty.index(slot), count=1)
+
+    # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
+    dq_base = dq_ptr + qrow.to(gl.int64) * D + WG * DQW  # scalar base; per-element i32 offsets
+    _dq_red_v4(dq_base, dq, D)
+    return dk, dv
+
+
+@_jit
+def _dq_red_v4(dq_base, dq, D: gl.constexpr):
+    """dq_base[r·D + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
+    16-byte ``red.relaxed.gpu.global.add.v4.f32`` per 4 consecutive columns.  Gluon 3.6 emits scalar
+    fp32 atomics only, so: convert dq (whose threads hold column PAIRS) to a layout whose first two
+    register bits are columns +1, +2 (4 consecutive columns per 4 consecutive registers; each warp
+    keeps its 16 rows, so the conversion is warp-local), and hand each 4-register pack to inline PTX
+    (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
+    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
+    column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
+    allocation).  The values go in as their i32 bit patterns: inline_asm_elementwise broadcasts its
+    arguments with the binary-operator type check, which rejects pointer ⊕ float.  The asm must
+    have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
+    BM: gl.constexpr = dq.type.shape[0]
+    DQW: gl.constexpr = dq.type.shape[1]
+    gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
+    # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
+    red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
+                                                warps_per_cta=[4, 1], order=[1, 0])
+    dq4 = gl.convert_layout(dq, red_layout)
+    r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
+    c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
+    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
+    gl.inline_asm_elementwise(
+        "red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};\n"
+        "mov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;",
+        "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [dq_base + offs, dq4.to(gl.int32, bitcast=True)], dtype=gl.int32,
+        is_pure=False, pack=4)
+
+
+@_jit
+def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
+                  do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem,
+                  qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    BM: gl.constexpr = q_smem.type.shape[1]
+    D: gl.constexpr = q_smem.type.shape[2]
+    BN: gl.constexpr = k_smem.type.shape[0]
+    BNW: gl.constexpr = BN // 2
+    DQW: gl.constexpr = D // 2
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BM, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, D, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, DQW, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+
+    k_w = k_smem.slice(WG * BNW, BNW, dim=0)
+    v_w = v_smem.slice(WG * BNW, BNW, dim=0)
+    k_cols = k_smem.slice(WG * DQW, DQW, dim=1)
+    dk = gl.zeros([BNW, D], gl.float32, acc_layout)
+    dv = gl.zeros([BNW, D], gl.float32, acc_layout)
+    mbarrier.wait(kv_bar, 0)
+
+    if CAUSAL:
+        # query blocks 2j and 2j+1 overlap the diagonal: masked
+        for t in gl.static_range(2):
+            dk, dv = _bwd_iter(t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
+                               i0, n_qblk, s_layout, a_layout, dq_layout)
+        for t in range(2, n_iter):
+            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
+                               i0, n_qblk, s_layout, a_layout, dq_layout)
+    else:
+        for t in range(0, n_iter):
+            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
+                               i0, n_qblk, s_layout, a_layout, dq_layout)
+
+    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout)
+    r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout))
+    c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
+    offs = gl.expand_dims((kv_row + WG * BNW + r).to(gl.int64) * D, 1) + gl.expand_dims(c, 0)
+    gl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty))
+    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty))
+
+
+@_jit
+def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
+                  seq_row0, i0, n_iter, n_qblk)
+
+
+@_jit
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX,
+                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                 PRODUCER_REGS: gl.constexpr):
+    BM: gl.constexpr = q_desc.block_type.shape[0]
+    BN: gl.constexpr = k_desc.block_type.shape[0]
+    gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
+    dt: gl.constexpr = q_desc.dtype
+
+    j = gl.program_id(0)  # key block (heaviest first under causal)
+    bh = gl.program_id(1)
+    seq_row0 = j * BN  # first key (within the sequence)
+    kv_row = bh * N_CTX + seq_row0
+    q_base = bh * N_CTX
+    n_qblk = N_CTX // BM
+    i0 = seq_row0 // BM  # first query block: the diagonal
+    if CAUSAL:
+        n_iter = n_qblk - i0
+    else:
+        n_iter = n_qblk
+    qk_scale = sm_scale * 1.4426950408889634
+
+    k_smem = gl.allocate_shared_memory(dt, k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dt, v_desc.block_type.shape, v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dt, [NUM_STAGES] + q_desc.block_type.shape, q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dt, [NUM_STAGES] + do_desc.block_type.shape, do_desc.layout)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, BM], dt)
+    ds_smem = gl.allocate_shared_memory(dt, [2, BN, BM], ds_layout)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape, lse_desc.layout)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + delta_desc.block_type.shape, delta_desc.layout)
+
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    do_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    do_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    for s in gl.static_range(NUM_STAGES):
+        mbarrier.init(q_ready.index(s), count=1)
+        mbarrier.init(do_ready.index(s), count=1)
+        mbarrier.init(q_empty.index(s), count=2)
+        mbarrier.init(do_empty.index(s), count=2)
+    for b in gl.static_range(2):
+        mbarrier.init(ds_ready.index(b), count=2)
+    fence_async_shared()
+
+    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
+            dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk)
+    load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
+    # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
+    if CAUSAL:
+        gl.warp_specialize([
+            (_bwd_wg0_causal, args),
+            (_bwd_wg1_causal, args),
+            (_bwd_load_partition, load_args),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_bwd_wg0_full, args),
+            (_bwd_wg1_full, args),
+            (_bwd_load_partition, load_args),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+# ----------------------------------------------------------------------------------------
+# Host side.
+# ----------------------------------------------------------------------------------------
+def desc_layouts(gdt):
+    """(Q/dO tile layout, K/V tile layout) — shared with compile_check."""
+    return (gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gdt),
+            gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], gdt))
+
+
+def vec_layout():
+    """lse / delta tiles: 1-D fp32 blocks of BLOCK_M (unswizzled)."""
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
+
+
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
+    """(dq, dk, dv) shaped like (q, k, v) (B, H, N, 128), for a call the router sends here (the Gluon
+    forward's calls with Hq = Hkv and deterministic=False). δ = rowsum(out · dout) − dlse comes from
+    the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused here)."""
+    from ..triton.host import delta as _delta
+
+    B, H, N, D = q.shape
+    dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
+    lse = lse.contiguous()
+    delta = _delta(out, dout, lse, dlse)
+    dq_acc = torch.zeros(B, H, N, D, dtype=torch.float32, device=q.device)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    gdt = gl_dtype(q.dtype)
+    q_layout, kv_layout = desc_layouts(gdt)
+    rows = lambda t: t.view(-1, D)  # noqa: E731
+    descs = (TensorDescriptor.from_tensor(rows(q), [BLOCK_M, D], q_layout),
+             TensorDescriptor.from_tensor(rows(k), [BLOCK_N, D], kv_layout),
+             TensorDescriptor.from_tensor(rows(v), [BLOCK_N, D], kv_layout),
+             TensorDescriptor.from_tensor(rows(dout), [BLOCK_M, D], q_layout),
+             TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
+             TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
+    _attn_bwd_ws[(N // BLOCK_N, B * H)](*descs, dq_acc, dk, dv, float(prob.scale), N, NUM_STAGES=NUM_STAGES,
+                                        CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
+                                        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return (dq_acc * prob.scale).to(q.dtype), dk, dv

@@ -1,0 +1,303 @@
+"""Warp-specialised Hopper forward (sm_90) in Gluon, Triton's lower-level dialect: the forward of
+``backend="auto"`` (and ``"gluon"``) for the dense problems it covers (``dispatch.gluon_rule`` says
+which; everything else runs the Triton kernels of ``triton/``).
+
+Why: the ``tl.dot`` forward serialises the two matrix products of a key block with its softmax. In
+its PTX each iteration waits for S = Q Kᵀ (``wgmma.wait_group 0``) and meets CTA-wide
+``bar.sync``s that lock both warpgroups together, so the exponentials (MUFU: 16 a clock per SM)
+never overlap tensor-core work: at d = 128 that costs ~1/3 of the time. Gluon exposes the
+asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 does:
+
+- One CTA = 128 query rows of one (batch, head), in three partitions (``gl.warp_specialize``):
+  two consumer warpgroups of 64 rows each (240 registers a thread after ``setmaxnreg``) and one
+  producer warp (24 registers) that issues the TMA loads: both Q tiles once, then K_j and V_j
+  into two rings of NUM_STAGES shared-memory slots. Each slot has a *ready* mbarrier (completed
+  by the TMA byte count) and an *empty* one (one arrival from each consumer).
+- Consumer iteration j (intra-warpgroup pipelining): issue S_j = Q K_jᵀ; issue
+  O += P_{j−1} V_{j−1} (P in registers as the A operand); wait until only the P·V product is
+  in flight; release K_j; softmax of S_j (row max, 2^(s·c − m), α, l) while P·V runs; wait;
+  release V_{j−1}; O ·= α. Only warpgroup-local barriers inside the loop.
+- Causal (Nq = Nk, so top-left and bottom-right alignment agree): key blocks above the
+  diagonal are never visited, only the diagonal block is masked, and the grid starts the
+  query blocks with the most keys first.
+- Epilogue: O / l through the dead Q slot and a TMA store; lse = (m + log2 l)·ln 2.
+
+The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(s)·c = rowmax(s·c));
+no row is empty and no key is read only by masked pairs on this path (dense, Nq = Nk), so the
+⊥ guard and the poison handling of the general kernel are not needed here (``dispatch.gluon_rule``
+rules out everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
+(tests/kernels/test_kernel_compile.py) and check the router's plan; the GPU check (lab/gpu_check.py) and
+the fuzz campaign run it against the oracle on the H200.
+"""
+from __future__ import annotations
+
+import torch
+
+from .common import AVAILABLE, gl_dtype, jit as _jit
+
+if AVAILABLE:
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                                  warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
+BLOCK_M_WG = 64
+BLOCK_N = 128  # keys per block
+HEAD_DIM = 128  # the only head dim routed here (dispatch.GLUON_HEAD_DIM): at d = 64 it measured slower than Triton
+NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB (3 stages measured no faster)
+MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
+CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
+
+
+# ----------------------------------------------------------------------------------------
+# Producer partition: 1 warp issuing TMA loads.
+# ----------------------------------------------------------------------------------------
+@_jit
+def _attn_load_partition(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
+                         v_empty, q_row, kv_row, n_kv):
+    BM_WG: gl.constexpr = q_desc.block_type.shape[0]
+    NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(q_desc, [q_row + BM_WG, 0], q_bar, q_smem.index(1))
+    for j in range(n_kv):
+        slot = j % NUM_STAGES
+        phase = (j // NUM_STAGES) & 1
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)
+        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0], k_ready.index(slot), k_smem.index(slot))
+        mbarrier.wait(v_empty.index(slot), phase ^ 1)
+        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [kv_row + j * BLOCK_N, 0], v_ready.index(slot), v_smem.index(slot))
+
+
+# ----------------------------------------------------------------------------------------
+# Consumer helpers.
+# ----------------------------------------------------------------------------------------
+@_jit
+def _apply_causal_mask(s, row0, col0, BM: gl.constexpr, BN: gl.constexpr, s_layout: gl.constexpr):
+    rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
+    cols = col0 + gl.arange(0, BN, layout=gl.SliceLayout(0, s_layout))
+    keep = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)
+    return gl.where(keep, s, gl.full_like(s, float("-inf")))
+
+
+@_jit
+def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, qk_scale, row0,
+               MASK: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, NUM_STAGES: gl.constexpr,
+               s_layout: gl.constexpr, p_layout: gl.constexpr):
+    slot = j % NUM_STAGES
+    phase = (j // NUM_STAGES) & 1
+    pslot = (j - 1) % NUM_STAGES
+    pphase = ((j - 1) // NUM_STAGES) & 1
+    k_s = k_smem.index(slot)
+    v_s = v_smem.index(pslot)
+
+    # S_j = Q K_j^T (async)
+    mbarrier.wait(k_ready.index(slot), phase)
+    s_zero = gl.zeros([BM, BN], gl.float32, s_layout)
+    s_tok = warpgroup_mma(q_s, k_s.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    # O += P_{j-1} V_{j-1} (async)
+    mbarrier.wait(v_ready.index(pslot), pphase)
+    o_tok = warpgroup_mma(p_prev, v_s, acc, is_async=True)
+    # wait for S_j only; P.V stays in flight during the softmax
+    s, q_s, k_s = warpgroup_mma_wait(num_outstanding=1, deps=[s_tok, q_s, k_s])
+    mbarrier.arrive(k_empty.index(slot), count=1)
+
+    if MASK:
+        s = _apply_causal_mask(s, row0, j * BN, BM, BN, s_layout)
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    p_new = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+
+    acc, p_prev, v_s = warpgroup_mma_wait(num_outstanding=0, deps=[o_tok, p_prev, v_s])
+    mbarrier.arrive(v_empty.index(pslot), count=1)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, acc.type.layout)), 1)
+    return acc, m_new, l_i, p_new
+
+
+@_jit
+def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready,
+                   v_ready, k_empty, v_empty, qk_scale, q_row, lse_row, row_in_seq, n_kv):
+    # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
+    BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
+    NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
+    BN: gl.constexpr = k_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BN, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+
+    row0 = row_in_seq + WG * BM  # first query row (within the sequence) of this warpgroup
+    q_s = q_smem.index(WG)
+    mbarrier.wait(q_bar, 0)
+
+    # ---- prologue: S_0 ----
+    mbarrier.wait(k_ready.index(0), 0)
+    k_s = k_smem.index(0)
+    s_tok = warpgroup_mma(q_s, k_s.permute((1, 0)), gl.zeros([BM, BN], gl.float32, s_layout), use_acc=False,
+                          is_async=True)
+    s, q_s, k_s = warpgroup_mma_wait(num_outstanding=0, deps=[s_tok, q_s, k_s])
+    mbarrier.arrive(k_empty.index(0), count=1)
+    if CAUSAL:
+        # generic mask; it is a no-op unless block 0 is the diagonal block (n_kv == 1)
+        s = _apply_causal_mask(s, row0, 0, BM, BN, s_layout)
+    m_i = gl.max(s, axis=1) * qk_scale
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_i, 1))
+    l_i = gl.sum(p, axis=1)
+    p_prev = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+    acc = gl.zeros([BM, HEAD_DIM], gl.float32, o_layout)
+
+    # ---- main loop (unmasked) ----
+    if CAUSAL:
+        n_main = n_kv - 1
+    else:
+        n_main = n_kv
+    for j in range(1, n_main):
+        acc, m_i, l_i, p_prev = _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
+                                           v_empty, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout)
+    # ---- diagonal block (masked), causal only ----
+    if CAUSAL:
+        if n_kv > 1:
+            acc, m_i, l_i, p_prev = _attn_iter(n_kv - 1, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready,
+                                               v_ready, k_empty, v_empty, qk_scale, row0, True, BM, BN, NUM_STAGES,
+                                               s_layout, p_layout)
+
+    # ---- epilogue: last P.V ----
+    jl = n_kv - 1
+    lslot = jl % NUM_STAGES
+    lphase = (jl // NUM_STAGES) & 1
+    v_s = v_smem.index(lslot)
+    mbarrier.wait(v_ready.index(lslot), lphase)
+    o_tok = warpgroup_mma(p_prev, v_s, acc, is_async=True)
+    acc, p_prev, v_s = warpgroup_mma_wait(num_outstanding=0, deps=[o_tok, p_prev, v_s])
+    mbarrier.arrive(v_empty.index(lslot), count=1)
+
+    # ---- normalize + store ----
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    o = acc / gl.expand_dims(l_o, 1)
+    lse = (m_i + gl.log2(l_i)) * 0.6931471805599453
+    offs = gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
+    gl.store(lse_ptr + lse_row + WG * BM + offs, lse)
+
+    # Q tile is dead (all wgmma reading it completed) -> reuse it as the O staging buffer.
+    q_s.store(o.to(q_smem.dtype))
+    fence_async_shared()
+    # all 4 warps of this warpgroup must have written their rows before the elected thread(s)
+    # issue the TMA store (lowers to a warpgroup-local named barrier inside the partition)
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(o_desc, [q_row + WG * BM, 0], q_s)
+    tma.store_wait(pendings=0)
+
+
+@_jit
+def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
+                            lse_row, row_in_seq, n_kv):
+    _attn_consumer(0, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+
+
+@_jit
+def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
+                              lse_row, row_in_seq, n_kv):
+    _attn_consumer(0, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+
+
+@_jit
+def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
+                            lse_row, row_in_seq, n_kv):
+    _attn_consumer(1, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+
+
+@_jit
+def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
+                              lse_row, row_in_seq, n_kv):
+    _attn_consumer(1, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+
+
+@_jit
+def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
+                 HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr):
+    BM_WG: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_M: gl.constexpr = 2 * BM_WG
+    gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
+
+    bh = gl.program_id(0)
+    start_m = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (causal) query blocks first
+
+    row_in_seq = start_m * BLOCK_M
+    q_row = bh * N_CTX + row_in_seq
+    kv_row = ((bh // H) * (H // GROUPS) + (bh % H) // GROUPS) * N_CTX  # GQA: query head h reads kv head h // GROUPS
+    lse_row = bh * N_CTX + row_in_seq
+    if CAUSAL:
+        n_kv = (start_m + 1) * BLOCK_M // BLOCK_N
+    else:
+        n_kv = N_CTX // BLOCK_N
+    qk_scale = sm_scale * 1.4426950408889634
+
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_STAGES] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_STAGES] + v_desc.block_type.shape, v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_empty.index(i), count=2)
+    fence_async_shared()
+
+    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
+                 lse_row, row_in_seq, n_kv)
+    load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, q_row,
+                 kv_row, n_kv)
+    if CAUSAL:
+        gl.warp_specialize([
+            (_attn_consumer_wg0_causal, cons_args),
+            (_attn_consumer_wg1_causal, cons_args),
+            (_attn_load_partition, load_args),
+        ], [4, 1], [CONSUMER_REGS, 24])
+    else:
+        gl.warp_specialize([
+            (_attn_consumer_wg0_full, cons_args),
+            (_attn_consumer_wg1_full, cons_args),
+            (_attn_load_partition, load_args),
+        ], [4, 1], [CONSUMER_REGS, 24])
+
+
+def _descs(q, k, v, o):
+    """2-D TMA descriptors over the (B·H·N, D) row views."""
+    dt = gl_dtype(q.dtype)
+    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M_WG, HEAD_DIM], dt)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dt)
+    rows = lambda t: t.view(-1, HEAD_DIM)  # noqa: E731
+    return (TensorDescriptor.from_tensor(rows(q), [BLOCK_M_WG, HEAD_DIM], q_layout),
+            TensorDescriptor.from_tensor(rows(k), [BLOCK_N, HEAD_DIM], kv_layout),
+            TensorDescriptor.from_tensor(rows(v), [BLOCK_N, HEAD_DIM], kv_layout),
+            TensorDescriptor.from_tensor(rows(o), [BLOCK_M_WG, HEAD_DIM], q_layout))
+
+
+def forward(q, k, v, prob, route=None):
+    """q, k, v (B, H, N, 128) fp16/bf16 -> (out (B, H, N, 128), lse (B, H, N) fp32), for a call that
+    ``dispatch.gluon_rule`` accepts. ``route``: the plan (unused here)."""
+    B, H, N, _ = q.shape
+    out = torch.empty_like(q)
+    lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
+    _attn_fwd_ws[(B * H, N // BLOCK_M)](*_descs(q, k, v, out), lse, float(prob.scale), N, H, prob.groups,
+                                        HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
+                                        CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return out, lse

@@ -1,0 +1,331 @@
+"""Timings behind the kernels' design, one CUDA run: ``python lab/probe.py --out DIR`` (lab code: not
+installed; it may reach into the kernels' internals).
+
+Parts (``--parts``): ``fwd`` — the Triton forward against SDPA's cuDNN backend in one process, with its
+max error against SDPA's math backend in float32; ``sparse`` — block-sparse (10 % of 128×128 tiles)
+broken down: forward alone and forward + backward, dense and sparse, wall time (``do_bench``) next to
+the kernels' GPU time (``torch.profiler``), and the walk-list build alone; ``host`` — cProfile of the
+block-sparse call's host side; ``launch`` — its enqueue time with and without the direct launch of
+known autotuning keys; ``gluon`` — the Gluon forward's wall, GPU and host times, with and without
+autograd, next to the Triton forward (``backend="gluon"`` vs ``"triton"``); ``gluon-bwd`` — the
+backward paths (the Triton deterministic backward, the Gluon backward with its vector dQ reductions)
+next to cuDNN's.
+
+The variants measured slower and deleted (FWD_LAZY, FWD_POLY, BWD_POLY, the atomic-dQ Triton kernel,
+the Gluon forward's ping-pong, the Gluon backward's scalar dQ atomics) had their A/B parts here until
+commit 62d839a; BENCHMARKS.md keeps the numbers. Prints markdown tables and writes ``probe.json``;
+autotuned (``tuning="autotune"``, the default).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import torch
+
+
+def _qkv(d, n, tokens=16384, width=2048, seed=0):
+    B, H = max(tokens // n, 1), width // d
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3)], B, H
+
+
+def _err_vs_math(out, q, k, v, causal):
+    qs, ks, vs = (t[:1, :2].float() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+    return (out[:1, :2].float() - ref).abs().max().item()
+
+
+def _cudnn(q, k, v, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def forward_triton(shapes, rows):
+    """The Triton forward (autotuned) next to SDPA's cuDNN backend, per shape."""
+    from triton.testing import do_bench
+
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels import attention
+    for d, n, causal in shapes:
+        (q, k, v), B, H = _qkv(d, n)
+        flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
+        rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9, err=None))
+        try:
+            with torch.no_grad():
+                err = _err_vs_math(attention(q, k, v, causal=causal, backend=name), q, k, v, causal)
+                ms = do_bench(lambda: attention(q, k, v, causal=causal, backend=name), warmup=25, rep=100,
+                              return_mode="median")
+            rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="triton", tflops=flops / ms * 1e-9, err=err,
+                             config=str(_best(at.TUNERS["autotune"].fwd))))
+        except Exception as e:  # noqa: BLE001 - a failure is reported
+            rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="triton", tflops=float("nan"), err=None,
+                             note=f"{type(e).__name__}: {str(e)[:160]}"))
+        print(rows[-1], flush=True)
+
+
+def _best(autotuner):
+    cfg = getattr(autotuner, "best_config", None)
+    return None if cfg is None else (cfg.kwargs.get("BLOCK_M"), cfg.kwargs.get("BLOCK_N"), cfg.num_warps, cfg.num_stages)
+
+
+def _sparse_problem(frac=0.1):
+    """(q, k, v, mask, dO) of the block-sparse probes: d = 128, N = 8192, ``frac`` of 128×128 tiles."""
+    from flashproof.kernels.attention.api import BlockSparseMask
+    (q, k, v), B, H = _qkv(128, 8192, seed=3)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < frac
+    return q, k, v, BlockSparseMask(t, 128, 128), torch.randn_like(q)
+
+
+def _enqueue_ms(step, reps, profiler=None):
+    """Mean host time of ``reps`` calls of ``step`` (after 3 warm-up calls), without waiting for the
+    GPU inside; ``profiler`` (e.g. a cProfile.Profile) is enabled around the timed calls."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    for _ in range(reps):
+        step()
+    if profiler is not None:
+        profiler.disable()
+    ms = (time.perf_counter() - t0) / reps * 1e3
+    torch.cuda.synchronize()
+    return ms
+
+
+def sparse_breakdown(rows, frac=0.1):
+    from triton.testing import do_bench
+
+    from flashproof.bench.attention import gpu_ms as _gpu_ms
+
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention, validate
+    q, k, v, bm, do = _sparse_problem(frac)
+    B, H, n, d = q.shape
+    for causal in (False, True):
+        for label, mask in (("dense", None), ("sparse", bm)):
+            def fwd():
+                with torch.no_grad():
+                    attention(q, k, v, causal=causal, mask=mask, backend="triton")
+
+            def step():
+                q.grad = k.grad = v.grad = None  # no gradient-accumulation kernel in the profile
+                attention(q, k, v, causal=causal, mask=mask, backend="triton").backward(do)
+            fwd_ms = do_bench(fwd, warmup=10, rep=50, return_mode="median")
+            step_ms = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
+            kern = _gpu_ms(step)
+            host_ms = _enqueue_ms(step, 20)  # time to enqueue (the GPU may still be busy)
+            rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant=label, fwd_ms=fwd_ms, step_ms=step_ms,
+                             gpu_ms=sum(kern.values()), host_ms=host_ms, kernels={k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]},
+                             present=bm.tiles.float().mean().item() if mask is not None else 1.0))
+            print(rows[-1], flush=True)
+
+        def plan():
+            prob = validate(q, k, v, causal=causal, mask=bm, backend="triton")
+            at._tile_plan(prob, B, H, n, n)
+        rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
+                         step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
+        print(rows[-1], flush=True)
+
+
+def host_profile(rows, reps=20):
+    """cProfile of the host side of ``reps`` block-sparse forward + backward calls (d = 128, N = 8192,
+    10 % of tiles; enqueue only, no synchronisation inside): where the per-call host time goes."""
+    import cProfile
+    import io
+    import pstats
+
+    from flashproof.kernels.attention.api import attention
+    q, k, v, bm, do = _sparse_problem()
+
+    def step():
+        q.grad = k.grad = v.grad = None
+        attention(q, k, v, mask=bm, backend="triton").backward(do)
+    prof = cProfile.Profile()
+    host = _enqueue_ms(step, reps, prof)
+    out = io.StringIO()
+    st = pstats.Stats(prof, stream=out)
+    st.sort_stats("tottime").print_stats(25)
+    st.sort_stats("cumulative").print_stats(35)
+    print(out.getvalue(), flush=True)
+    rows.append(dict(part="host", d=128, n=8192, causal=False, variant="sparse step (cProfile on)", host_ms=host))
+
+
+def gluon_forward(rows):
+    """The Gluon forward (d = 128) split into its parts: the wall time of the default call with and
+    without autograd, the kernel's GPU time (profiler), the host time to enqueue one call, and the
+    Triton forward (``backend="triton"``) next to cuDNN, per shape."""
+    from triton.testing import do_bench
+
+    from flashproof.bench.attention import gpu_ms as _gpu_ms
+    from flashproof.kernels import attention
+    for d, n, causal in ((128, 4096, False), (128, 8192, False), (128, 16384, False), (128, 8192, True)):
+        (q, k, v), B, H = _qkv(d, n)
+        flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        ms = do_bench(lambda: _cudnn(q, k, v, causal), warmup=25, rep=100, return_mode="median")
+        rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
+        first = None
+        for name in ("gluon", "triton"):
+            try:
+                with torch.no_grad():
+                    o = attention(q, k, v, causal=causal, backend=name)
+                    err = _err_vs_math(o, q, k, v, causal)
+                    same = None if first is None else torch.equal(o, first)
+                    first = o if first is None else first
+                    ms = do_bench(lambda: attention(q, k, v, causal=causal, backend=name), warmup=25, rep=100,
+                                  return_mode="median")
+                    gpu = sum(_gpu_ms(lambda: attention(q, k, v, causal=causal, backend=name)).values())
+                    host = _enqueue_ms(lambda: attention(q, k, v, causal=causal, backend=name), 30)
+                ms_grad = do_bench(lambda: attention(qg, kg, vg, causal=causal, backend=name), warmup=25,
+                                   rep=100, return_mode="median")
+                graph = torch.cuda.CUDAGraph()  # the call replayed without host work: launch latency out
+                with torch.no_grad():
+                    attention(q, k, v, causal=causal, backend=name)
+                    torch.cuda.synchronize()
+                    with torch.cuda.graph(graph):
+                        attention(q, k, v, causal=causal, backend=name)
+                ms_graph = do_bench(graph.replay, warmup=25, rep=100, return_mode="median")
+                rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=flops / ms * 1e-9,
+                                 err=err, fwd_ms=ms, step_ms=ms_grad, gpu_ms=gpu, host_ms=host,
+                                 note=f"with autograd {flops / ms_grad * 1e-9:.0f}; GPU-time rate {flops / gpu * 1e-9:.0f}; "
+                                      f"CUDA graph (L2 still flushed) {flops / ms_graph * 1e-9:.0f}; "
+                                      f"bitwise = gluon: {same} "))
+            except Exception as e:  # noqa: BLE001
+                rows.append(dict(part="gluon", d=d, n=n, causal=causal, variant=name, tflops=float("nan"),
+                                 note=f"{type(e).__name__}: {str(e)[:160]}"))
+            print(rows[-1], flush=True)
+
+
+def gluon_backward(rows):
+    """The backward paths at d = 128, each next to cuDNN's backward: the deterministic Triton two-kernel
+    backward (``deterministic=True``; the plan: Gluon forward, Triton backward) and the Gluon backward
+    (``deterministic=False``, dQ by 16-byte vector reductions); gradients against the deterministic ones."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    from flashproof.kernels import attention
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.api import validate
+    for d, n, causal in ((128, 8192, False), (128, 16384, False), (128, 8192, True), (128, 4096, False)):
+        (q, k, v), B, H = _qkv(d, n, seed=5)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        do = torch.randn_like(q)
+        flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100, grad_to_none=[q, k, v],
+                      return_mode="median")
+        rows.append(dict(part="gluon-bwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9))
+        base = None
+        for name, det in (("triton-det", True), ("gluon", False)):
+            row = dict(part="gluon-bwd", d=d, n=n, causal=causal, variant=name)
+            route = dispatch.plan(validate(q, k, v, causal=causal, deterministic=det), dispatch.device_of(q))
+            g = _backward_row(row, lambda: attention(q, k, v, causal=causal, deterministic=det),
+                              do, (q, k, v), flops, base)
+            row.setdefault("note", f"plan {route.forward}/{route.backward} ")
+            base = g if base is None else base
+            rows.append(row)
+            print(row, flush=True)
+
+
+def launch_overhead(rows, reps=30):
+    """Host time to enqueue one block-sparse forward + backward (d = 128, N = 8192, 10 % of tiles)
+    with the direct launch of known autotuning keys (``attention_triton._launch``) and without it
+    (its cache cleared before every call, so each launch goes through ``Autotuner.run``), next to
+    the call's wall time."""
+    from triton.testing import do_bench
+
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.api import attention
+    q, k, v, bm, do = _sparse_problem()
+    for direct in (True, False):
+        def step():
+            if not direct:
+                at._CHOSEN.clear()
+            q.grad = k.grad = v.grad = None
+            attention(q, k, v, mask=bm, backend="triton").backward(do)
+        host = _enqueue_ms(step, reps)
+        wall = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
+        rows.append(dict(part="launch", d=128, n=8192, causal=False, variant=f"direct={direct}", host_ms=host,
+                         step_ms=wall))
+        print(rows[-1], flush=True)
+
+
+def _backward_row(row, run, do, leaves, flops, base):
+    """Time ``run()``'s output's backward (``do_bench``, median) into ``row`` (TFLOP/s for ``flops``),
+    and its gradients' largest relative difference from ``base`` (the first variant's, per tensor)
+    as ``row["err"]``; an exception is recorded in the row. Returns the gradients (None on failure)."""
+    from triton.testing import do_bench
+    g = None
+    try:
+        out = run()
+        ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100, grad_to_none=list(leaves),
+                      return_mode="median")
+        out.backward(do, retain_graph=True)
+        g = [t.grad.float() for t in leaves]
+        row["tflops"] = flops / ms * 1e-9
+        if base is not None:
+            row["err"] = max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(g, base))
+    except Exception as e:  # noqa: BLE001 - a variant that fails is reported
+        row.update(tflops=float("nan"), note=f"{type(e).__name__}: {str(e)[:160]}")
+    for x in leaves:
+        x.grad = None
+    return g
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python lab/probe.py", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="out/probe")
+    p.add_argument("--parts", default="fwd,sparse,launch,gluon,gluon-bwd")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("probe: needs a CUDA GPU")
+        return 2
+    import triton
+    os.makedirs(args.out, exist_ok=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+    print(json.dumps(meta), flush=True)
+    rows = []
+    parts = args.parts.split(",")
+    try:
+        if "host" in parts:
+            host_profile(rows)
+        if "gluon" in parts:
+            gluon_forward(rows)
+        if "gluon-bwd" in parts:
+            gluon_backward(rows)
+        if "launch" in parts:
+            launch_overhead(rows)
+        if "sparse" in parts:
+            sparse_breakdown(rows)
+        if "fwd" in parts:
+            forward_triton([(128, 8192, False), (128, 8192, True), (64, 8192, False), (128, 4096, False)], rows)
+    finally:
+        with open(os.path.join(args.out, "probe.json"), "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
+    print("\n| part | d | N | causal | variant | TFLOP/s | fwd ms | step ms | GPU ms | host ms | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def num(r, key, fmt):
+        return "" if r.get(key) is None else format(r[key], fmt)
+    for r in rows:
+        note = r.get("note", "") + ("" if r.get("err") is None else f"err {r['err']:.3g} ") + \
+            (f"same grads: {r['same_grads_as_pointer_path']}" if "same_grads_as_pointer_path" in r else "")
+        print(f"| {r['part']} | {r['d']} | {r['n']} | {'yes' if r['causal'] else 'no'} | {r['variant']} | "
+              f"{num(r, 'tflops', '.0f')} | {num(r, 'fwd_ms', '.3f')} | {num(r, 'step_ms', '.3f')} | "
+              f"{num(r, 'gpu_ms', '.3f')} | {num(r, 'host_ms', '.3f')} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""The second solvers: decide a z3 query again, from its SMT-LIB text, with cvc5 or Bitwuzla.
+
+``decide(smt2, timeout_ms) -> Verdict`` reads the benchmark z3 exported (``Solver.to_smt2()``) —
+the same formula, not a re-derivation — and answers ``sat``, ``unsat``, ``unknown`` or
+``unsupported`` (the solver cannot read the query: a floating-point format its build lacks), with
+the solver's name and version. Which solver decides is a function of the query alone:
+
+* a query over floating point goes to **Bitwuzla** (bit-precise FP, fast on these queries); a
+  format the PyPI build of Bitwuzla refuses (bf16 = FP(8, 8), "experimental" there) goes to cvc5
+  with ``fp-exp`` — cvc5's solver for formats other than Float32/Float64, which its authors call
+  experimental; the verdict's detail says so;
+* every other query (reals, integers, uninterpreted functions) goes to **cvc5**: first its
+  cylindrical-algebraic-coverings procedure alone (complete for nonlinear real arithmetic, quick
+  on these queries; not used with integers, where it ignores its time limit), then, if that
+  answers ``unknown``, its default strategy with the rest of the time.
+
+z3's export is valid SMT-LIB except that it writes ``+``, ``*``, ``and``, ``or`` with a single
+argument where SMT-LIB wants two or more; ``_one_arg`` rewrites ``(op x)`` to ``x`` (the same
+value) and nothing else. Options change only completeness, never soundness.
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import NamedTuple
+
+__all__ = ["Verdict", "decide", "versions", "is_fp"]
+
+_VARIADIC = {"+", "*", "and", "or"}
+_TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|;[^\n]*|[()]|[^\s()|";]+')
+#: the cvc5 coverings pass gets this share of a query's time limit before the default strategy
+_COVERINGS_MS = 3000
+
+
+class Verdict(NamedTuple):
+    """One second-solver answer: ``status`` in sat/unsat/unknown/unsupported/error; ``detail``
+    one line (the reason for unknown, the configuration that answered)."""
+
+    name: str
+    version: str
+    status: str
+    seconds: float
+    detail: str = ""
+
+
+def versions() -> dict:
+    """{"cvc5": version or None, "bitwuzla": version or None}."""
+    out = {}
+    try:
+        import cvc5
+
+        out["cvc5"] = getattr(cvc5, "__version__", None) or _cvc5_version()
+    except ImportError:
+        out["cvc5"] = None
+    try:
+        import bitwuzla
+
+        out["bitwuzla"] = bitwuzla.version()
+    except ImportError:
+        out["bitwuzla"] = None
+    return out
+
+
+def _cvc5_version() -> str:
+    import cvc5
+
+    return cvc5.Solver(cvc5.TermManager()).getVersion()
+
+
+def is_fp(smt2: str) -> bool:
+    return "FloatingPoint" in smt2 or "RoundingMode" in smt2
+
+
+def _one_arg(smt2: str) -> str:
+    """Drop ``(check-sat)`` and rewrite ``(op x)`` to ``x`` for op in + * and or (z3 writes them
+    for one-element sums, products and conjunctions)."""
+    out: list = []          # output tokens
+    stack: list = []        # per open paren: index of "(" in out
+    for tok in _TOKEN.findall(smt2):
+        if tok.startswith(";"):
+            continue
+        if tok == "(":
+            stack.append(len(out))
+            out.append(tok)
+        elif tok == ")":
+            start = stack.pop()
+            inner = out[start + 1:]
+            if inner and inner[0] in _VARIADIC and _one_expr(inner[1:]):
+                out[start:] = inner[1:]
+            else:
+                out.append(tok)
+        else:
+            out.append(tok)
+    text = " ".join(out)
+    return text.replace("( check-sat )", "")
+
+
+def _one_expr(toks: list) -> bool:
+    """Whether ``toks`` is exactly one s-expression."""
+    if len(toks) == 1:
+        return toks[0] not in ("(", ")")
+    if not toks or toks[0] != "(":
+        return False
+    depth = 0
+    for i, t in enumerate(toks):
+        depth += (t == "(") - (t == ")")
+        if depth == 0:
+            return i == len(toks) - 1
+    return False
+
+
+def _cvc5(text: str, ms: int, options: dict) -> tuple[str, str]:
+    import cvc5
+
+    tm = cvc5.TermManager()
+    s = cvc5.Solver(tm)
+    s.setOption("tlimit-per", str(max(1, int(ms))))
+    for k, v in options.items():
+        s.setOption(k, v)
+    s.setLogic("ALL")
+    sm = cvc5.SymbolManager(tm)
+    p = cvc5.InputParser(s, sm)
+    p.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text, "query")
+    while True:
+        cmd = p.nextCommand()
+        if cmd.isNull():
+            break
+        cmd.invoke(s, sm)
+    r = s.checkSat()
+    if r.isSat():
+        return "sat", ""
+    if r.isUnsat():
+        return "unsat", ""
+    return "unknown", str(r.getUnknownExplanation()).split(".")[-1].lower()
+
+
+def _bitwuzla(text: str, ms: int) -> tuple[str, str]:
+    import bitwuzla
+
+    tm = bitwuzla.TermManager()
+    opts = bitwuzla.Options()
+    opts.set(bitwuzla.Option.TIME_LIMIT_PER, max(1, int(ms)))
+    p = bitwuzla.Parser(tm, opts)
+    p.parse("(set-logic ALL)\n" + text, True, False)
+    r = p.bitwuzla().check_sat()
+    s = str(r)
+    return (s, "") if s in ("sat", "unsat") else ("unknown", "time limit or incomplete")
+
+
+def _unsupported(err: Exception) -> bool:
+    msg = str(err)
+    return ("not supported" in msg or "Unsupported" in msg or "unsupported" in msg)
+
+
+def decide(smt2: str, timeout_ms: int) -> Verdict:
+    """Decide one exported z3 query with the second solver that fits it (see the module docstring)."""
+    text = _one_arg(smt2)
+    vers = versions()
+    t0 = time.perf_counter()
+
+    def left() -> int:
+        return int(timeout_ms - 1000 * (time.perf_counter() - t0))
+
+    if is_fp(text):
+        try:
+            st, why = _bitwuzla(text, left())
+            return Verdict("bitwuzla", vers["bitwuzla"], st, time.perf_counter() - t0, why)
+        except Exception as e:  # noqa: BLE001 — an unreadable format falls through to cvc5
+            if not _unsupported(e):
+                return Verdict("bitwuzla", vers["bitwuzla"], "error", time.perf_counter() - t0, str(e)[:160])
+            bzla_why = str(e).splitlines()[0][:100]
+        try:
+            st, why = _cvc5(text, left(), {"fp-exp": "true"})
+            return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0,
+                           "fp-exp (cvc5's experimental FP formats)" + (f": {why}" if why else ""))
+        except Exception as e:  # noqa: BLE001
+            status = "unsupported" if _unsupported(e) else "error"
+            return Verdict("cvc5", vers["cvc5"], status, time.perf_counter() - t0,
+                           f"bitwuzla: {bzla_why}; cvc5: {str(e).splitlines()[0][:100]}")
+    try:
+        detail = ""
+        if " Int" not in text and "Int)" not in text:
+            st, why = _cvc5(text, min(_COVERINGS_MS, left()), {"nl-cov": "true", "nl-ext": "none"})
+            if st != "unknown":
+                return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, "coverings")
+            detail = f"coverings: {why}; "
+        st, why = _cvc5(text, left(), {})
+        detail += f"default: {why}" if why else "default"
+        return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, detail)
+    except Exception as e:  # noqa: BLE001
+        status = "unsupported" if _unsupported(e) else "error"
+        return Verdict("cvc5", vers["cvc5"], status, time.perf_counter() - t0, str(e).splitlines()[0][:160])

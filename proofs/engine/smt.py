@@ -1,0 +1,91 @@
+"""The one z3 solver every obligation query goes through: recorded, and checked for vacuity.
+
+``CheckedSolver(formulas, timeout_ms=..., logic=None)`` is a ``z3.Solver`` in a fresh z3 context
+holding ``formulas``: the last is the goal (a negated claim, or an existential formula), the others
+are the hypotheses. Its ``check()``
+
+* records the query — z3's SMT-LIB export, z3's answer and time — in ``core.QUERY_LOG``, from
+  which the runner gives the same text to the second solver (``engine.second``);
+* when z3 answers unsat, checks that the hypotheses are satisfiable, together with the antecedent
+  of a claim that is an implication (or of each implication of a claim that is a conjunction):
+  an unsatisfiable set raises ``core.VacuousHypotheses`` (the query would "prove" anything), an
+  undecided one ``core.VacuityUnknown``. Each such check is itself a recorded query (purpose
+  "hypotheses", expected sat), so the second solver must find them satisfiable too.
+"""
+from __future__ import annotations
+
+import time
+
+import z3
+
+from . import core
+
+__all__ = ["CheckedSolver", "antecedents"]
+
+
+def antecedents(goal) -> list:
+    """The antecedents a claim's proof must not get for free: for a goal ``Not(claim)``, the
+    antecedent of ``claim`` if it is an implication, or of each implication in ``claim`` if it is a
+    conjunction; otherwise none."""
+    if goal is None or not z3.is_not(goal):
+        return []
+    claim = goal.arg(0)
+    if z3.is_implies(claim):
+        return [claim.arg(0)]
+    if z3.is_and(claim):
+        return [c.arg(0) for c in claim.children() if z3.is_implies(c)]
+    return []
+
+
+class CheckedSolver(z3.Solver):
+    """See the module docstring. ``check()`` takes no assumptions: the recorded text must be the
+    whole query."""
+
+    def __init__(self, formulas, *, timeout_ms: int, logic: str | None = None):
+        c = z3.Context()
+        raw = z3.Z3_mk_solver_for_logic(c.ref(), z3.to_symbol(logic, c)) if logic else None
+        super().__init__(solver=raw, ctx=c)
+        self.set("timeout", int(timeout_ms))
+        self._timeout_ms = int(timeout_ms)
+        self._logic = logic
+        fs = [f.translate(c) if isinstance(f, z3.ExprRef) else z3.BoolVal(bool(f), ctx=c) for f in formulas]
+        self.hypotheses = fs[:-1]
+        self.goal = fs[-1] if fs else None
+        for f in fs:
+            self.add(f)
+
+    def check(self, *assumptions):
+        if assumptions:
+            raise TypeError("CheckedSolver.check() takes no assumptions; add them as formulas instead")
+        t0 = time.perf_counter()
+        r = super().check()
+        core.QUERY_LOG.append(core.Query(self.to_smt2(), str(r), time.perf_counter() - t0, "goal"))
+        if r == z3.unsat:
+            self._not_vacuous()
+        return r
+
+    def _not_vacuous(self) -> None:
+        ants = antecedents(self.goal)
+        sets = [(a, self.hypotheses + [a]) for a in ants] if ants else [(None, self.hypotheses)]
+        for ant, fs in sets:
+            if not fs:
+                continue
+            s = z3.SolverFor(self._logic, ctx=self.ctx) if self._logic else z3.Solver(ctx=self.ctx)
+            s.set("timeout", self._timeout_ms)
+            s.add(*fs)
+            text = s.to_smt2()
+            seen = next((q.z3 for q in core.QUERY_LOG if q.purpose == "hypotheses" and q.smt2 == text), None)
+            if seen is None:
+                t0 = time.perf_counter()
+                seen = str(s.check())
+                core.QUERY_LOG.append(core.Query(text, seen, time.perf_counter() - t0, "hypotheses"))
+            what = "the hypotheses" + (f" with the claim's antecedent {_short(ant)}" if ant is not None else "")
+            if seen == "unsat":
+                raise core.VacuousHypotheses(f"{what} are unsatisfiable (z3): the unsat query proves nothing")
+            if seen != "sat":
+                raise core.VacuityUnknown(f"z3 could not decide whether {what} are satisfiable ({seen})")
+
+
+def _short(e) -> str:
+    t = " ".join(str(e).split())
+    return t if len(t) <= 60 else t[:57] + "..."

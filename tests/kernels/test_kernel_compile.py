@@ -1,0 +1,27 @@
+"""Every attention kernel compiles for sm_90 on this CPU machine (tests/support/kernel_compile.py): the
+Triton kernels in fp32/bf16/fp16 and their feature variants, the Gluon forward, and the Gluon backward
+with its dQ by 16-byte vector reductions (checked in the PTX). Slow (about 1-2 min)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "kernel_compile.py"
+#: 4 Triton kernels x 3 dtypes x their variants (39), 4 Gluon forwards, 4 Gluon backwards, 2 walk-list kernels
+MINIMUM = 49
+
+
+@pytest.mark.slow
+def test_kernels_compile_to_sm90_cubins():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
+    r = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    m = re.search(r"compiled (\d+) of (\d+)", r.stdout)
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) >= MINIMUM, r.stdout[-2000:]

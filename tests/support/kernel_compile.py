@@ -1,0 +1,167 @@
+"""Compile every attention kernel for an H100/H200 (sm_90) on a machine without a GPU: triton.compile
+with an explicit GPUTarget runs the whole pipeline down to a cubin (ptxas ships with Triton), so a
+change that only the GPU compiler rejects shows up on CPU. Run as a script (``python
+tests/support/kernel_compile.py``) by tests/kernels/test_kernel_compile.py in a child process without
+TRITON_INTERPRET (interpreted kernels cannot be compiled); prints "compiled N of M"."""
+from __future__ import annotations
+
+import re
+
+import torch
+
+_INT_PTRS = {f"{n}_{x}" for n in ("KV", "Q") for x in ("NUM", "IDX")} | {"CU_Q", "CU_K"}
+_DATA_PTRS = {"Q", "K", "V", "DO", "DK", "DQ", "O"}
+_F32_PTRS = {"LSE", "DELTA", "DLSE"}
+#: the arguments each kernel takes as tensor descriptors when USE_DESC (the Triton host's launches)
+_STREAMED = {"attn_fwd": ("Q", "K", "V"), "attn_bwd_dkdv": ("Q", "DO"), "attn_bwd_dq": ("K", "V")}
+
+
+def _signature(fn, dt, consts):
+    from flashproof.kernels.attention.triton.host import _DESC_BLOCKS
+
+    sig = {}
+    names = {p.name for p in fn.params}
+    for p in fn.params:
+        n = p.name
+        if p.is_constexpr:
+            sig[n] = "constexpr"
+        elif n in _INT_PTRS:
+            sig[n] = "*i32"
+        elif n == "MASK":
+            sig[n] = "*u8"
+        elif n in _F32_PTRS:
+            sig[n] = "*fp32"
+        elif consts.get("USE_DESC") and "USE_DESC" in names and n in _STREAMED[fn.__name__]:
+            rows, cols = _DESC_BLOCKS[n]  # 4-D TMA descriptors, blocks as the pre-hook sets them
+            sig[n] = f"tensordesc<{dt}[1, 1, {consts[rows]}, {consts[cols]}]>"
+        elif n in _DATA_PTRS or (n == "DV" and fn.__name__ == "attn_bwd_dkdv"):
+            sig[n] = f"*{dt}"
+        elif n in ("qk_scale", "sm_scale"):
+            sig[n] = "fp32"
+        else:
+            sig[n] = "i32"
+    return sig, {n: consts[n] for n, t in sig.items() if t == "constexpr"}
+
+
+BASE = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=64, BLOCK_DV=64, IS_VARLEN=False, HAS_LEFT=False, HAS_RIGHT=True,
+            HAS_MASK=False, HAS_TILES=False, TILE_Q=0, TILE_K=0, GQA_MAP=False, NO_ALPHA=False, NO_MAX=False,
+            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True)
+VARIANTS = {
+    "plain": {},
+    "descriptors_d128": dict(USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
+    "descriptors_tiles": dict(USE_DESC=True, HAS_TILES=True, TILE_Q=128, TILE_K=128, BLOCK_D=128, BLOCK_DV=64),
+    "varlen_window_mask_tiles": dict(IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True, HAS_TILES=True, TILE_Q=64,
+                                     TILE_K=64, BLOCK_D=32, BLOCK_DV=128),
+}
+
+
+def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_needs=None, *, gluon=False,
+                 options=None, check=None):
+    """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``, and passes
+    ``check(ptx)``, which raises AssertionError otherwise); ``name`` goes to ``compiled``, and to
+    ``failures`` with the error if it fails. ``gluon``: ``fn`` is a Gluon kernel."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    compiled.append(name)
+    try:
+        source = (GluonASTSource if gluon else ASTSource)(fn=fn, signature=sig, constexprs=consts)
+        k = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                           options=options or {"num_warps": 4, "num_stages": 2})
+        assert k.asm.get("cubin"), "no cubin"
+        if ptx_needs:
+            assert ptx_needs in k.asm["ptx"], f"no {ptx_needs} in the PTX"
+        if check:
+            check(k.asm["ptx"])
+    except Exception as e:  # noqa: BLE001 - reported by the test
+        failures.append((name, f"{type(e).__name__}: {e}"[:400]))
+
+
+def _no_spills(ptx):
+    assert "ld.local" not in ptx, "spills (local loads) in the PTX"
+
+
+def compile_all(compiled: list) -> list:
+    """Compile every kernel × dtype × variant for sm_90 (their names appended to ``compiled``);
+    returns the failures (name, error)."""
+    from flashproof.kernels.attention.triton.bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
+    from flashproof.kernels.attention.triton.fwd import attn_fwd
+
+    failures = []
+    for fn in (attn_fwd, attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq):
+        for dt, prec in (("fp32", "ieee"), ("bf16", "tf32"), ("fp16", "tf32")):
+            for variant, opts in VARIANTS.items():
+                if "USE_DESC" in opts and "USE_DESC" not in {p.name for p in fn.params}:
+                    continue  # the delta kernel takes no descriptors
+                if opts.get("BLOCK_N") == 128 and prec == "ieee":
+                    continue  # fp32 at 128 x 128 x d128 never fits (the host prunes it); ptxas was killed for memory
+                fma = prec != "ieee"  # the router's rule: fp32 never takes the FMA interior
+                sig, consts = _signature(fn, dt, dict(BASE, **opts, DOT_PREC=prec, FMA=fma))
+                compile_sm90(fn, sig, consts, f"{fn.__name__}/{dt}/{variant}", compiled, failures)
+    failures += compile_gluon(compiled)
+    from flashproof.kernels.attention.triton.plan import tile_plan
+    for transposed in (False, True):
+        sig = {p.name: "i32" for p in tile_plan.params if not p.is_constexpr}
+        sig.update(TILES="*u8", NUM="*i32", IDX="*i32")
+        consts = dict(HAS_LEFT=True, HAS_RIGHT=True, HAS_DENSE=False, TRANSPOSED=transposed, BLOCK=64)
+        sig.update({n: "constexpr" for n in consts})
+        compile_sm90(tile_plan, sig, consts, f"tile_plan/transposed={transposed}", compiled, failures)
+    return failures
+
+
+def compile_gluon(compiled: list) -> list:
+    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not) down to sm_90 cubins:
+    the forward's register split (setmaxnreg); the backward's dQ by 16-byte vector reductions
+    (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32 atomic add left); no spills."""
+    from triton.experimental.gluon import language as gl
+
+    from flashproof.kernels.attention.gluon import bwd as GB
+    from flashproof.kernels.attention.gluon import fwd as G
+    from flashproof.kernels.attention.gluon.common import gl_dtype
+    failures = []
+    variants = [("bf16", False), ("bf16", True), ("fp16", False), ("fp16", True)]  # (dtype, causal)
+
+    def fwd_check(ptx):
+        assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
+        _no_spills(ptx)
+
+    for dt, causal in variants:
+        gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dt]
+        qdesc, kvdesc = ([rows, G.HEAD_DIM] for rows in (G.BLOCK_M_WG, G.BLOCK_N))
+        desc = {n: f"tensordesc<{dt}[{b[0]}, {b[1]}],{gl.NVMMASharedLayout.get_default_for(b, gdt)!r}>"
+                for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
+        consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
+                      CONSUMER_REGS=G.CONSUMER_REGS)
+        sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
+               **{n: "constexpr" for n in consts}}
+        compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
+                     failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
+    def bwd_check(ptx):
+        assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
+        assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
+        _no_spills(ptx)
+
+    for dt, causal in variants:
+        q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
+        qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
+        kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
+        vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
+        consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
+                      PRODUCER_REGS=GB.PRODUCER_REGS)
+        sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
+               "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
+               **{n: "constexpr" for n in consts}}
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}", compiled,
+                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=bwd_check)
+    return failures
+
+
+if __name__ == "__main__":
+    names = []
+    bad = compile_all(names)
+    for name, err in bad:
+        print("FAILED", name, err)
+    print(f"compiled {len(names) - len(bad)} of {len(names)}")
+    raise SystemExit(1 if bad else 0)
