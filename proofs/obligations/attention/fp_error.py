@@ -192,7 +192,7 @@ def validate(samples: int, seed: int) -> tuple[dict | None, list]:
 
 
 @obligation("ATT-FP-ERROR-VALID", checks=["EXT-FP-ERROR"], bounds={"samples": 120, "seed": 0},
-            deep_bounds={"samples": 600, "seed": 0}, assumptions=["A-FP-EXP-ACC"], solver="interval")
+            deep_bounds={"samples": 600, "seed": 0}, assumptions=["A-FP-EXP-ACC"], solver="interval", role="cross-check")
 def validate_bound(ctx):
     """The proved bound holds on fuzzed inputs: the kernels' rounding emulated against the certified interval oracle."""
     bad, ratios = validate(ctx.bounds["samples"], ctx.bounds["seed"])
