@@ -152,7 +152,7 @@ class ErrBoundNum(NumberSystem):
         # (a(1+θa) + ha)(b(1+θb) + hb), ha, hb in units of ymag; |a|, |b| per term ≤ absum
         H = (Ha * (b.absum / b.ymag * (1 + rb) + b.H) + (1 + ra) * a.absum / a.ymag * b.H) * (1 + u)
         return Lin(a.ku + b.ku + 1, kin + b.kin, a.ke + b.ke, sp.expand(a.phi + b.phi), a.absum * b.absum,
-                   a.ymag * b.ymag, sp.expand(H))
+                   a.ymag * b.ymag, H)
 
     def div(self, z: Lin, l: Lin) -> Out:
         """Y = z/ℓ with ℓ = Σ w_t (ymag 1), z = Σ w_t y_t, |y_t| ≤ z.ymag, ℓ ≥ L0 = e^{−E_s}."""
