@@ -7,8 +7,8 @@
    5, GQA 4 and 8, a window, num_splits forced and chosen — against the dense formula in float64
    (``flashproof.fuzz.oracle.masked_attention``), judged by the one tolerance rule
    (``flashproof.fuzz.tolerance.judge``, baseline: the same formula in bf16). Also the timed shapes.
-2. Time (CUDA events, warm-up, median of reps): ours contiguous (the whole call, its validation's
-   host sync included), ours-kernels (the same launches, validated once outside the timing), ours
+2. Time (CUDA events, warm-up, median of reps): ours contiguous (the whole call; no host sync: lengths
+   are checked on the device), ours-kernels (the same launches, validated once outside the timing), ours
    paged (page 64, permuted table), SDPA cuDNN and SDPA FA2 on the contiguous cache (enable_gqa; if a backend refuses it,
    K/V expanded to Hq heads before timing — the note says so). Decode Nq = 1 and verify Nq = 5 at
    B = 64, Hq/Hkv = 32/8, Nk = 32768 and B = 8, 64/8, Nk = 131072, and a B sweep 1…256 at 32/8,
@@ -16,7 +16,12 @@
    SDPA runs without the causal corner for Nq = 5 (its is_causal is top-left aligned); at Nq = 1
    bottom-right causal is no mask at all.
 
-Prints a table; writes JSON (checks, rows, environment) to ``--out``. Exit code 1 if a check failed.
+3. ours-S1 … ours-S64: ours-kernels at every forced split count, B ≤ 8 (to retune the split heuristic).
+4. examples/spec_e2e.py at its GPU size (speculation end to end; ``--skip-e2e`` leaves it out).
+
+Also checks the device-side validation (NaN rows for bad lengths/pages; the rest bitwise unchanged).
+Prints tables; writes JSON (checks, rows, environment, e2e) to ``--out``. Exit code 1 if a check or
+the e2e run failed.
 """
 from __future__ import annotations
 
@@ -124,7 +129,7 @@ def reference(q, k, v, lengths, *, causal, window, scale):
 
 
 def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, window=None, causal=True, seed=0,
-               autotune=True):
+               tuning="autotune"):
     """One call of ours against the float64 reference; returns a JSON-able verdict."""
     k, v = make_cache(B, Hkv, n_max, lengths, seed=seed)
     g = torch.Generator(device=DEV).manual_seed(seed + 1)
@@ -137,7 +142,7 @@ def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, 
     else:
         kc, vc, table = k, v, None
     got = attention_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, causal=causal, window=window,
-                                 return_lse=True, num_splits=num_splits, autotune=autotune)
+                                 return_lse=True, num_splits=num_splits, tuning=tuning)
     torch.cuda.synchronize()
     ref, mags = reference(q, k, v, lengths, causal=causal, window=window, scale=scale)
     empty = torch.isneginf(ref["lse"])
@@ -149,6 +154,47 @@ def check_case(name, *, B, Hq, Hkv, Nq, lengths, n_max, paged, num_splits=None, 
         for x in verdicts), flush=True)
     del k, v, kc, vc
     return {"name": name, "ok": ok, "verdicts": [x._asdict() for x in verdicts]}
+
+
+def check_device_validation():
+    """Lengths and page entries are checked on the device (no host read): a request whose length is
+    outside 0..capacity, or that needs a table entry outside the pages, gets NaN in every out and lse
+    row; the other requests' rows equal a call without the bad ones (same split count: bitwise); and
+    check=True raises instead. Returns one JSON-able verdict."""
+    Hq, Hkv, Nq, n_max = 32, 8, 2, 512
+    lengths = [100, n_max + 1, 300, -3]
+    good = [0, 2]
+    problems = []
+    for paged in (False, True):
+        k, v = make_cache(4, Hkv, n_max, [max(0, min(L, n_max)) for L in lengths], seed=11)
+        q = torch.randn(4, Hq, Nq, D, device=DEV, dtype=DT)
+        lens = torch.tensor(lengths, dtype=torch.int32, device=DEV)
+        if paged:
+            kc, table = to_paged(k, PAGE, seed=12)
+            vc, _ = to_paged(v, PAGE, seed=12)
+            table[2, 0] = kc.shape[0]          # request 2 now needs a page that does not exist
+            table[0, 5] = -1                   # past request 0's length (100 < 6·64): never read, fine
+            lens[1] = 200                      # request 1 in range here; 2 and 3 are the bad ones
+            bad_rows, good = [2, 3], [0, 1]
+        else:
+            kc, vc, table, bad_rows = k, v, None, [1, 3]
+        got = attention_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, return_lse=True, num_splits=4)
+        sub = attention_with_kvcache(q[good], kc if paged else kc[good], vc if paged else vc[good],
+                                     cache_seqlens=lens[good], block_table=table[good] if paged else None,
+                                     return_lse=True, num_splits=4)
+        name = "paged" if paged else "contig"
+        if not (torch.isnan(got.out[bad_rows]).all() and torch.isnan(got.lse[bad_rows]).all()):
+            problems.append(f"{name}: a bad request's rows are not all NaN")
+        if not (torch.equal(got.out[good], sub.out) and torch.equal(got.lse[good], sub.lse)):
+            problems.append(f"{name}: the good requests' rows differ from a call without the bad ones")
+        try:
+            attention_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, check=True)
+            problems.append(f"{name}: check=True did not raise")
+        except ValueError:
+            pass
+    ok = not problems
+    print(f"check {'device-validation':<34} {'ok' if ok else 'FAILED: ' + '; '.join(problems)}", flush=True)
+    return {"name": "device-validation", "ok": ok, "problems": problems}
 
 
 def run_checks():
@@ -170,14 +216,15 @@ def run_checks():
                 for splits in (None, 1, 3, 16):
                     cases.append(dict(name=f"ragged/{'paged' if paged else 'contig'}/Nq{Nq}/G{G}/S{splits}", B=len(ragged),
                                       Hq=8 * G, Hkv=8, Nq=Nq, lengths=ragged, n_max=n_max, paged=paged, num_splits=splits,
-                                      autotune=False))
+                                      tuning="first"))
         cases.append(dict(name=f"window/{'paged' if paged else 'contig'}", B=len(ragged), Hq=32, Hkv=8, Nq=5,
                           lengths=ragged, n_max=n_max, paged=paged, window=(700, None), num_splits=4,
-                          autotune=False))
+                          tuning="first"))
     out = []
     for i, c in enumerate(cases):
         out.append(check_case(seed=i, **c))
         torch.cuda.empty_cache()
+    out.append(check_device_validation())
     return out
 
 
@@ -243,12 +290,19 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed):
     note = f"num_splits={plan.choose_num_splits(B, Hkv, Nk, sms).num_splits}"
     if "ours" in providers:
         add("ours", lambda: attention_with_kvcache(q, k, v, cache_seqlens=lens), note)
-    if "ours-kernels" in providers:  # the same launches with the validation (one host sync) done once, untimed
+    if "ours-kernels" in providers:  # the same launches with the validation done once, untimed
         from flashproof.kernels.kvcache import api
         from flashproof.kernels.kvcache import triton as kv_triton
         call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
                             num_splits=None, backend="triton")
-        add("ours-kernels", lambda: kv_triton.forward(q, k, v, call, autotune=True), note + ", validated once")
+        add("ours-kernels", lambda: kv_triton.forward(q, k, v, call, tuning="autotune"), note + ", validated once")
+    if "ours-splits" in providers and B <= 8:  # the split heuristic's inputs: every forced split count
+        from flashproof.kernels.kvcache import api
+        from flashproof.kernels.kvcache import triton as kv_triton
+        for S in (1, 2, 4, 8, 16, 32, 64):
+            call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
+                                num_splits=S, backend="triton")
+            add(f"ours-S{S}", lambda call=call: kv_triton.forward(q, k, v, call, tuning="autotune"), "validated once")
     if "ours-paged" in providers:
         kp, table = to_paged(k, PAGE, seed=seed)
         vp, _ = to_paged(v, PAGE, seed=seed)
@@ -264,13 +318,27 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed):
     return rows
 
 
+def run_e2e(out_path):
+    """examples/spec_e2e.py at its GPU size (speculation end to end); its result dict, or the error."""
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("spec_e2e", os.path.join(root, "examples", "spec_e2e.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    print("\n# speculation end to end (examples/spec_e2e.py)", flush=True)
+    return mod.main(["--device", DEV, "--out", out_path])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/kvcache.json", help="path of the JSON result")
     p.add_argument("--skip-check", action="store_true", help="time only (the check normally runs first)")
-    p.add_argument("--providers", default="ours,ours-kernels,ours-paged,sdpa-cudnn,sdpa-flash")
+    p.add_argument("--skip-e2e", action="store_true", help="leave out examples/spec_e2e.py")
+    p.add_argument("--providers", default="ours,ours-kernels,ours-paged,sdpa-cudnn,sdpa-flash,ours-splits",
+                   help="ours-splits: ours-kernels at every forced split count 1..64 (B <= 8 only)")
     args = p.parse_args(argv)
     providers = args.providers.split(",")
+    main_cols = [x for x in providers if x != "ours-splits"]
     t0 = time.time()
     checks = [] if args.skip_check else run_checks()
     t_check = time.time() - t0
@@ -278,20 +346,36 @@ def main(argv=None):
     shapes += [(b, 32, 8, nq, 16384) for nq in (1, 5) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
     rows = []
     for i, s in enumerate(shapes):
-        rows += time_shape(*s, providers, seed=100 + i)
-        r = rows[-len(providers):]
+        r = time_shape(*s, providers, seed=100 + i)
+        rows += r
         print(f"B={s[0]:>3} Hq/Hkv={s[1]}/{s[2]} Nq={s[3]} Nk={s[4]:>6}  " + "  ".join(
             f"{x['provider']}: {x['ms']:.3f} ms {x['tbps']:.2f} TB/s" if x["ms"] is not None else f"{x['provider']}: -"
             for x in r), flush=True)
+
+    def cell(s, prov):
+        x = next((r for r in rows if (r["B"], r["Hq"], r["Hkv"], r["Nq"], r["Nk"]) == s and r["provider"] == prov), None)
+        return f"{x['ms']:.3f} ms ({x['tbps']:.2f} TB/s)" if x and x["ms"] is not None else "-"
     print()
-    print(f"| B | Hq/Hkv | Nq | Nk | {' | '.join(providers)} |")
-    print("|---|---|---|---|" + "---|" * len(providers))
+    print(f"| B | Hq/Hkv | Nq | Nk | {' | '.join(main_cols)} |")
+    print("|---|---|---|---|" + "---|" * len(main_cols))
     for s in shapes:
-        cells = []
-        for prov in providers:
-            x = next(r for r in rows if (r["B"], r["Hq"], r["Hkv"], r["Nq"], r["Nk"]) == s and r["provider"] == prov)
-            cells.append(f"{x['ms']:.3f} ms ({x['tbps']:.2f} TB/s)" if x["ms"] is not None else "-")
-        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | " + " | ".join(cells) + " |")
+        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | " + " | ".join(cell(s, p_) for p_ in main_cols) + " |")
+    if "ours-splits" in providers:
+        split_cols = [f"ours-S{n}" for n in (1, 2, 4, 8, 16, 32, 64)]
+        print("\nforced split counts (launches only; the heuristic's choice is in each row's note):")
+        print(f"| B | Nq | {' | '.join(split_cols)} |")
+        print("|---|---|" + "---|" * len(split_cols))
+        for s in shapes:
+            if s[0] <= 8 and s[4] == 16384:
+                print(f"| {s[0]} | {s[3]} | " + " | ".join(cell(s, c).split(" (")[0] for c in split_cols) + " |")
+    e2e = None
+    if not args.skip_e2e:
+        try:
+            e2e = run_e2e(os.path.splitext(args.out)[0] + "-e2e.json")
+        except Exception as e:  # noqa: BLE001 - reported, and the exit code says so
+            import traceback
+            traceback.print_exc()
+            e2e = {"error": f"{type(e).__name__}: {e}"}
     failed = [c["name"] for c in checks if not c["ok"]]
     env = dict(torch=torch.__version__, cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
                gpu=torch.cuda.get_device_name(0), check_s=round(t_check, 1), total_s=round(time.time() - t0, 1))
@@ -302,10 +386,13 @@ def main(argv=None):
         pass
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"env": env, "checks": checks, "failed_checks": failed, "rows": rows}, f, indent=1, default=str)
+        json.dump({"env": env, "checks": checks, "failed_checks": failed, "rows": rows, "e2e": e2e}, f, indent=1,
+                  default=str)
+    e2e_failed = isinstance(e2e, dict) and "error" in e2e
     print(f"\nchecks: {len(checks) - len(failed)} of {len(checks)} passed"
-          + (f"; FAILED: {', '.join(failed)}" if failed else "") + f"; total {env['total_s']} s; wrote {args.out}")
-    return 1 if failed else 0
+          + (f"; FAILED: {', '.join(failed)}" if failed else "") + ("; e2e FAILED" if e2e_failed else "")
+          + f"; total {env['total_s']} s; wrote {args.out}")
+    return 1 if failed or e2e_failed else 0
 
 
 if __name__ == "__main__":

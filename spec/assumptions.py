@@ -64,6 +64,66 @@ coordinate, and holds for every v when it holds for one. This is an argument abo
 (the list comprehensions in ``merge`` and ``_finish``), checked by reading, not by a solver.
 """)
 
+# --- the production Triton kernels' index logic (items KER-*, spec/kernels.py) ---------------------
+
+assumption("A-TRITON-INT", "Triton's integer semantics, as the kernel index obligations model them", statement="""
+Kernel integers are two's-complement i32 or i64. An integer argument is passed as i32 when its value fits
+in [−2^31, 2^31), else as i64; a Python int constant is i32 when it fits; i32 ⊕ i32 gives i32 and any i64
+operand gives i64; .to(tl.int64) sign-extends, .to(tl.int32) keeps the low 32 bits. tl.arange(0, n) holds
+the lanes 0 … n−1; x[:, None] and x[None, :] broadcast along rows and columns; tl.minimum, tl.maximum,
+tl.where and the comparisons are exact; range(lo, hi, step) inside a kernel visits lo, lo + step, … < hi
+and tl.static_range is unrolled; tl.program_id(a) lies in [0, grid_a) and tl.num_programs(a) is grid_a.
+(Triton 3.6; the obligations require every operation to stay inside its width instead of modelling the
+wrap-around.)
+""")
+
+assumption("A-TRITON-DIV", "Triton's signed integer // and % truncate toward zero", statement="""
+On signed integers Triton lowers // to LLVM sdiv and % to srem (C semantics: the quotient is truncated
+toward zero, the remainder has the dividend's sign); the interpreter computes the same. Python's floor
+division differs for negative operands; the symbolic model uses the truncating form.
+""")
+
+assumption("A-TRITON-MASKED-LOAD", "a masked lane of tl.load / tl.store touches no memory", statement="""
+tl.load(p, mask=m, other=x) reads only the lanes where m holds and gives x elsewhere; tl.store(p, v, mask=m)
+writes only where m holds. A masked-off lane's address may be anything (even wrapped): it is never
+dereferenced. Unmasked loads and stores read or write every lane.
+""")
+
+assumption("A-TRITON-TMA", "a TMA descriptor load reads only inside the described tensor", statement="""
+A tensor descriptor built by the host from a tensor's true shape and strides (host._descriptors) loads a
+block at int32 coordinates with hardware bounds checks: elements outside the shape are not read and come
+back as zeros. The obligations check that the coordinates fit int32; the rest is this assumption.
+""")
+
+assumption("A-TRITON-LAUNCH", "CUDA's grid limits", statement="""
+A launch has grid.x < 2^31 and grid.y ≤ 65535 programs (a larger grid fails to launch with an error,
+never silently); the kernels' program ids are i32.
+""")
+
+assumption("A-KER-HOST-LIMITS", "what the Triton host passes to the kernels", statement="""
+The validated call (kernels/attention/api.validate): q, k, v 4-D with matching B, Nk and head dims
+1 ≤ D, Dv ≤ 256, Hq = GROUPS·Hkv, varlen only with batch 1; the Triton host (host.py): lengths at most
+host.MAX_LEN = 2^29 and window sides clamped to [0, max(Nq, Nk)] (host._index_args, executed symbolically
+by KER-TILES-HOST), head dims padded to BLOCK_D ≥ D, forward calls with Nq ≥ 1, backward calls with
+Nq, Nk ≥ 1, mask strides 0 on broadcast dims, and the launch grids host.forward/backward build. torch's
+layouts: strides are non-negative and a tensor's storage span Σ (size − 1)·stride is below 2^62 elements.
+""")
+
+assumption("A-KER-CU-VALID", "cu_seqlens as the host validated them", statement="""
+The int32 cu_seqlens_q / cu_seqlens_k tables the kernels load are the ones api._seqlens checked: they
+start at 0, never decrease and end at the packed length; max_q / max_k are the longest sequence. The
+obligations model a load of entry b as a value in [0, total], monotone in b, with consecutive entries at
+most max_q (max_k) apart.
+""")
+
+assumption("A-KER-PLAN-LISTS", "the block-sparse walk lists as plan.tile_plan writes them", statement="""
+For each row of the tile grid, tile_plan writes n_partial + n_full ≤ the row's width entries: the present,
+reached tiles that are not full (ascending), then the full ones (ascending), each present column at most
+once, every entry a column index below the width. This reading of tile_plan's two-pass take/cumsum loop
+is not executed symbolically (its loop carries a count); tests/test_kernel_tile_plan.py checks the lists
+against brute-force enumeration of every pair.
+""")
+
 assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""
 exp, log and the kernels' fp32 division are device approximations, not IEEE operations, so no solver
 checks them. The error bound EXT-FP-ERROR assumes: for an argument x ≤ 0, the computed exp is

@@ -131,3 +131,41 @@ def test_module_level_includes_guarded_imports_but_not_function_bodies(tmp_path)
     src.write_text("try:\n    import numpy\nexcept ImportError:\n    pass\nif True:\n    import torch\n"
                    "def f():\n    import z3\n")
     assert sorted(m for m, _ in imports(src, top_level_only=True)) == ["numpy", "torch"]
+
+
+#: the only flashproof.kernels modules proofs/ may import, each for the index or schedule code the
+#: obligations run symbolically: the Triton kernels and their host (window clamp, block-size tables) for
+#: KER-* (proofs/obligations/kernels/, proofs/mutants/kernels.py), the KV-cache split plan (EXT-SPLIT-KV)
+#: and the ring schedule (RING-*)
+PROOFS_MAY_IMPORT_FROM_KERNELS = frozenset({
+    "flashproof.kernels.attention.triton.fwd", "flashproof.kernels.attention.triton.bwd",
+    "flashproof.kernels.attention.triton.plan", "flashproof.kernels.attention.triton.host",
+    "flashproof.kernels.kvcache.plan", "flashproof.kernels.distributed.schedule"})
+
+
+def _kernels_imports(path):
+    """The flashproof.kernels modules ``path`` imports (``from X import a, b`` names X.a, X.b when those
+    are submodules of the allowed set, else X)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("flashproof.kernels")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flashproof.kernels"):
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            out += subs if all(s in PROOFS_MAY_IMPORT_FROM_KERNELS for s in subs) else [node.module]
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "proofs").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_proofs_import_only_the_kernels_index_modules(path):
+    for name in _kernels_imports(path):
+        assert name in PROOFS_MAY_IMPORT_FROM_KERNELS, f"{path.name} imports {name}"
+
+
+def test_the_kernels_allowance_sees_a_planted_violation(tmp_path):
+    src = tmp_path / "p.py"
+    src.write_text("from flashproof.kernels.attention.triton import fwd, host\nfrom flashproof.kernels import attention\n"
+                   "import flashproof.kernels.attention.api\n")
+    assert _kernels_imports(src) == ["flashproof.kernels.attention.triton.fwd", "flashproof.kernels.attention.triton.host",
+                                     "flashproof.kernels", "flashproof.kernels.attention.api"]

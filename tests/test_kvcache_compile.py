@@ -95,7 +95,7 @@ def compile_all():
         except Exception as e:  # noqa: BLE001 - reported by the test
             failures.append((name, f"{type(e).__name__}: {e}"[:400]))
 
-    # every autotune config on the decode and verify tiles; the first (autotune=False) must also fit
+    # every autotune config on the decode and verify tiles; the first (tuning="first") must also fit
     # the H200's shared memory per block
     for i, (block_n, warps, stages) in enumerate(CONFIGS):
         for variant in ("contig/G4xNq1", "paged64/G8xNq5"):

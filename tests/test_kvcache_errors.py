@@ -1,5 +1,7 @@
 """Bad calls of attention_with_kvcache raise a clear error naming what was expected and what was
-received (table-driven; ids say which mistake). Validation runs before either backend."""
+received (table-driven; ids say which mistake). Validation runs before either backend; these calls
+take the torch path (CPU tensors), which reads the lengths to the host and so always checks their
+values (the Triton path does with ``check=True``; without it, test_kvcache_triton's NaN-row test)."""
 from __future__ import annotations
 
 import pytest
@@ -75,6 +77,8 @@ CASES = [
     ("num-splits-zero", with_(num_splits=0), ValueError, "num_splits must be None or an int in 1..64"),
     ("num-splits-too-many", with_(num_splits=65), ValueError, "num_splits must be None or an int in 1..64"),
     ("return-lse-not-bool", with_(return_lse="yes"), TypeError, "return_lse must be a bool"),
+    ("check-not-bool", with_(check=1), TypeError, "check must be a bool"),
+    ("tuning-unknown", with_(tuning="fast"), ValueError, "tuning must be one of ('autotune', 'first')"),
     ("unknown-backend", with_(backend="cuda"), ValueError, "backend must be 'torch' or 'triton'"),
 ]
 

@@ -392,3 +392,5 @@ def get(name: str) -> Target:
 def register(target: Target) -> None:
     """Add a target (tests use it for their own broken wrappers)."""
     _TARGETS[target.name] = target
+
+from . import kvcache as _kvcache  # noqa: E402,F401  (registers the kvcache-torch and kvcache-triton targets)

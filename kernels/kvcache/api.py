@@ -18,22 +18,32 @@ rules with Nk = L. A row with no readable key (L = 0, or L < Nq under causal) ge
 Positions ≥ L (and pages past ⌈L / page_size⌉) are never read, so whatever they hold cannot leak.
 GQA as ``attention()``: query head h reads kv head h // (Hq // Hkv).
 
+Lengths and page-table entries (the only arguments whose values, not shapes, can be wrong) are
+checked without a device-to-host read on the Triton path: the kernel clamps what it reads into the
+cache and writes NaN to every out and lse row of a request whose length is outside 0..capacity or
+that needs a table entry outside 0..num_pages − 1 (never a plausible wrong answer). ``check=True``
+reads them to the host first (one sync) and raises ``ValueError`` naming the entry. The torch path
+reads the lengths to the host anyway and always raises.
+
 Backend: ``"triton"`` for CUDA tensors, ``"torch"`` otherwise; ``backend="triton"`` on CPU tensors
 needs ``TRITON_INTERPRET=1`` (the CI mode) and raises otherwise. There is no fallback.
 """
 from __future__ import annotations
 
+import functools
 import math
-import os
 from typing import NamedTuple, Optional
 
 import torch
 
+from ..interpreter import interpreting
 from . import plan
 
-__all__ = ["KVCacheOut", "KVCall", "attention_with_kvcache", "resolve_backend", "MAX_HEAD_DIM"]
+__all__ = ["KVCacheOut", "KVCall", "attention_with_kvcache", "resolve_backend", "MAX_HEAD_DIM", "TUNINGS"]
 
 MAX_HEAD_DIM = 256
+#: the ``tuning`` values, those of ``attention()``
+TUNINGS = ("autotune", "first")
 _DTYPES = {"torch": (torch.float16, torch.bfloat16, torch.float32, torch.float64),
            "triton": (torch.float16, torch.bfloat16, torch.float32)}
 
@@ -51,8 +61,10 @@ class KVCall(NamedTuple):
 
     left, right: the window around each query's position (None = unbounded; causal folded into
     right = 0); groups: Hq // Hkv; page_size: 0 for a contiguous cache; lengths: cache_seqlens as a
-    Python list (read once, on the host, for validation and the split heuristic); num_splits: the
-    split count every request is cut into (``plan``)."""
+    Python list when it was read to the host (the torch path, or ``check=True``), else None;
+    capacity: positions the cache holds per request (Nmax, or max_pages · page_size); num_pages:
+    pages in a paged cache (0 contiguous); num_splits: the split count every request is cut into
+    (``plan``)."""
 
     scale: float
     left: Optional[int]
@@ -61,32 +73,40 @@ class KVCall(NamedTuple):
     page_size: int
     cache_seqlens: torch.Tensor
     block_table: Optional[torch.Tensor]
-    lengths: list
+    lengths: Optional[list]
+    capacity: int
+    num_pages: int
     num_splits: int
 
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, causal=True, window=None,
-                           scale=None, return_lse=False, num_splits=None, backend=None, autotune=True):
+                           scale=None, return_lse=False, num_splits=None, backend=None, check=False,
+                           tuning="autotune"):
     """Attention of Nq new queries per request over a (contiguous or paged) KV cache; forward only.
 
     Shapes and masking rules in the module docstring. ``num_splits``: how many pieces each
     request's keys are cut into (``plan.split_range``); ``None`` lets ``plan.choose_num_splits``
     pick from the shape and the SM count. The partial (out, lse) pairs are merged by the summary
-    merge rule in float32. ``autotune=False`` runs the first Triton config instead of tuning
-    (the interpreter, tests). Returns ``out`` or, with ``return_lse``, ``KVCacheOut(out, lse)``.
+    merge rule in float32. ``check=True`` validates the lengths and the page table on the host (one
+    device-to-host read; the Triton path otherwise flags them on the device: NaN rows, module
+    docstring). ``tuning``, as ``attention()``'s: ``"autotune"`` times every Triton config of a new
+    launch key, ``"first"`` runs the first (the interpreter, tests, correctness runs). Returns ``out`` or, with ``return_lse``, ``KVCacheOut(out, lse)``.
     """
     backend = resolve_backend(backend, q)
-    call = validate(q, k_cache, v_cache, cache_seqlens=cache_seqlens, block_table=block_table, causal=causal,
-                    window=window, scale=scale, num_splits=num_splits, backend=backend)
-    for name, flag in (("return_lse", return_lse), ("autotune", autotune)):
+    if tuning not in TUNINGS:
+        raise ValueError(f"tuning must be one of {TUNINGS}, got {tuning!r}")
+    for name, flag in (("return_lse", return_lse), ("check", check)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+    call = validate(q, k_cache, v_cache, cache_seqlens=cache_seqlens, block_table=block_table, causal=causal,
+                    window=window, scale=scale, num_splits=num_splits, backend=backend,
+                    check=check or backend == "torch")
     if backend == "torch":
         from .torch import forward
         out, lse = forward(q, k_cache, v_cache, call)
     else:
         from .triton import forward
-        out, lse = forward(q, k_cache, v_cache, call, autotune=autotune)
+        out, lse = forward(q, k_cache, v_cache, call, tuning=tuning)
     return KVCacheOut(out, lse) if return_lse else out
 
 
@@ -101,7 +121,7 @@ def resolve_backend(backend, q) -> str:
             import triton  # noqa: F401
         except ImportError as e:
             raise RuntimeError("backend='triton' was asked for but triton is not installed") from e
-        if isinstance(q, torch.Tensor) and not q.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        if isinstance(q, torch.Tensor) and not q.is_cuda and not interpreting():
             raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors); "
                              f"got q on {q.device}")
     return backend
@@ -142,8 +162,9 @@ def _window(window, causal):
 
 
 def validate(q, k_cache, v_cache, *, cache_seqlens, block_table, causal, window, scale, num_splits,
-             backend) -> KVCall:
-    """Check every argument (shapes, dtypes, devices, lengths, page table) and return the ``KVCall``."""
+             backend, check=False) -> KVCall:
+    """Check every argument from its shape, dtype and device (no device-to-host read) and return the
+    ``KVCall``; with ``check`` also the values of the lengths and the page table (one host read)."""
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _tensor4(name, t)
     if not (q.dtype == k_cache.dtype == v_cache.dtype):
@@ -193,15 +214,23 @@ def validate(q, k_cache, v_cache, *, cache_seqlens, block_table, causal, window,
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite real number, got {scale!r}")
     _int_vector("cache_seqlens", cache_seqlens, q.device, (B,))
-    lengths = _check_lengths(cache_seqlens, block_table, capacity, where, page_size, k_cache.shape[0] if paged else 0)
-    # the most keys any request's queries may read: L − lo = min(L, Nq + left) with a window
-    longest = max(lengths) if left is None else min(max(lengths), Nq + left)
+    num_pages = k_cache.shape[0] if paged else 0
+    lengths = _check_lengths(cache_seqlens, block_table, capacity, where, page_size, num_pages) if check else None
     if num_splits is None:
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
-        num_splits = plan.choose_num_splits(B, Hkv, longest, sms).num_splits
+        # the most keys any request's queries may read, bounded from the shapes alone (no host read):
+        # the capacity, or Nq + left with a window (L − lo = min(L, Nq + left))
+        longest = capacity if left is None else min(capacity, Nq + left)
+        num_splits = plan.choose_num_splits(B, Hkv, longest, _sm_count(q.device)).num_splits
     elif isinstance(num_splits, bool) or not isinstance(num_splits, int) or not 1 <= num_splits <= plan.MAX_SPLITS:
         raise ValueError(f"num_splits must be None or an int in 1..{plan.MAX_SPLITS}, got {num_splits!r}")
-    return KVCall(float(scale), left, right, Hq // Hkv, page_size, cache_seqlens, block_table, lengths, num_splits)
+    return KVCall(float(scale), left, right, Hq // Hkv, page_size, cache_seqlens, block_table, lengths, capacity,
+                  num_pages, num_splits)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device (1 elsewhere), read once per device."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
 
 
 def _lo(L: int, Nq: int, left) -> int:

@@ -13,19 +13,29 @@ split, else into float32 partial buffers that ``kvcache_merge`` combines by the 
 
 Keys at positions ≥ the split's stop (so ≥ L) are masked at the load (other = 0): no poison past a
 request's length, nor a page-table entry past its last page, is ever read.
+
+Paged reads: a tile of BLOCK_N ≤ page_size keys starts at a multiple of BLOCK_N (the window's left
+edge is rounded down to a tile; the keys it adds are masked by the window), so it lies in one page:
+one table entry per tile, read as a scalar. A tile longer than a page reads one entry per key.
+
+Values checked on the device (``api`` module docstring): a length outside 0..CAPACITY or a table
+entry outside 0..NUM_PAGES − 1 that a tile needs is clamped before any address is formed, and the
+program writes NaN to its out and lse rows; the merge passes a NaN partial lse on as NaN.
 """
 from __future__ import annotations
 
-import os
+import functools
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
+from ..interpreter import interpreting
 from .plan import next_pow2
 
-__all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "MAX_BLOCK_M"]
+__all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
+           "launch_plan", "MAX_BLOCK_M"]
 
 LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
 #: rows per tile at most (G·Nq above this takes several M-tiles, each streaming the cache again)
@@ -35,7 +45,7 @@ MAX_BLOCK_M = 128
 def _interpreter_loop_bounds():
     """Under TRITON_INTERPRET=1, Triton 3.6 holds a scalar as a shape-(1,) numpy array and turns a
     runtime loop bound into an int with ``int(array)``, which numpy >= 2.4 refuses; read the one
-    element instead. Interpreter only; the same patch as kernels/attention_triton's (shared flag),
+    element instead. Interpreter only; the same patch as kernels/attention/triton/host.py's (shared flag),
     kept here so this package does not import the attention kernels (the lead may fold the two)."""
     from triton.runtime import interpreter
 
@@ -50,10 +60,10 @@ def _interpreter_loop_bounds():
     interpreter._flashproof_shim = True
 
 
-if os.environ.get("TRITON_INTERPRET") == "1":
+if interpreting():
     _interpreter_loop_bounds()
 
-#: (BLOCK_N, num_warps, num_stages); the first is what ``autotune=False`` runs. Decode streams K/V:
+#: (BLOCK_N, num_warps, num_stages); the first is what ``tuning="first"`` runs. Decode streams K/V:
 #: deeper pipelines keep more bytes in flight, 128-key tiles halve the loop overhead, 8 warps suit
 #: the 64-row verify tiles. (128, 4, 3) holds 3 × 64 KiB of K/V tiles at d = 128: one program per SM.
 CONFIGS = [(64, 4, 3), (128, 4, 3), (64, 8, 4), (128, 8, 2)]
@@ -76,7 +86,7 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
                 so_s, so_b, so_h, so_n, so_d,      # out: split (0 when direct), b, h, i, d
                 sl_s, sl_b, sl_h, sl_n,
                 st_b,
-                qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES,
+                qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES, CAPACITY, NUM_PAGES,
                 D: tl.constexpr, DV: tl.constexpr, GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr,
                 HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr):
@@ -101,10 +111,13 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
     q = tl.load(Q + b64 * sq_b + h[:, None] * sq_h + i[:, None] * sq_n + offs_d[None, :] * sq_d,
                 mask=row_ok[:, None] & d_ok[None, :], other=0.0)            # (BLOCK_M, BLOCK_D)
 
-    L = tl.load(SEQLENS + b)
+    L_given = tl.load(SEQLENS + b)
+    bad = ((L_given < 0) | (L_given > CAPACITY)).to(tl.int32)   # 1: this request's rows become NaN
+    L = tl.minimum(tl.maximum(L_given, 0), CAPACITY)            # what is read stays inside the cache
     lo = 0
     if HAS_LEFT:
-        lo = tl.maximum(L - Nq - LEFT, 0)               # no query reads a key left of this
+        # no query reads a key left of L − Nq − LEFT; rounded down to a tile so tiles stay page-aligned
+        lo = tl.maximum(L - Nq - LEFT, 0) // BLOCK_N * BLOCK_N
     start, stop = _split_range(split, L - lo, NUM_SPLITS, BLOCK_N)
     start += lo
     stop += lo
@@ -117,8 +130,18 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
         offs_n = kb + tl.arange(0, BLOCK_N)
         key_ok = offs_n < stop
         if PAGED:
-            page = tl.load(TABLE + b64 * st_b + offs_n // PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)
-            slot = offs_n % PAGE_SIZE
+            if BLOCK_N <= PAGE_SIZE:   # the tile lies in one page (kb is a multiple of BLOCK_N): one entry
+                page = tl.load(TABLE + b64 * st_b + kb // PAGE_SIZE)
+                page_bad = (page < 0) | (page >= NUM_PAGES)
+                bad = bad | page_bad.to(tl.int32)
+                page = tl.where(page_bad, 0, page).to(tl.int64)
+                slot = kb % PAGE_SIZE + tl.arange(0, BLOCK_N)
+            else:                      # BLOCK_N / PAGE_SIZE pages per tile: one entry per key
+                page = tl.load(TABLE + b64 * st_b + offs_n // PAGE_SIZE, mask=key_ok, other=0)
+                page_bad = ((page < 0) | (page >= NUM_PAGES)) & key_ok
+                bad = bad | tl.max(page_bad.to(tl.int32), 0)
+                page = tl.where(page_bad, 0, page).to(tl.int64)
+                slot = offs_n % PAGE_SIZE
             k_row = page * sk_0 + slot * sk_1
             v_row = page * sv_0 + slot * sv_1
         else:
@@ -147,6 +170,8 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
     l_safe = tl.where(nonempty, l_i, 1.0)
     out = tl.where(nonempty[:, None], acc / l_safe[:, None], 0.0)
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))  # ÷ log2 e: natural log
+    out = tl.where(bad != 0, float("nan"), out)
+    lse = tl.where(bad != 0, float("nan"), lse)
     o_ptr = O + split * so_s + b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d
     tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
     tl.store(LSE + split * sl_s + b64 * sl_b + h * sl_h + i * sl_n, lse, mask=row_ok)
@@ -163,6 +188,8 @@ def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
     s_ok = offs_s < NUM_SPLITS
     d_ok = offs_d < DV
     lse_s = tl.load(LP + offs_s * R + r, mask=s_ok, other=float("-inf"))          # (BLOCK_S,)
+    poisoned = tl.sum((lse_s != lse_s).to(tl.int32), 0) > 0                       # a NaN partial: a bad request
+    lse_s = tl.where(lse_s != lse_s, float("-inf"), lse_s)
     m = tl.max(lse_s, 0)
     m_ref = tl.where(m == float("-inf"), 0.0, m)
     w = tl.exp(lse_s - m_ref)                                                     # empty split: 0
@@ -173,6 +200,8 @@ def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
     den_safe = tl.where(den > 0, den, 1.0)
     out = tl.where(den > 0, num / den_safe, 0.0)
     lse = tl.where(den > 0, m_ref + tl.log(den_safe), float("-inf"))
+    out = tl.where(poisoned, float("nan"), out)
+    lse = tl.where(poisoned, float("nan"), lse)
     b = r // (Hq * Nq)
     h = (r // Nq) % Hq
     i = r % Nq
@@ -202,12 +231,55 @@ def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
     return LaunchShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
 
 
-def forward(q, k_cache, v_cache, call, *, autotune: bool):
+class Launch(NamedTuple):
+    """Everything of a launch that depends on the call's shape only (cached per shape by ``launch_plan``):
+    the tile shape, the forward's grid, its compile-time constants (as the autotuner's key
+    orders them) and the merge's grid and tile (None with one split)."""
+
+    shape: LaunchShape
+    grid: tuple
+    consts: dict
+    merge_grid: tuple | None
+    block_s: int
+
+
+@functools.lru_cache(maxsize=1024)
+def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
+                has_right: bool, dtype: torch.dtype) -> Launch:
+    shape = launch_shape(G, Nq, D, Dv)
+    consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
+                  PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
+                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32")
+    merge = (B * Hkv * G * Nq,) if S > 1 else None
+    return Launch(shape, (B * Hkv * shape.m_tiles, S), consts, merge, max(16, next_pow2(S)))
+
+
+#: (q's dtype, split or not, compile-time constants) -> the configuration the autotuner chose. A later
+#: launch with the same key goes straight to the kernel: Triton's ``Autotuner.run`` rebuilds its key
+#: from every argument on every call (host time that bounds small decode calls).
+_CHOSEN: dict = {}
+
+
+def _launch_fwd(grid, args, consts, dtype, tuning: str):
+    if tuning == "first":
+        n, w, st = CONFIGS[0]
+        kvcache_fwd[grid](*args, **consts, BLOCK_N=n, num_warps=w, num_stages=st)
+        return
+    key = (dtype, grid[1] > 1, *consts.values())   # as the autotuner's: its key holds O's dtype (partials are fp32)
+    cfg = _CHOSEN.get(key)
+    if cfg is None:
+        _tuned[grid](*args, **consts)
+        _CHOSEN[key] = _tuned.best_config
+        return
+    kvcache_fwd[grid](*args, **consts, **cfg.all_kwargs())
+
+
+def forward(q, k_cache, v_cache, call, *, tuning: str):
     """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
-    shape = launch_shape(G, Nq, D, Dv)
+    lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:
@@ -217,26 +289,17 @@ def forward(q, k_cache, v_cache, call, *, autotune: bool):
         o_buf = torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device)
         l_buf = torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)
         so, sl = o_buf.stride(), l_buf.stride()
+    ks, vs = k_cache.stride(), v_cache.stride()
     if call.page_size:
-        ks = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.stride(3))
-        vs = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3))
         table, st_b = call.block_table, call.block_table.stride(0)
-    else:
-        ks = (k_cache.stride(0), k_cache.stride(2), k_cache.stride(1), k_cache.stride(3))
-        vs = (v_cache.stride(0), v_cache.stride(2), v_cache.stride(1), v_cache.stride(3))
+    else:   # (B, Hkv, Nmax, ·): pass (b, position, head, dim) strides
+        ks, vs = (ks[0], ks[2], ks[1], ks[3]), (vs[0], vs[2], vs[1], vs[3])
         table, st_b = call.cache_seqlens, 0    # never read
-    grid = (B * Hkv * shape.m_tiles, S)
     args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
-            call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, shape.m_tiles)
-    consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
-                  PAGED=bool(call.page_size), PAGE_SIZE=call.page_size or 16, HAS_LEFT=call.left is not None,
-                  HAS_RIGHT=call.right is not None, DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32")
-    if autotune:
-        _tuned[grid](*args, **consts)
-    else:
-        n, w, st = CONFIGS[0]
-        kvcache_fwd[grid](*args, **consts, BLOCK_N=n, num_warps=w, num_stages=st)
-    if S > 1:
-        kvcache_merge[(B * Hq * Nq,)](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
-                                      *lse.stride(), BLOCK_S=max(16, next_pow2(S)), BLOCK_DV=shape.block_dv)
+            call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles, call.capacity,
+            call.num_pages)
+    _launch_fwd(lp.grid, args, lp.consts, q.dtype, tuning)
+    if lp.merge_grid is not None:
+        kvcache_merge[lp.merge_grid](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
+                                     *lse.stride(), BLOCK_S=lp.block_s, BLOCK_DV=lp.shape.block_dv)
     return out, lse

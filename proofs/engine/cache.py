@@ -54,7 +54,8 @@ def _module_file(name: str) -> str | None:
 
 
 def _proof_deps(modname: str, seen: set) -> None:
-    """Add ``modname`` and the ``flashproof.proofs``/``flashproof.spec`` modules it references."""
+    """Add ``modname`` and the ``flashproof.proofs``/``flashproof.spec`` modules it references, and the
+    ``flashproof.kernels`` modules whose code it runs (the kernel index obligations)."""
     if modname in seen or modname not in sys.modules:
         return
     seen.add(modname)
@@ -63,7 +64,7 @@ def _proof_deps(modname: str, seen: set) -> None:
             dep = val.__name__
         else:
             dep = getattr(val, "__module__", None)
-        if isinstance(dep, str) and dep.startswith(("flashproof.proofs", "flashproof.spec")):
+        if isinstance(dep, str) and dep.startswith(("flashproof.proofs", "flashproof.spec", "flashproof.kernels")):
             _proof_deps(dep, seen)
 
 

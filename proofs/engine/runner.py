@@ -16,6 +16,7 @@ otherwise, "no SMT" without z3 queries) and ``disagreements`` (which make the re
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import time
 import traceback
@@ -231,6 +232,10 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
     history = cache.load_timings(cache_dir) if cache_dir is not None else {}
     queue.sort(key=lambda q: -history.get(q[1].id, 1.0))
     running: dict = {}  # conn -> state dict
+    # Objects that exist before the forks (every imported module: torch and triton too, which the kernel
+    # index obligations import) go to the permanent generation: a child's garbage collections then skip
+    # them (the allocation-heavy counting obligations ran 5x slower scanning torch's object graph).
+    gc.freeze()
     while queue or running:
         while queue and len(running) < max(1, jobs):
             job = queue.pop(0)

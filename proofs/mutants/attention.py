@@ -317,3 +317,31 @@ def pair_visit_dk_row_i(num, p, c, Qc, Kc, Gc, grads, row, i, j):
     f = p.flag(i, j)
     t = A._pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
     A._pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[i], grads.dv[j])
+
+
+# ----------------------------------------------------------------------------------- dropout (EXT-DROPOUT)
+
+def dropout_replayed_fresh(dropout, num, n_q, n_k):
+    """the reverse pass draws a fresh dropout mask instead of replaying the forward's realised one."""
+    import random
+
+    from flashproof.verified import dropout as D
+
+    rng = random.Random(0)
+    fresh = [[rng.randint(0, 1) for _ in range(n_k)] for _ in range(n_q)]
+    return D.factors(D.Dropout(fresh, dropout.p), num, n_q, n_k)
+
+
+def dropout_factors_unscaled(dropout, num, n_q, n_k):
+    """kept probabilities are not scaled by 1/(1 − p) (r_ij = M_ij)."""
+    from flashproof.verified import dropout as D
+
+    D.check(dropout, n_q, n_k)
+    bits = [[num.const(x) for x in row] for row in dropout.keep]
+    return lambda i, j: bits[i][j]
+
+
+def backward_delta_undropped(Q, K, V, G, forward, **kw):
+    """δ_i = ⟨G_i, Y_i⟩ with the undropped output Y (Σ_j P_ij V_j) instead of the dropped-out one."""
+    undropped = A.tiled_forward(Q, K, V, **{k: x for k, x in kw.items() if k != "dropout"})
+    return _REAL_TILED_BACKWARD(Q, K, V, G, forward._replace(out=undropped.out), **kw)

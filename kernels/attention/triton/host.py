@@ -114,7 +114,7 @@ def _smem_estimate(c, args) -> int:
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
-        "TILE_K", "DOT_PREC"]
+        "TILE_K", "DOT_PREC", "DROPOUT"]
 #: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
 #: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
 #: ``tests/kernels/test_correctness.py`` runs each shape on its own against the oracle.
@@ -203,6 +203,23 @@ def _dummies(dev):
     return _DUMMIES[dev]
 
 
+#: longest sequence (or packed total) the Triton kernels take: their index arithmetic is int32, and with
+#: window sides clamped to max(Nq, Nk) every intermediate stays below 3·2^29 + 1 < 2^31
+#: (``proofs/obligations/kernels/``, item KER-TILES)
+MAX_LEN = 2 ** 29
+
+
+def _index_args(window, Nq, Nk):
+    """(left, right) as the kernels take them: 0 for an absent side, a side clamped to max(Nq, Nk) (a
+    wider side allows nothing more: key j < Nk ≤ i + Nk − Nq + right once right ≥ Nq, and
+    j ≥ 0 ≥ i + Nk − Nq − left once left ≥ Nk). Lengths above ``MAX_LEN`` raise."""
+    if max(Nq, Nk) > MAX_LEN:
+        raise ValueError(f"the Triton kernels take sequence lengths up to {MAX_LEN} (int32 index arithmetic), "
+                         f"got Nq={Nq}, Nk={Nk}")
+    cap = max(Nq, Nk)
+    return tuple(0 if w is None else min(w, cap) for w in window)
+
+
 def _common(q, k, v, prob, lists=("KV", "Q")):
     """Launch arguments shared by the forward and the two gradient kernels; ``lists``: the
     block-sparse walk lists the caller's kernels read."""
@@ -211,8 +228,12 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     dev = q.device
     dummy_i, dummy_u8 = _dummies(dev)
     left, right = prob.window
-    c = dict(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
-             left=left or 0, right=right or 0, HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
+    drop = prob.dropout  # placeholders (never read) without dropout
+    c = dict(seed=drop.seed if drop else 0, drop_t=drop.t if drop else 0, drop_scale=drop.scale if drop else 1.0,
+             DROPOUT=drop is not None)
+    c.update(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
+             **dict(zip(("left", "right"), _index_args(prob.window, Nq, Nk))),
+             HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
              BLOCK_D=_pad(D), BLOCK_DV=_pad(Dv), DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
              GQA_MAP="gqa_map" in prob.bugs)
     if prob.seqlens is not None:
@@ -261,7 +282,7 @@ def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024):
             num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
             idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
             tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q,
-                                   prob.tiles.block_k, left or 0, right or 0, HAS_LEFT=left is not None,
+                                   prob.tiles.block_k, *_index_args(prob.window, Nq, Nk), HAS_LEFT=left is not None,
                                    HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
                                    TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), block))
             prob.cache[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
@@ -278,6 +299,11 @@ def _common_once(q, k, v, prob, lists):
     elif prob.tiles is not None:
         c.update(_tile_plan(prob, q.shape[0], q.shape[1], q.shape[2], k.shape[2], lists))
     return c
+
+
+def _dropout_args(c):
+    """The dropout arguments of every kernel: seed, drop threshold, 1/(1 − p), DROPOUT."""
+    return {n: c[n] for n in ("seed", "drop_t", "drop_scale", "DROPOUT")}
 
 
 def forward(q, k, v, prob, route, tuned=None, mem=torch):
@@ -303,7 +329,7 @@ def forward(q, k, v, prob, route, tuned=None, mem=torch):
             TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
             NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
             TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-            FMA=route.fma)
+            FMA=route.fma, **_dropout_args(c))
     return out, lse
 
 
@@ -336,7 +362,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
     dlt = delta(out, dout, lse, dlse, mem)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"], **_dropout_args(c))
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731

@@ -1,0 +1,414 @@
+"""KER-BOUNDS: every load and store of the Triton forward and backward kernels reads or writes an
+element of its tensor, for every shape and stride the host admits (> 2^31 elements included), masked
+where it would not.
+
+Executed symbolically (``kernel_exec``): the whole bodies of ``fwd.attn_fwd``, ``bwd.attn_bwd_dkdv``,
+``bwd.attn_bwd_dq`` and ``bwd.attn_bwd_delta`` with every helper they call (seq_bounds, key_range,
+query_range, load_kv, allowed_pairs, the step functions), with symbolic B, heads, lengths, head dims,
+strides, window, program ids and loop iterations, for each listed configuration. Each recorded access
+gives one query: under the path, the lane domains and the host's facts, an access whose mask (an upper
+bound of the real mask) is on has an address Σ index·stride whose every index is inside its dimension
+(or the dimension is broadcast, stride 0), every Triton integer operation on the way fits its width
+(i32 unless an operand is i64), and the mask itself was computed without wrap-around. TMA descriptor
+loads are bounds-checked by the hardware (A-TRITON-TMA); their int32 coordinates are checked to fit.
+
+Modelled, not executed: what a load of an index table returns — cu_seqlens entries as the host
+validates them (A-KER-CU-VALID) and the block-sparse lists as ``plan.tile_plan`` writes them
+(A-KER-PLAN-LISTS: counts n_partial + n_full ≤ TK, entries < TK); ``tile_plan`` itself is not covered
+(its loop carries an integer count, which the one-iteration loop model refuses).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+import z3
+
+from flashproof.kernels.attention.triton import bwd, fwd, host
+
+from flashproof.proofs.engine.core import Outcome, control, fresh_solver, model_dict, obligation, z3_prove
+from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+
+ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
+          "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-SOLVER-TRUST"]
+I64_MAX = 2 ** 63 - 1
+
+
+class Tensor(NamedTuple):
+    """dims: ((size z3 term, stride argument name or None for a flat, unit-stride tensor), ...)."""
+
+    dims: tuple
+
+
+class Shapes:
+    """Symbolic shapes, strides and scalar arguments of one launch, with the host's facts about them."""
+
+    def __init__(self, varlen, bd, bdv):
+        I = z3.Int
+        self.B, self.Hq, self.Hkv, self.G = I("B"), I("Hq"), I("Hkv"), I("GROUPS")
+        self.Nq, self.Nk, self.D, self.DV, self.S = I("Nq"), I("Nk"), I("D"), I("DV"), I("n_seq")
+        self.max_q, self.max_k, self.TQ, self.TK = I("max_q"), I("max_k"), I("TQ"), I("TK")
+        self.Bm, self.Hm = I("B_mask"), I("H_mask")
+        self.varlen = varlen
+        L = host.MAX_LEN
+        h = [self.B >= 1, self.Hkv >= 1, self.G >= 1, self.Hq == self.G * self.Hkv, self.Nq >= 1, self.Nq <= L,
+             self.Nk >= 0, self.Nk <= L, self.D >= 1, self.D <= bd, self.DV >= 1, self.DV <= bdv,
+             self.Bm >= 1, self.Hm >= 1, z3.Or(self.Bm == 1, self.Bm == self.B), z3.Or(self.Hm == 1, self.Hm == self.Hq),
+             self.TQ >= 1, self.TK >= 1, self.B * self.Hq <= I64_MAX, self.Hq <= 2 ** 31 - 1]
+        if varlen:
+            h += [self.B == 1, self.S >= 1, self.S <= L, self.max_q >= 1, self.max_q <= self.Nq, self.max_k >= 0,
+                  self.max_k <= self.Nk]
+        else:
+            h += [self.S == self.B, self.max_q == self.Nq, self.max_k == self.Nk]
+        self.hyps = h
+        self.args = {}
+        self.layout = {}
+
+    def int_arg(self, name, term):
+        """An integer kernel argument equal to ``term`` (i32 when it fits: Triton's specialisation)."""
+        s = ts.arg(name)
+        self.hyps.append(s.e == term)
+        self.args[name] = s
+        return s
+
+    def tensor(self, name, sizes, strides=None):
+        """A strided (B, H, N, D)-style tensor argument with symbolic, non-negative strides whose
+        storage span Σ (size − 1)·stride fits int64; or (strides None) a flat contiguous one."""
+        if strides is None:
+            self.layout[name] = Tensor(((sizes[0], None),))
+            self.hyps.append(sizes[0] <= I64_MAX)
+        else:
+            st = [ts.arg(s, stride=True) for s in strides]
+            for s in st:
+                self.args[s.e.decl().name()] = s
+                self.hyps.append(s.e >= 0)
+            span = z3.Sum(*[(n - 1) * s.e for n, s in zip(sizes, st)])
+            self.hyps.append(span <= ts.SPAN_MAX)  # storage span below 2^62 elements
+            ts.SPANS[name] = span
+            ts.STRIDES.update({s: (name, n) for s, n in zip(strides, sizes)})
+            self.layout[name] = Tensor(tuple(zip(sizes, strides)))
+        self.args[name] = ts.Ptr(name)
+
+
+def inside(t: Tensor, off: ts.Sym, stride_zero):
+    """z3 Bool: ``off`` (its linear form) addresses an element of t."""
+    if off.lin is None:
+        return z3.BoolVal(False)
+    names = {s for _, s in t.dims}
+    if any(k not in names and k is not None for k in off.lin):
+        return z3.BoolVal(False)
+    const = off.lin.get(None, z3.IntVal(0))
+    parts = []
+    for size, s in t.dims:
+        if s is None:
+            parts += [const >= 0, const < size]
+        else:
+            c = off.lin.get(s, z3.IntVal(0))
+            parts.append(z3.Or(z3.And(c >= 0, c < size), stride_zero(s)))
+    if all(s is not None for _, s in t.dims):
+        parts.append(const == 0)
+    return z3.And(*parts)
+
+
+def _table_loads(sh: Shapes):
+    """Loads of CU_Q / CU_K (validated cu_seqlens: 0 ≤ cu ≤ total, non-decreasing, consecutive entries
+    at most max_q / max_k apart) and of the block-sparse lists (counts summing to ≤ TK, entries < TK)."""
+    seen = {"CU_Q": [], "CU_K": [], "KV_NUM": [], "Q_NUM": []}
+
+    def cu(table, total, longest):
+        def load(off, run):
+            v = z3.Int(f"{table}[{len(seen[table])}]")
+            run.base += [v >= 0, v <= total]
+            for o, w in seen[table]:
+                run.base += [z3.Implies(o <= off.e, w <= v), z3.Implies(off.e <= o, v <= w),
+                             z3.Implies(off.e == o + 1, v - w <= longest), z3.Implies(o == off.e + 1, w - v <= longest)]
+            seen[table].append((off.e, v))
+            return ts.Sym(v, False)
+        return load
+
+    def num(table, width):
+        def load(off, run):
+            v = z3.Int(f"{table}[{len(seen[table])}]")
+            run.base += [v >= 0, v <= width]
+            for o, w in seen[table]:
+                run.base.append(z3.Implies(z3.Or(off.e == o + 1, o == off.e + 1), v + w <= width))
+            seen[table].append((off.e, v))
+            return ts.Sym(v, False)
+        return load
+
+    def idx(width):
+        def load(off, run):
+            v = z3.FreshInt("tile")
+            run.base += [v >= 0, v < width]
+            return ts.Sym(v, False)
+        return load
+
+    return {"CU_Q": cu("CU_Q", sh.Nq, sh.max_q), "CU_K": cu("CU_K", sh.Nk, sh.max_k),
+            "KV_NUM": num("KV_NUM", sh.TK), "Q_NUM": num("Q_NUM", sh.TQ), "KV_IDX": idx(sh.TK), "Q_IDX": idx(sh.TQ)}
+
+
+#: window sides a configuration compiles (HAS_LEFT, HAS_RIGHT)
+WINDOWS = {"none": (False, False), "both": (True, True), "causal": (False, True)}
+
+
+class Config(NamedTuple):
+    bm: int
+    bn: int
+    bd: int
+    bdv: int
+    varlen: bool
+    left: bool
+    right: bool
+    mask: bool
+    tiles: bool
+    desc: bool
+
+    def __str__(self):
+        return " ".join(f"{k}={v}" for k, v in self._asdict().items())
+
+
+def _configs(kernel, rows, windows=("both",)):
+    """The launch configurations checked: the first ``rows`` (BLOCK_M, BLOCK_N) rows of the kernel's
+    autotuning table (all of them under --deep) × every feature combination the host can launch except
+    block-sparse ones, with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of the head-dim
+    aranges (offsets beyond D are masked), so the widest padding covers every narrower one."""
+    if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
+        yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
+        return
+    table = [(m, n) for m, n, _, _ in host.TUNED[kernel][1]]
+    for bm, bn in table[:rows]:
+        for varlen, (left, right), mask, desc in itertools.product(
+                (False, True), [WINDOWS[w] for w in windows], (False, True), (False, True)):
+            if varlen and desc:
+                continue  # the host takes no descriptors for varlen
+            yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc)
+
+
+def _setup(kernel, cfg: Config):
+    """(shapes, kernel args, grid) of one launch as host.forward/backward/delta make it."""
+    sh = Shapes(cfg.varlen, cfg.bd, cfg.bdv)
+    Q, KV, DV = (sh.B, sh.Hq, sh.Nq, sh.D), (sh.B, sh.Hkv, sh.Nk, sh.D), (sh.B, sh.Hkv, sh.Nk, sh.DV)
+    O = (sh.B, sh.Hq, sh.Nq, sh.DV)
+    strided = lambda p: [f"s{p}{x}" for x in "bhnd"]  # noqa: E731
+    if kernel == "delta":
+        sh.tensor("O", O, ["sob", "soh", "son", "sod"])
+        sh.tensor("DO", O, ["sdb", "sdh", "sdn", "sdd"])
+        for n in ("LSE", "DLSE", "DELTA"):
+            sh.tensor(n, (sh.B * sh.Hq * sh.Nq,))
+        sh.int_arg("Hq", sh.Hq), sh.int_arg("N", sh.Nq), sh.int_arg("DV", sh.DV)
+        grid = ((sh.Nq + cfg.bm - 1) / cfg.bm, sh.B * sh.Hq)
+        consts = dict(BLOCK_M=cfg.bm, BLOCK_DV=cfg.bdv, HAS_DLSE=True)
+        return sh, {**sh.args, **consts}, grid
+    for name, shape, st in (("Q", Q, strided("q")), ("K", KV, strided("k")), ("V", DV, strided("v"))):
+        sh.tensor(name, shape, st)
+    sh.tensor("MASK", (sh.Bm, sh.Hm, sh.Nq, sh.Nk), ["smb", "smh", "smi", "smj"])
+    sh.hyps += [z3.Implies(sh.Bm == 1, sh.args["smb"].e == 0), z3.Implies(sh.Hm == 1, sh.args["smh"].e == 0)]
+    sh.tensor("CU_Q", (sh.S + 1,)), sh.tensor("CU_K", (sh.S + 1,))
+    for n, w in (("KV", sh.TK), ("Q", sh.TQ)):
+        rows = sh.TQ if n == "KV" else sh.TK
+        sh.tensor(f"{n}_NUM", (sh.B * sh.Hq * rows * 2,))
+        sh.tensor(f"{n}_IDX", (sh.B * sh.Hq * rows * w,))
+    for name, term in (("Hq", sh.Hq), ("Hkv", sh.Hkv), ("GROUPS", sh.G), ("Nq", sh.Nq), ("Nk", sh.Nk), ("TQ", sh.TQ),
+                       ("TK", sh.TK), ("D", sh.D)):
+        sh.int_arg(name, term)
+    left, right = z3.Ints("left right")
+    cap = z3.If(sh.Nq >= sh.Nk, sh.Nq, sh.Nk)
+    sh.hyps += [left >= 0, left <= cap, right >= 0, right <= cap]
+    sh.int_arg("left", left), sh.int_arg("right", right)
+    consts = dict(BLOCK_M=cfg.bm, BLOCK_N=cfg.bn, BLOCK_D=cfg.bd, BLOCK_DV=cfg.bdv, IS_VARLEN=cfg.varlen,
+                  HAS_LEFT=cfg.left, HAS_RIGHT=cfg.right, HAS_MASK=cfg.mask, HAS_TILES=cfg.tiles,
+                  TILE_Q=cfg.bm * 2 if cfg.tiles else 0, TILE_K=cfg.bn * 2 if cfg.tiles else 0, DOT_PREC="ieee",
+                  GQA_MAP=False, USE_DESC=cfg.desc, DROPOUT=False)  # dropout adds no memory access (Philox arithmetic)
+    if cfg.tiles:
+        sh.hyps += [sh.TQ * consts["TILE_Q"] >= sh.Nq, (sh.TQ - 1) * consts["TILE_Q"] < sh.Nq,
+                    sh.TK * consts["TILE_K"] >= sh.Nk, (sh.TK - 1) * consts["TILE_K"] < sh.Nk]
+    a = {**sh.args}
+    a.update(seed=0, drop_t=0, drop_scale=1.0, qk_scale=1.0, Q_BUCKET=1, K_BUCKET=1, smb=sh.args["smb"], smh=sh.args["smh"], smi=sh.args["smi"],
+             smj=sh.args["smj"])
+    if kernel == "fwd":
+        sh.tensor("O", O, ["sob", "soh", "son", "sod"])
+        sh.tensor("LSE", (sh.B * sh.Hq * sh.Nq,))
+        sh.int_arg("DV", sh.DV)
+        consts.update(NO_ALPHA=False, NO_MAX=False, UNGUARDED=False, TILE_FLOOR=False, FMA=True)
+        grid = ((sh.max_q + cfg.bm - 1) / cfg.bm, sh.S * sh.Hq)
+    else:
+        sh.tensor("DO", O, strided("d"))
+        sh.tensor("LSE", (sh.B * sh.Hq * sh.Nq,)), sh.tensor("DELTA", (sh.B * sh.Hq * sh.Nq,))
+        a.update(sm_scale=1.0)
+        if kernel == "dkdv":
+            sh.tensor("DK", KV, ["sdkb", "sdkh", "sdkn", "sdkd"]), sh.tensor("DV", DV, ["sdvb", "sdvh", "sdvn", "sdvd"])
+            sh.int_arg("DV_DIM", sh.DV)
+            grid = ((sh.max_k + cfg.bn - 1) / cfg.bn, sh.S * sh.Hkv)
+        else:
+            sh.tensor("DQ", Q, ["sdqb", "sdqh", "sdqn", "sdqd"])
+            sh.int_arg("DV", sh.DV)
+            grid = ((sh.max_q + cfg.bm - 1) / cfg.bm, sh.S * sh.Hq)
+    if cfg.desc:  # the tensors each kernel streams through TMA (host.forward / host.backward)
+        for name in {"fwd": ("Q", "K", "V"), "dkdv": ("Q", "DO"), "dq": ("K", "V")}[kernel]:
+            sh.args[name] = ts.Desc(name)
+    a.update(sh.args)
+    return sh, {**a, **consts}, grid
+
+
+KERNELS = {"fwd": fwd.attn_fwd, "dkdv": bwd.attn_bwd_dkdv, "dq": bwd.attn_bwd_dq, "delta": bwd.attn_bwd_delta}
+
+
+def _params(fn):
+    py = fn.fn
+    return py.__code__.co_varnames[:py.__code__.co_argcount]
+
+
+def _conjuncts(e):
+    """The conjuncts of a z3 Bool (nested Ands flattened, duplicates dropped)."""
+    out, seen, todo = [], set(), [e]
+    while todo:
+        x = todo.pop()
+        if z3.is_and(x):
+            todo += x.children()
+        elif not z3.is_true(x) and x.get_id() not in seen:
+            seen.add(x.get_id())
+            out.append(x)
+    return out
+
+
+class _Prover:
+    """One z3 query per conjunct of a claim (small queries instead of one large nonlinear one), each
+    asked once, on one incremental solver per run (its base facts asserted once, each query between
+    push and pop). Any answer other than unsat is returned as the outcome (sat: refuted with the model)."""
+
+    def __init__(self, ctx):
+        self.ctx, self.memo, self.n, self.solvers = ctx, {}, 0, {}
+
+    def _ask(self, part, premise, base, path):
+        bkey = tuple(h.get_id() for h in base)
+        key = (bkey, part.get_id(), premise.get_id(), tuple(h.get_id() for h in path))
+        if key in self.memo:
+            return self.memo[key]
+        if bkey not in self.solvers:
+            self.solvers = {bkey: fresh_solver(base, self.ctx)}
+        s = self.solvers[bkey]
+        self.n += 1
+        s.push()
+        for f in path + [z3.Not(z3.Implies(premise, part))]:
+            s.add(f.translate(s.ctx))
+        r = s.check()
+        if r == z3.unsat:
+            out = Outcome("proved", solver="z3")
+        elif r == z3.sat:
+            out = Outcome("refuted", counterexample=model_dict(s.model()), solver="z3", detail="negation sat")
+        else:
+            out = Outcome("unknown", solver="z3", detail=f"z3: {s.reason_unknown()}")
+        s.pop()
+        self.memo[key] = out
+        return out
+
+    def prove(self, claim, premise, base, path, where):
+        for part in _conjuncts(claim):
+            out = self._ask(part, premise, base, path)
+            if out.status != "proved":
+                return _fail(out, f"{where}: {part.sexpr()[:200]}")
+        return None
+
+
+GROUPS = {"pointer": lambda c: not c.varlen and not c.desc, "varlen": lambda c: c.varlen,
+          "tma": lambda c: c.desc, "all": lambda c: True}
+
+
+def check_kernel(ctx, kernel, group="all", overrides=None, configs=None):
+    """Every access of ``kernel`` in the configurations of ``group`` (see ``_configs``)."""
+    fn = KERNELS[kernel]
+    pr = _Prover(ctx)
+    rows, windows = ctx.bounds.get("table rows", 1), ctx.bounds.get("windows", ("both",))
+    for cfg in configs or [c for c in _configs(kernel, 99 if rows == "all" else rows, windows) if GROUPS[group](c)]:
+        sh, a, grid = _setup(kernel, cfg)
+        sh.hyps += [grid[0] <= 2 ** 31 - 1, grid[1] <= 65535]  # CUDA's grid limits (A-TRITON-LAUNCH)
+        args = {p: a[p] for p in _params(fn)}
+        paths = kx.execute(fn, args, hyps=sh.hyps, grid=grid, loads=_table_loads(sh), overrides=overrides)
+        zero = lambda s: sh.args[s].e == 0  # noqa: E731
+        true = z3.BoolVal(True)
+        for path in paths:
+            for what, cond, at in path.side:
+                bad = pr.prove(cond, true, list(path.base), list(at), f"{kernel} [{cfg}] {what}")
+                if bad:
+                    return bad
+            for acc in path.accesses:
+                base, at = list(path.base), list(acc.path)
+                where = f"{kernel} [{cfg}] {acc.kind} {acc.tensor} at {acc.where}"
+                if acc.kind == "desc":
+                    claim = z3.And(*[c.safe for c in acc.off], *[ts._fits(c.e, False) for c in acc.off])
+                    bad = pr.prove(claim, true, base, at, where)
+                else:
+                    mask_on = acc.mask.e if acc.mask is not None else true
+                    bad = (pr.prove(acc.mask.safe, true, base, at, where + " (mask)") if acc.mask is not None
+                           else None) or pr.prove(z3.And(acc.off.safe, inside(sh.layout[acc.tensor], acc.off, zero)),
+                                                  mask_on, base, at, where)
+                if bad:
+                    return bad
+    if pr.n == 0:
+        return Outcome("error", detail=f"no query was asked for {kernel} ({group}): no configuration ran")
+    return Outcome("proved", solver="z3", detail=f"{pr.n} queries, all unsat")
+
+
+def _fail(out, where):
+    return out._replace(counterexample=dict(out.counterexample or {}, access=where), detail=f"{where}: {out.detail}")
+
+
+#: (obligation id, kernel, group, control name, (function, old, new), bug)
+SUITE = (
+    ("KER-BOUNDS-FWD", "fwd", "pointer", "head-dim-int32",
+     ("attn_fwd", "offs_d = tl.arange(0, BLOCK_D).to(tl.int64)", "offs_d = tl.arange(0, BLOCK_D)"),
+     "forward: head-dim offsets in int32, so offs_d·stride wraps for a last-dim stride ≥ 2^31 / (D − 1)"),
+    ("KER-BOUNDS-FWD-VARLEN", "fwd", "varlen", "q-len-next-entry",
+     ("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
+     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)"),
+    ("KER-BOUNDS-FWD-TMA", "fwd", "tma", "out-store-all-rows",
+     ("attn_fwd", "mask=rows[:, None] & (offs_dv[None, :] < DV))", "mask=(offs_dv[None, :] < DV))"),
+     "forward: the output store writes the block's rows past the sequence end"),
+    ("KER-BOUNDS-DQ", "dq", "pointer", "dq-store-all-rows",
+     ("attn_bwd_dq", "dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))",
+      "dq.to(DQ.dtype.element_ty), mask=(offs_d[None, :] < D))"),
+     "dQ: the gradient store writes the block's rows past the sequence end"),
+    ("KER-BOUNDS-DQ-VARLEN", "dq", "varlen", "q-len-next-entry",
+     ("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
+     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)"),
+    ("KER-BOUNDS-DQ-TMA", "dq", "tma", "head-dim-int32",
+     ("attn_bwd_dq", "offs_d = tl.arange(0, BLOCK_D).to(tl.int64)", "offs_d = tl.arange(0, BLOCK_D)"),
+     "dQ: head-dim offsets in int32, so offs_d·stride wraps for a last-dim stride ≥ 2^31 / (D − 1)"),
+    ("KER-BOUNDS-DKDV", "dkdv", "pointer", "k-load-all-keys",
+     ("attn_bwd_dkdv", "mask=in_k[:, None] & (offs_d[None, :] < D), other=0.0)  # (BN, BD)",
+      "mask=(offs_d[None, :] < D), other=0.0)  # (BN, BD)"),
+     "dK/dV: the K tile load reads the block's keys past the sequence end"),
+    ("KER-BOUNDS-DKDV-VARLEN", "dkdv", "varlen", "q-len-next-entry",
+     ("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
+     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)"),
+    ("KER-BOUNDS-DKDV-TMA", "dkdv", "tma", "dv-store-all-keys",
+     ("attn_bwd_dkdv", "mask=in_k[:, None] & (offs_dv[None, :] < DV_DIM))", "mask=(offs_dv[None, :] < DV_DIM))"),
+     "dK/dV: the dV store writes the block's keys past the sequence end"),
+    ("KER-BOUNDS-DELTA", "delta", "all", "rows-unmasked",
+     ("attn_bwd_delta", "io = (offs_m[:, None] < N) & (offs_dv[None, :] < DV)", "io = (offs_dv[None, :] < DV)"),
+     "δ: the O and dO loads read the block's rows past the sequence end"),
+)
+
+_MODULES = {"attn_fwd": fwd, "seq_bounds": fwd, "attn_bwd_dq": bwd, "attn_bwd_dkdv": bwd, "attn_bwd_delta": bwd}
+BOUNDS_QUICK = {"table rows": 1, "windows": ["both"], "BLOCK_D": 256,
+                "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
+BOUNDS_DEEP = dict(BOUNDS_QUICK, **{"table rows": "all", "windows": ["none", "both", "causal"]})
+
+
+def _register(ob_id, kernel, group, ctl, mutation, bug):
+    def run(ctx):
+        return check_kernel(ctx, kernel, group)
+    run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
+    run.__doc__ = f"{KERNELS[kernel].fn.__name__} ({group} configurations): every access inside its tensor, no wrap-around."
+    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS_QUICK, deep_bounds=BOUNDS_DEEP, assumptions=ASSUME)(run)
+
+    def mutant(ctx):
+        fn_name, old, new = mutation
+        over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
+        return check_kernel(ctx, kernel, group, overrides=over)
+    mutant.__name__ = mutant.__qualname__ = "control_" + run.__name__ + "_" + ctl.replace("-", "_")
+    control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
+
+
+for _row in SUITE:
+    _register(*_row)

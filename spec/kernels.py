@@ -1,0 +1,54 @@
+"""Items about the production Triton kernels' index logic (``kernels/attention/triton/``): which pairs
+the tile classification visits, that every load and store stays inside its tensor, and that any split
+of the keys merges exactly. Checked by ``flashproof.proofs.obligations.kernels`` on the kernels' own
+integer code, run on z3 integers (``proofs/support/kernel_exec.py``)."""
+from .registry import item
+
+OURS = ("Statement: ours (production kernels, not on the page)",)
+
+item("KER-TILES", "extension", "The kernels' tile classification visits exactly the allowed pairs", provenance=OURS,
+     uses=("ALG-TILED",), statement="""
+For every sequence length, window (left, right or both sides, causal included), varlen offsets and block
+size the host may launch, the Triton kernels' walk visits every allowed (query, key) pair of a program's
+block exactly once and runs a pair without the per-pair predicate only when it is allowed: the
+forward and dQ kernels' key stages (fwd.key_range), the dK/dV kernel's query stages (bwd.query_range),
+the predicate itself (fwd.allowed_pairs, which is the API's rule; a dense mask only removes pairs), the
+block-sparse plan's reach and full classes (plan._classes, any tile sizes), the varlen sequence bounds
+(fwd.seq_bounds) and the window arguments the host passes (host._index_args: sides clamped to
+max(Nq, Nk), which allows the same pairs, lengths at most 2^29), with no integer operation wrapping
+around in its Triton width. The three stage loops range(a, b, ·), range(b, c, ·), range(c, hi, ·) are
+the kernels' code as stated, not executed; the plan's lists are modelled as listing exactly the present
+tiles that are reached (A-KER-PLAN-LISTS).
+""",
+     checked_by=("KER-TILES-HOST", "KER-TILES-KEY-RANGE", "KER-TILES-QUERY-RANGE", "KER-TILES-PAIRS",
+                 "KER-TILES-PLAN", "KER-TILES-VARLEN"),
+     assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-KER-HOST-LIMITS", "A-KER-PLAN-LISTS", "A-KER-CU-VALID"))
+
+item("KER-BOUNDS", "extension", "Every load and store of the kernels stays inside its tensor", provenance=OURS,
+     uses=("KER-TILES",), statement="""
+In the forward (attn_fwd), dK/dV (attn_bwd_dkdv), dQ (attn_bwd_dq) and δ (attn_bwd_delta) kernels, run as
+a whole on symbolic batch, heads (GQA), lengths, head dims, non-negative strides (storage up to 2^62
+elements, so tensors above 2^31 elements are covered), window, varlen offsets, dense and block-sparse
+masks, pointer and TMA-descriptor paths, program ids and loop iterations: every pointer load or store
+whose mask is on addresses an element of its tensor (Σ index·stride with each index inside its
+dimension, or a broadcast dimension of stride 0), its offset and its mask are computed without integer
+wrap-around, and descriptor coordinates fit int32. Bounded to the BLOCK_M × BLOCK_N rows of the
+autotuning tables named in each record (the first row by default, every row under --deep). Not covered:
+block-sparse launches (z3 gives unknown on the four-factor offsets into the walk lists) and the plan
+kernel itself (plan.tile_plan).
+""",
+     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA"))
+     + ("KER-BOUNDS-DELTA",),
+     assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
+                  "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))
+
+item("KER-SPLIT", "extension", "Any split of the keys into contiguous ranges, merged by ⋆, is exact", provenance=OURS,
+     uses=("DEF-SUMMARY", "EXT-ANY-ORDER", "THM-EXACT"), statement="""
+Cut a row's keys [lo, hi) at any points lo = c_0 ≤ c_1 ≤ … ≤ c_P = hi (empty ranges allowed), let each
+range return its partial (out, lse) — lse = −∞ for a range with no allowed key — and merge the partials,
+read back as summaries (lse, 1, out), by ⋆ from ⊥: the result carries exactly the sums over all allowed
+keys, so its final division is the attention of the whole row, for every P. A split plan (split-KV,
+context parallel, the kernels' own block walk) is exact once it shows its ranges are such cuts.
+""",
+     checked_by=("KER-SPLIT-CUTS", "KER-SPLIT-PARTIAL", "KER-SPLIT-FOLD"),
+     assumptions=("A-EXP-ISO",))

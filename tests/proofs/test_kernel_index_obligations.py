@@ -1,0 +1,173 @@
+"""The kernel index obligations (KER-TILES, KER-BOUNDS, KER-SPLIT): each is proved and each of its controls
+refuted with a counterexample, in-process with the obligation's own bounds; the executor's own rules
+(branch forking, the one-iteration loop, loud mutants); and the symbolic run of the kernels' integer
+helpers agrees bit for bit with Triton's interpreter on concrete inputs."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import z3
+
+from flashproof.proofs.engine import core
+from flashproof.proofs.obligations.kernels import bounds, split, tiles  # noqa: F401 (register the obligations)
+from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+
+KER_OBS = sorted(o for o in core.OBLIGATIONS if o.startswith("KER-"))
+#: the ones that take more than a few seconds (whole-kernel runs, every block size): under -m slow
+SLOW = ("KER-BOUNDS-FWD", "KER-BOUNDS-DQ", "KER-BOUNDS-DKDV", "KER-TILES-KEY-RANGE", "KER-TILES-QUERY-RANGE")
+
+
+def _slow(oid):
+    base = core.OBLIGATIONS[oid].of or oid
+    return any(base.startswith(s) for s in SLOW)
+
+
+@pytest.mark.parametrize("oid", [pytest.param(o, marks=pytest.mark.slow) if _slow(o) else o for o in KER_OBS])
+def test_obligation_outcome(oid):
+    """Every KER obligation is proved and every control refuted with a counterexample."""
+    ob = core.resolve_control(core.OBLIGATIONS[oid])
+    out = ob.fn(core.Context(ob.bounds, 60_000, False))
+    assert out.status == ob.expected, (oid, out.detail)
+    if ob.expected == "refuted":
+        assert out.counterexample
+
+
+def test_every_kernel_obligation_has_a_control():
+    bases = {i for i in KER_OBS if core.OBLIGATIONS[i].of is None}
+    assert len(bases) == 19 and bases <= {core.OBLIGATIONS[i].of for i in KER_OBS}
+
+
+# ------------------------------------------------------------------------------------ the executor
+
+def _branchy(x, y):
+    if x > y:
+        return x - y
+    return y - x
+
+
+def test_a_branch_on_a_symbolic_condition_forks_both_ways():
+    x, y = ts.arg("x"), ts.arg("y")
+    paths = kx.execute(_branchy, dict(x=x, y=y), hyps=[x.e >= 0, y.e >= 0, x.e < 100, y.e < 100])
+    assert len(paths) == 2
+    for p in paths:  # on each path the result is |x − y|
+        s = z3.Solver()
+        s.add(*p.hyps, p.result.e != z3.If(x.e > y.e, x.e - y.e, y.e - x.e))
+        assert s.check() == z3.unsat
+
+
+def _carries_an_integer(n):
+    total = n * 0
+    for i in range(0, n):
+        total = total + i
+    return total
+
+
+def test_a_loop_that_carries_an_integer_is_refused():
+    n = ts.arg("n")
+    with pytest.raises(kx.Unsupported, match="carries integer state 'total'"):
+        kx.execute(_carries_an_integer, dict(n=n), hyps=[n.e >= 1, n.e < 10])
+
+
+def test_a_mutant_whose_pattern_is_gone_fails_loudly():
+    from flashproof.kernels.attention.triton import fwd
+
+    with pytest.raises(ValueError, match="occurs 0 times"):
+        kx.mutate(fwd.key_range, "no such line", "x")
+
+
+def test_signed_division_truncates_like_triton():
+    for a, b in itertools.product((-7, -1, 0, 5, 9), (2, 3, -2)):
+        q = z3.simplify((ts.Sym.lift(a) // b).e).as_long()
+        r = z3.simplify((ts.Sym.lift(a) % b).e).as_long()
+        assert (q, r) == (int(a / b), a - b * int(a / b)), (a, b)
+
+
+def test_an_int32_overflow_is_unsafe_and_int64_is_not():
+    x = ts.Sym(z3.Int("x"), False)
+    s = z3.Solver()
+    s.add(x.e == 2 ** 31 - 1, z3.Not((x + 1).safe))
+    assert s.check() == z3.sat
+    s = z3.Solver()
+    s.add(x.e == 2 ** 31 - 1, z3.Not((x.to(ts.INT64) + 1).safe))
+    assert s.check() == z3.unsat
+
+
+# ----------------------------------------------------- symbolic run = Triton's interpreter, bit for bit
+
+triton = pytest.importorskip("triton")
+tl = triton.language
+from flashproof.kernels.attention.triton import bwd as _bwd, fwd as _fwd  # noqa: E402
+
+_key_range, _query_range = _fwd.key_range, _bwd.query_range  # the kernels' helpers, called by _ranges_kernel
+
+
+def _concrete(fn, args):
+    """The symbolic run of ``fn`` on concrete integers, evaluated to Python ints."""
+    sym = {k: (ts.Sym.lift(v) if isinstance(v, int) and not isinstance(v, bool) and k.upper() != k else v)
+           for k, v in args.items()}
+    (path,) = kx.execute(fn, sym)
+    out = path.result
+    return [z3.simplify(o.e).as_long() if isinstance(o, ts.Sym) else bool(z3.is_true(z3.simplify(o.e))) for o in out]
+
+
+@triton.jit
+def _ranges_kernel(OUT, x0, q_len, k_len, left, right, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, FWD: tl.constexpr):
+    if FWD:
+        a, b, c, hi = _key_range(x0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, False)
+    else:
+        a, b, c, hi = _query_range(x0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, False)
+    tl.store(OUT + 0, a)
+    tl.store(OUT + 1, b)
+    tl.store(OUT + 2, c)
+    tl.store(OUT + 3, hi)
+
+
+def test_key_and_query_ranges_agree_with_the_interpreter():
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the comparison runs Triton's interpreter (CPU)")
+    torch = pytest.importorskip("torch")
+    cases = itertools.product((0, 16, 48), (1, 17, 64), (0, 5, 40, 70), (0, 3, 20), (0, 1, 33),
+                              ((False, False), (True, True), (False, True), (True, False)), (True, False))
+    for x0, q_len, k_len, left, right, (hl, hr), is_fwd in cases:
+        limit = q_len if is_fwd else k_len
+        if x0 >= limit:
+            continue
+        out = torch.zeros(4, dtype=torch.int32)
+        _ranges_kernel[(1,)](out, x0, q_len, k_len, left, right, BLOCK_M=16, BLOCK_N=32, HAS_LEFT=hl,
+                             HAS_RIGHT=hr, FWD=is_fwd)
+        fn = _fwd.key_range if is_fwd else _bwd.query_range
+        args = dict(q_len=q_len, k_len=k_len, left=left, right=right, BLOCK_M=16, BLOCK_N=32, HAS_LEFT=hl,
+                    HAS_RIGHT=hr, ALL_MASKED=False)
+        args["m0" if is_fwd else "n0"] = x0
+        assert out.tolist() == _concrete(fn, args), (x0, q_len, k_len, left, right, hl, hr, is_fwd)
+
+
+# --------------------------------------------- the findings of KER-TILES-HOST, as regressions of the kernel
+
+def test_a_window_side_near_int32_max_is_the_unbounded_window_bitwise():
+    """Before host._index_args clamped the sides, window right = 2^31 − 1 wrapped key_range's edge and the
+    forward returned zeros; clamped, it runs the very same stages as no window."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("runs the Triton kernels in the interpreter (CPU)")
+    torch = pytest.importorskip("torch")
+    from flashproof.kernels import attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=g) for n in (40, 37, 37))
+    free = attention(q, k, v, backend="triton")
+    for window in ((None, 2 ** 31 - 1), (2 ** 31 - 1, None), (2 ** 31 - 1, 2 ** 40)):
+        assert torch.equal(attention(q, k, v, window=window, backend="triton"), free), window
+
+
+def test_the_host_refuses_lengths_its_int32_index_arithmetic_cannot_hold():
+    from flashproof.kernels.attention.triton import host
+
+    assert host._index_args((None, 2 ** 31 - 1), 40, 37) == (0, 40)
+    with pytest.raises(ValueError, match="sequence lengths up to"):
+        host._index_args((None, None), host.MAX_LEN + 1, 1)

@@ -1,0 +1,71 @@
+"""examples/spec_e2e.py at its tiny size on the CPU (the torch path of attention_with_kvcache and of
+rejection_sample): the cached decode path is the full-sequence model, speculative decoding keeps every
+request's tokens and lengths consistent, and the emitted tokens follow the target's law by the G-test
+while the draft's own samples (the control) are rejected by the same test."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "spec_e2e.py")
+_spec = importlib.util.spec_from_file_location("spec_e2e", _PATH)
+e2e = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(e2e)
+
+#: G-test p-values: a law that holds must not fall below this; the control must
+P_MIN = 1e-3
+
+
+@pytest.fixture(scope="module")
+def models():
+    tc, dc, n_corpus, steps, *_ = e2e.SIZES["tiny"]
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    data = e2e.corpus(n_corpus, tc.vocab, gen)
+    target = e2e.train(e2e.LM(tc), data, steps, seq=24, batch=16, device="cpu", gen=gen)
+    draft = e2e.train(e2e.LM(dc), data, max(1, steps // 4), seq=24, batch=16, device="cpu", gen=gen)
+    return target, draft, data
+
+
+def test_cached_steps_equal_the_full_sequence_model(models):
+    """Feeding a sequence through the KV cache in ragged pieces (prefill 5, then 1, 3, 1 tokens) gives
+    the full-sequence forward's probabilities (float64: an exactness check)."""
+    target = models[0].double()
+    try:
+        ids = models[2][:10][None].repeat(2, 1)
+        full = torch.softmax(target(ids), -1)
+        cache = target.new_cache(2, 10, "cpu", torch.float64)
+        got, start = [], 0
+        for n in (5, 1, 3, 1):
+            got.append(target.step(ids[:, start:start + n], cache, torch.full((2,), start)))
+            start += n
+        torch.testing.assert_close(torch.cat(got, 1), full, rtol=1e-10, atol=1e-12)
+    finally:
+        models[0].float()
+
+
+def test_speculative_decode_keeps_requests_consistent(models):
+    target, draft, data = models
+    prompt = data[20:36].reshape(2, 8)
+    gen = torch.Generator().manual_seed(3)
+    r = e2e.decode(target, draft, prompt, 6, 3, dtype=torch.float32, gen=gen)
+    assert bool((r.length >= 8 + 6).all())
+    for b in range(2):
+        L = int(r.length[b])
+        assert bool((r.tokens[b, :L] >= 0).all() and (r.tokens[b, :L] < target.c.vocab).all())
+        assert bool((r.tokens[b, L:] == -1).all())
+        assert torch.equal(r.tokens[b, :8], prompt[b])
+    assert 0 <= r.accepted <= r.examined <= 3 * r.cycles * 2
+
+
+def test_emitted_tokens_follow_the_target_law_and_the_control_is_rejected(models):
+    target, draft, data = models
+    *_, m, L = e2e.SIZES["tiny"]
+    gen = torch.Generator().manual_seed(5)
+    law = e2e.law_check(target, draft, data[:8], L, 2, m, dtype=torch.float32, gen=gen)
+    assert law["speculative"]["p"] > P_MIN, law
+    assert law["plain"]["p"] > P_MIN, law
+    assert law["draft"]["p"] < P_MIN, law
