@@ -153,7 +153,7 @@ def _grid(bounds):
 
 QUICK = {"full": [(n, d, b) for n in range(1, 7) for d in (1, 2) for b in range(1, n + 1)],
          "masked": [(4, 2, [{0}, {0, 3}, {1, 2, 3}]), (6, 2, [{0, 5}, {2}, {1, 2, 3, 4}])]}
-DEEP = {"full": [(n, d, b) for n in range(1, 17) for d in (1, 2, 4) for b in sorted({1, 2, 3, 4, 8, n}) if b <= n],
+DEEP = {"full": [(n, d, b) for n in range(1, 13) for d in (1, 3) for b in sorted({1, 3, 8, n}) if b <= n],
         "masked": [(6, 2, [{0}, {0, 5}, {1, 2, 3}, {4}, set(range(6)), {2, 5}]), (9, 4, [{0, 8}, {3}, {1, 4, 7}]),
                    (12, 3, [set(range(0, 12, 2)), {11}, set(range(12))])]}
 
