@@ -262,8 +262,7 @@ def main(argv=None) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("gpu_check --smoke: set TRITON_INTERPRET=1 (the Triton kernels then run in the interpreter)")
             return 2
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-        from support.triton_interpreter import numpy_2_4_shim  # lab code may use the test machinery
+        from flashproof.fuzz.interpreter_shim import numpy_2_4_shim
         numpy_2_4_shim()
         DEVICE, args.fuzz_budget = "cpu", 0
         CASES = [(c, (s[0], s[1], s[2], max(s[3] // 16, 1), max(s[4] // 16, 1), s[5], s[6]),

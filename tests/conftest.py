@@ -14,7 +14,7 @@ if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 if os.environ.get("TRITON_INTERPRET") == "1":
-    from support.triton_interpreter import numpy_2_4_shim
+    from flashproof.fuzz.interpreter_shim import numpy_2_4_shim
 
     numpy_2_4_shim()
 

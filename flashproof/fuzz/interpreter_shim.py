@@ -1,5 +1,6 @@
-"""Test machinery for Triton's interpreter (CPU runs), applied by tests/conftest.py; never imported by
-the product."""
+"""Harness machinery for Triton's interpreter (CPU runs under ``TRITON_INTERPRET=1``): applied by the
+fuzz CLI, ``lab/gpu_check.py --smoke`` and tests/conftest.py; the kernels never import it (a
+workaround for the interpreter is not product code)."""
 from __future__ import annotations
 
 
