@@ -6,6 +6,7 @@
 * ``repro``  — ``flashproof.fuzz.repro`` (run a reproducer script written by ``fuzz``)
 * ``fuzz-bench`` — ``flashproof.fuzz.bench`` (complete fuzzing examples per minute; for a GPU)
 * ``bench``  — ``flashproof.bench.attention`` (timings against the anchors; needs a GPU)
+* ``bench-cpu`` — ``flashproof.bench.cpu`` (the torch path against torch's SDPA on the CPU)
 
 A verb module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -22,6 +23,7 @@ VERBS = {
     "repro": ("flashproof.fuzz.repro", "run a reproducer script written by `flashproof fuzz`"),
     "fuzz-bench": ("flashproof.fuzz.bench", "complete fuzzing examples per minute (ours, SDPA flash; GPU)"),
     "bench": ("flashproof.bench.attention", "time the kernels against SDPA/cuDNN/FlexAttention (GPU)"),
+    "bench-cpu": ("flashproof.bench.cpu", "time the torch path against torch's SDPA on the CPU (a table)"),
 }
 
 

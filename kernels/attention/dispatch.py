@@ -18,7 +18,8 @@ Rules (each choice is recorded in ``Plan.reasons``):
   give it (``deterministic=True`` or GQA): it never runs another kernel in its place.
 * ``backend="auto"`` (the default): Gluon where ``gluon_rule`` accepts the call (its backward under
   the same condition as above, else the Triton backward), else Triton for CUDA tensors, else torch
-  (CPU tensors, float64, or triton not installed).
+  (CPU tensors, float64, triton not installed, or an additive float bias: the Triton and Gluon
+  kernels take boolean masks only, and a bias of 0 / −inf entries arrives here as one).
 * The Triton forward folds the softmax scale into one FMA per interior score (``Plan.fma``) when the
   scale is positive and the inputs are fp16/bf16 (fp32 keeps the exact-order ``ieee`` products).
 * ``tuning``: ``"autotune"`` (the default) lets Triton's autotuner time every configuration of a new
@@ -116,6 +117,8 @@ def triton_rule(p, d: Device) -> str | None:
     if p.dtype not in TRITON_DTYPES:
         return (f"dtype {p.dtype} is not supported by the Triton kernels "
                 f"(supported: {', '.join(str(t) for t in TRITON_DTYPES)})")
+    if p.bias is not None:
+        return "an additive float bias with values other than 0 and -inf: only the torch kernels add one"
     return None
 
 

@@ -1,0 +1,101 @@
+"""``flashproof bench-cpu`` (or ``python -m flashproof.bench.cpu``): the torch path on the CPU against
+torch's own SDPA on the CPU, forward and backward, dense and causal; prints a table.
+
+Default problem: B = 1, H = 8, N = 1024, D = 64, float32 (the shape of the 1.5× target). Each
+measurement alternates the two providers for ``--reps`` rounds and keeps each one's fastest round
+(the minimum is the figure least disturbed by other processes on a shared machine). The backward is
+timed alone: the forward of each round runs untimed, then ``torch.autograd.grad``. Before timing, our
+output is compared with SDPA's (max |diff|, printed for the reader; correctness is the tests' job).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+PROVIDERS = ("ours", "sdpa")
+
+
+def _call(provider, q, k, v, causal):
+    if provider == "ours":
+        from flashproof.kernels import attention
+
+        return attention(q, k, v, causal=causal, backend="torch")
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def _time_forward(provider, q, k, v, causal):
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        _call(provider, q, k, v, causal)
+        return time.perf_counter() - t0
+
+
+def _time_backward(provider, q, k, v, causal, dout):
+    out = _call(provider, q, k, v, causal)
+    t0 = time.perf_counter()
+    torch.autograd.grad(out, (q, k, v), dout)
+    return time.perf_counter() - t0
+
+
+def measure(B=1, H=8, N=1024, D=64, reps=5, dtype=torch.float32):
+    """[(causal, direction, {provider: seconds}, max |ours − sdpa|)] for the problem given."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v, dout = (torch.randn(B, H, N, D, generator=g, dtype=dtype) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_()
+    rows = []
+    for causal in (False, True):
+        with torch.no_grad():
+            err = (_call("ours", q, k, v, causal) - _call("sdpa", q, k, v, causal)).abs().max().item()
+        for direction, timer in (("forward", _time_forward), ("backward", _time_backward)):
+            args = (q, k, v, causal) if direction == "forward" else (q, k, v, causal, dout)
+            for p in PROVIDERS:  # warm-up
+                timer(p, *args)
+            best = {p: float("inf") for p in PROVIDERS}
+            for _ in range(reps):
+                for p in PROVIDERS:
+                    best[p] = min(best[p], timer(p, *args))
+            rows.append((causal, direction, best, err))
+    return rows
+
+
+def table(rows, shape) -> str:
+    B, H, N, D = shape
+    lines = [f"CPU, B={B} H={H} N={N} D={D} float32, torch {torch.__version__}, {torch.get_num_threads()} threads "
+             "(fastest of the rounds, ms)",
+             "| causal | direction | ours | SDPA | ours / SDPA | max abs diff |",
+             "|---|---|---|---|---|---|"]
+    for causal, direction, best, err in rows:
+        lines.append(f"| {'yes' if causal else 'no'} | {direction} | {best['ours'] * 1e3:.1f} | "
+                     f"{best['sdpa'] * 1e3:.1f} | {best['ours'] / best['sdpa']:.2f} | {err:.2e} |")
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    for name, default in (("--batch", 1), ("--heads", 8), ("--seqlen", 1024), ("--head-dim", 64), ("--reps", 5)):
+        p.add_argument(name, type=int, default=default)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+
+
+def run(args) -> int:
+    for name in ("batch", "heads", "seqlen", "head_dim", "reps"):
+        if getattr(args, name) < 1:
+            print(f"bench-cpu: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            return 2
+    if args.threads is not None:
+        if args.threads < 1:
+            print(f"bench-cpu: --threads must be >= 1, got {args.threads}")
+            return 2
+        torch.set_num_threads(args.threads)
+    shape = (args.batch, args.heads, args.seqlen, args.head_dim)
+    print(table(measure(*shape, reps=args.reps), shape))
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))

@@ -1,0 +1,165 @@
+"""torch.compile, torch.export and torch.library.opcheck of the ``flashproof::attention`` custom ops.
+
+``fullgraph=True`` makes any graph break an error, so each compile test is also the no-break check;
+compiled and eager runs call the same op bodies, so their results (out, lse and the gradients) must be
+bitwise equal. The calls cover what must travel through the op schema: a BlockSparseMask, varlen
+``cu_seqlens`` (whose values the op body reads), a window, GQA, and the SDPA front with a key-padding
+mask and a float additive mask. Most compile with ``aot_eager`` (Dynamo plus AOT autograd: the fake
+implementations and the registered backward are traced, no C++ compiler runs); one compiles with
+inductor."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashproof.kernels import BlockSparseMask, attention, scaled_dot_product_attention
+from flashproof.kernels.attention.op import attention_backward_op, attention_op
+
+
+def _qkv(B=1, Hq=2, Hkv=2, Nq=40, Nk=40, D=16, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, Hq, Nq, D, generator=g, dtype=dtype), torch.randn(B, Hkv, Nk, D, generator=g, dtype=dtype),
+            torch.randn(B, Hkv, Nk, D, generator=g, dtype=dtype))
+
+
+def _cu(*v, device="cpu"):
+    return torch.tensor(v, dtype=torch.int32, device=device)
+
+
+_TILES = torch.tensor([[True, False, True], [True, True, False], [False, True, True]])[None, None]
+
+CALLS = {
+    "causal": (lambda q, k, v: attention(q, k, v, causal=True, return_lse=True), {}),
+    "window_gqa": (lambda q, k, v: attention(q, k, v, window=(7, 3), return_lse=True), {"Hq": 4, "Hkv": 2, "Nk": 50}),
+    "block_sparse": (lambda q, k, v: attention(q, k, v, mask=BlockSparseMask(_TILES.to(q.device), 16, 16),
+                                               return_lse=True), {}),
+    "varlen": (lambda q, k, v: attention(q, k, v, causal=True, cu_seqlens_q=_cu(0, 9, 9, 40, device=q.device),
+                                         cu_seqlens_k=_cu(0, 12, 20, 40, device=q.device), return_lse=True), {}),
+    "sdpa_key_padding": (lambda q, k, v: scaled_dot_product_attention(
+        q, k, v, attn_mask=(torch.arange(40, device=q.device) < 29)[None, None, None], enable_gqa=True,
+        return_lse=True), {"Hq": 4, "Hkv": 1}),
+    "sdpa_float_mask": (lambda q, k, v: scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.linspace(-2, 1, 40 * 50, device=q.device).view(40, 50), return_lse=True),
+        {"Nk": 50}),
+    "sdpa_top_left_causal": (lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True),
+                             {"Nq": 20, "Nk": 45}),
+}
+
+
+def _run(fn, shape, seed=0, device="cpu"):
+    q, k, v = (t.to(device).requires_grad_() for t in _qkv(**shape, seed=seed))
+    out, lse = fn(q, k, v)
+    g = torch.Generator().manual_seed(seed + 1)
+    dout, dlse = (torch.randn(t.shape, generator=g).to(device) for t in (out, lse))
+    dlse = torch.where(torch.isfinite(lse), dlse, 0)
+    grads = torch.autograd.grad((out, lse), (q, k, v), (dout, dlse))
+    return (out.detach(), lse.detach(), *grads)
+
+
+def _assert_equal(got, want):
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, want):
+        assert torch.equal(a, b), f"{name} differs from eager (max |diff| {(a - b).abs().max().item():.3g})"
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_compile_fullgraph_matches_eager(name):
+    fn, shape = CALLS[name]
+    torch._dynamo.reset()
+    _assert_equal(_run(torch.compile(fn, fullgraph=True, backend="aot_eager"), shape), _run(fn, shape))
+
+
+def test_compile_inductor_fullgraph_with_dynamic_lengths():
+    """Inductor, and a second length through the same compiled function (dynamic shapes: the fake
+    implementation's shapes follow the inputs')."""
+    fn, shape = CALLS["causal"]
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, dynamic=True)
+    for n in (40, 23):
+        s = dict(shape, Nq=n, Nk=n)
+        _assert_equal(_run(compiled, s), _run(fn, s))
+
+
+def test_the_compiled_graph_holds_one_op_per_direction():
+    """The kernels' hosts are not traced: the forward graph is the custom op (no aten attention ops)."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    q, k, v = _qkv()
+    torch.compile(lambda q, k, v: attention(q, k, v, causal=True), fullgraph=True, backend=backend)(q, k, v)
+    assert any("flashproof.attention" in t for t in seen), seen
+    assert not any("matmul" in t or "softmax" in t for t in seen), seen
+
+
+class _Block(torch.nn.Module):
+    def forward(self, q, k, v, cu_q, cu_k):
+        return attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+def test_export_runs_and_matches_eager():
+    q, k, v = _qkv()
+    cu_q, cu_k = _cu(0, 9, 9, 40), _cu(0, 12, 20, 40)
+    ep = torch.export.export(_Block(), (q, k, v, cu_q, cu_k))
+    assert any("flashproof.attention" in str(n.target) for n in ep.graph.nodes)
+    assert torch.equal(ep.module()(q, k, v, cu_q, cu_k), _Block()(q, k, v, cu_q, cu_k))
+    cu_q2 = _cu(0, 20, 30, 40)  # other values, same shapes: read by the op body at run time
+    assert torch.equal(ep.module()(q, k, v, cu_q2, cu_k), _Block()(q, k, v, cu_q2, cu_k))
+
+
+def _op_args(q, k, v, mask=None, bias=None, tiles=None, block=(0, 0), cu=(None, None), scale=None, window=(None, None),
+             causal=False):
+    return (q, k, v, mask, bias, tiles, *block, *cu, scale, *window, causal, False, True, "auto", "autotune", "", 0.0,
+            None)
+
+
+def _opcheck_cases():
+    q, k, v = (t.requires_grad_() for t in _qkv(Nq=24, Nk=33))
+    qg, kg, vg = (t.requires_grad_() for t in _qkv(Hq=4, Hkv=2, Nq=17, Nk=17))
+    qs, ks, vs = (t.requires_grad_() for t in _qkv(Nq=48, Nk=48))
+    qv, kv, vv = (t.requires_grad_() for t in _qkv(Nq=30, Nk=36))
+    g = torch.Generator().manual_seed(7)
+    return {
+        "plain": _op_args(q, k, v),
+        "causal_gqa": _op_args(qg, kg, vg, causal=True),
+        "window_scale": _op_args(q, k, v, window=(5, 2), scale=0.3),
+        "bool_mask": _op_args(q, k, v, mask=torch.rand(1, 2, 24, 33, generator=g) < 0.5),
+        "bias": _op_args(q, k, v, bias=torch.randn(1, 1, 24, 33, generator=g)),
+        "block_sparse": _op_args(qs, ks, vs, tiles=_TILES, block=(16, 16)),
+        "varlen": _op_args(qv, kv, vv, cu=(_cu(0, 10, 30), _cu(0, 6, 36)), causal=True),
+    }
+
+
+@pytest.mark.parametrize("name", list(_opcheck_cases()))
+def test_opcheck_forward(name):
+    torch.library.opcheck(attention_op, _opcheck_cases()[name])
+
+
+def test_opcheck_backward():
+    q, k, v = _qkv(Nq=24, Nk=33)
+    out, lse = attention_op(*_op_args(q, k, v, causal=True))
+    g = torch.Generator().manual_seed(3)
+    dout, dlse = torch.randn(out.shape, generator=g), torch.randn(lse.shape, generator=g)
+    rest = _op_args(q, k, v, causal=True)[3:]
+    torch.library.opcheck(attention_backward_op, (q, k, v, out, lse, dout, dlse, *rest))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["causal", "window_gqa", "block_sparse", "varlen", "sdpa_key_padding"])
+def test_cuda_compile_fullgraph_matches_eager(name):
+    """The same calls on CUDA tensors (the Triton kernels through the op), inductor, fullgraph."""
+    fn, shape = CALLS[name]
+    torch._dynamo.reset()
+    _assert_equal(_run(torch.compile(fn, fullgraph=True), shape, device="cuda"), _run(fn, shape, device="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_opcheck():
+    for name, args in _opcheck_cases().items():
+        cuda = tuple(a.detach().cuda().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+                     for a in args)
+        torch.library.opcheck(attention_op, cuda)
