@@ -317,3 +317,10 @@ def pair_visit_dk_row_i(num, p, c, Qc, Kc, Gc, grads, row, i, j):
     f = p.flag(i, j)
     t = A._pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
     A._pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[i], grads.dv[j])
+
+
+# ------------------------------------------------------------------ issue 15: unbounded scope
+
+def block_ranges_step_plus_one(n_k, block):
+    """the block loop steps by b + 1, so the key between two blocks is skipped."""
+    return [range(start, min(start + block, n_k)) for start in range(0, n_k, block + 1)]
