@@ -38,7 +38,7 @@ the dense masked softmax attention rows, and the reverse procedure returns exact
 """,
      checked_by=("ATT-MERGE-UNION", "ATT-TILED-STEP", "ATT-TILED-BASE-FINAL", "ATT-PARTITION",
                  "ATT-TILED-BOUNDED", "ATT-TILED-MASKS", "ATT-GRAD-SCHEDULE", "ATT-GRAD-SOFTMAX", "ATT-GRAD-CHAIN",
-                 "ATT-GRAD"),
+                 "ATT-GRAD", "ATT-GRAD-ROUTING"),
      assumptions=("A-NONEMPTY-ROW",))
 
 item("THM-MEMORY", "theorem", "Linear retained memory, O(b+v) workspace and quadratic arithmetic", source=PAGE,

@@ -396,11 +396,18 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     if len(forward.out) != p.n_q:
         raise ValueError(f"forward holds {len(forward.out)} rows, expected {p.n_q} (one per query row)")
     grads = _gradient_buffers(num, p.n_q, p.n_k, len(Qc[0]), len(p.V[0]))
-    for i, keys in _schedule(p.n_q, p.n_k, b):
+    _drive(num, p, c, Qc, Kc, Gc, forward, grads, b)
+    return grads
+
+
+def _drive(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, forward: TiledForward,
+           grads: Gradients, block: int) -> None:
+    """Visit the pairs in ``_schedule`` order: row i's statistics once, then each of its keys'
+    pair updates, accumulated into ``grads`` in place."""
+    for i, keys in _schedule(p.n_q, p.n_k, block):
         row = _row_visit(num, p, forward, Gc, i)
         for j in keys:
             _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j)
-    return grads
 
 
 def _row_visit(num: NumberSystem, p: _ScoredInputs, forward: TiledForward, Gc: list, i) -> RowStats:

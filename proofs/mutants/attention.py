@@ -7,7 +7,7 @@ with ``unittest.mock.patch.object`` and re-run the obligation's own checker, whi
 from __future__ import annotations
 
 from flashproof.verified import attention as A
-from flashproof.verified.attention import BOTTOM, Summary
+from flashproof.verified.attention import BOTTOM, Summary, _pair_visit, _row_visit, _schedule
 from flashproof.verified.numbers import resolve
 
 
@@ -324,3 +324,11 @@ def pair_visit_dk_row_i(num, p, c, Qc, Kc, Gc, grads, row, i, j):
 def block_ranges_step_plus_one(n_k, block):
     """the block loop steps by b + 1, so the key between two blocks is skipped."""
     return [range(start, min(start + block, n_k)) for start in range(0, n_k, block + 1)]
+
+
+def drive_pair_swapped(num, p, c, Qc, Kc, Gc, forward, grads, block):
+    """the reverse pass's driver visits pair (j, i) instead of (i, j)."""
+    for i, keys in _schedule(p.n_q, p.n_k, block):
+        row = _row_visit(num, p, forward, Gc, i)
+        for j in keys:
+            _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, j, i)

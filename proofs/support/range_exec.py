@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import z3
 
-__all__ = ["SymRange", "Scope", "SCOPES", "shim", "sym_range", "sym_min"]
+__all__ = ["SymRange", "Scope", "SCOPES", "RANGES", "clear", "shim", "sym_range", "sym_min"]
 
 _ids = itertools.count()
 
@@ -38,8 +38,9 @@ class Scope(NamedTuple):
     conds: tuple
 
 
-#: the iterations the last run entered, in order (cleared by the caller before a run)
+#: the iterations the last run entered, in order, and every SymRange it built (the caller clears both)
 SCOPES: list[Scope] = []
+RANGES: list = []
 
 
 def _lift(a):
@@ -51,6 +52,7 @@ class SymRange:
 
     def __init__(self, start, stop, step):
         self.start, self.stop, self.step = _lift(start), _lift(stop), _lift(step)
+        RANGES.append(self)
 
     def __iter__(self):
         t = z3.Int(f"t{next(_ids)}")
@@ -60,6 +62,11 @@ class SymRange:
 
     def __repr__(self):
         return f"SymRange({self.start}, {self.stop}, {self.step})"
+
+
+def clear() -> None:
+    SCOPES.clear()
+    RANGES.clear()
 
 
 def sym_range(*a):

@@ -129,7 +129,7 @@ def block_ranges_symbolic(n, b):
     """Run the current ``att.block_ranges`` on z3 Ints n, b (its loop is ``range(0, n, b)``; the
     body carries nothing between iterations: it is one comprehension). Returns (SymRange of the
     arbitrary t-th block, t, the iteration's scope)."""
-    range_exec.SCOPES.clear()
+    range_exec.clear()
     blocks = range_exec.shim(att.block_ranges)(n, b)
     if len(blocks) != 1 or len(range_exec.SCOPES) != 1 or not isinstance(blocks[0], range_exec.SymRange):
         raise ValueError(f"block_ranges did not run as one symbolic loop: {blocks!r}, {len(range_exec.SCOPES)} loops")
