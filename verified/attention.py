@@ -91,20 +91,28 @@ def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: S
     num = resolve(num)
     flags = [num.true()] * len(scores) if allowed is None else list(allowed)
     v = len(values[0])
-    neg_inf = num.score_neg_inf()
-    m = neg_inf
+    m = num.score_neg_inf()
     for s, f in zip(scores, flags):
-        m = num.score_max(m, num.where(f, s, neg_inf))
+        m = _max_step(num, m, s, f)
     nonempty = num.any_(flags)
     m_ref = num.where(nonempty, m, num.score_zero())  # ⊥ has no max: never subtract −∞ from −∞
-    l = num.zero()
-    z = [num.zero() for _ in range(v)]
+    l, z = num.zero(), [num.zero() for _ in range(v)]
     for s, vj, f in zip(scores, values, flags):
-        p = num.exp(num.where(f, num.score_sub(s, m_ref), neg_inf))  # e^{s−m} ≤ 1, or 0 when masked
-        l = num.add(l, p)
-        # a masked key's value row is never read: 0·NaN would be NaN
-        z = [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
+        l, z = _sum_step(num, m_ref, l, z, s, vj, f)
     return Summary(m, l, z, nonempty)
+
+
+def _max_step(num: NumberSystem, m, s, f):
+    """One key of the block maximum: max(m, s) when the key's flag f holds, m otherwise."""
+    return num.score_max(m, num.where(f, s, num.score_neg_inf()))
+
+
+def _sum_step(num: NumberSystem, m_ref, l, z: list, s, vj: Sequence, f) -> tuple:
+    """One key of ℓ and z (length v) against the block's reference m_ref: p = e^{s−m_ref} (0 when
+    masked) is added to ℓ and p·v_j to z; returns (ℓ, z)."""
+    p = num.exp(num.where(f, num.score_sub(s, m_ref), num.score_neg_inf()))  # e^{s−m} ≤ 1, or 0 when masked
+    # a masked key's value row is never read: 0·NaN would be NaN
+    return num.add(l, p), [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
 
 
 def merge(a: Summary, b: Summary, num: Any = None) -> Summary:

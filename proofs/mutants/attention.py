@@ -332,3 +332,30 @@ def drive_pair_swapped(num, p, c, Qc, Kc, Gc, forward, grads, block):
         row = _row_visit(num, p, forward, Gc, i)
         for j in keys:
             _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, j, i)
+
+
+def summarize_skips_last_key(scores, values, num=None, *, allowed=None):
+    """summarize's sum loop stops before the block's last key (its weight never reaches ℓ or z)."""
+    num = resolve(num)
+    flags = [num.true()] * len(scores) if allowed is None else list(allowed)
+    v = len(values[0])
+    m = num.score_neg_inf()
+    for s, f in zip(scores, flags):
+        m = A._max_step(num, m, s, f)
+    nonempty = num.any_(flags)
+    m_ref = num.where(nonempty, m, num.score_zero())
+    l, z = num.zero(), [num.zero() for _ in range(v)]
+    for s, vj, f in zip(scores[:-1], values[:-1], flags[:-1]):
+        l, z = A._sum_step(num, m_ref, l, z, s, vj, f)
+    return Summary(m, l, z, nonempty)
+
+
+def max_step_ignores_mask(num, m, s, f):
+    """the block maximum's step takes every key, masked or not."""
+    return num.score_max(m, s)
+
+
+def sum_step_unweighted(num, m_ref, l, z, s, vj, f):
+    """the sum step adds v_j to z without the weight p = e^{s−m}."""
+    p = num.exp(num.where(f, num.score_sub(s, m_ref), num.score_neg_inf()))
+    return num.add(l, p), [num.where(f, num.add(za, va), za) for za, va in zip(z, vj)]

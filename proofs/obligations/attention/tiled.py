@@ -3,7 +3,9 @@
 * ATT-PARTITION — the key blocks partition 0..n−1 (z3 integer lemma for all n, b), and
   ``block_ranges`` itself, run on z3 Ints n, b with its ``range`` loop entered once for an
   arbitrary iteration t (``support.range_exec``), builds exactly those blocks, ⌈n/b⌉ of them;
-* ATT-SUMMARIZE-BLOCK — ``summarize`` of one block returns Σ(J_t ∩ A_i) (symbolic mask, b ≤ bound);
+* ATT-SUMMARIZE-ANY-B (summarize_any_b.py) — ``summarize`` of one block of any size returns
+  Σ(J_t ∩ A_i), by induction over its key loops; ATT-SUMMARIZE-BLOCK re-checks it unrolled on a
+  symbolic mask for b ≤ 4 (cross-check);
 * ATT-TILED-STEP — one step of the forward loop (skip / copy / merge, symbolic flags) maps a state
   representing S and a block summary representing I to a state representing S ∪ I (any n, b);
 * ATT-TILED-BASE-FINAL — ⊥ represents ∅, and the final division gives the dense row z/ℓ = Σwv/Σw;
@@ -29,9 +31,10 @@ from flashproof.proofs.numbers.symbolic import Represents, num, reals, summary
 
 
 @obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 4, "v": 2},
-            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"], scope="bounded")
+            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"], scope="bounded",
+            role="cross-check")
 def summarize_block(ctx):
-    """summarize over b keys with a symbolic mask returns Σ(I): m = max allowed, m·ℓ = Σw, m·z = Σwv."""
+    """Cross-check of ATT-SUMMARIZE-ANY-B: summarize unrolled over b keys with a symbolic mask returns Σ(I): m = max allowed, m·ℓ = Σw, m·z = Σwv."""
     b, v = ctx.bounds["b"], ctx.bounds["v"]
     N = num()
     w = reals("w", b)
