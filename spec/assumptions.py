@@ -123,3 +123,24 @@ once, every entry a column index below the width. This reading of tile_plan's tw
 is not executed symbolically (its loop carries a count); tests/test_kernel_tile_plan.py checks the lists
 against brute-force enumeration of every pair.
 """)
+
+assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""
+exp, log and the kernels' fp32 division are device approximations, not IEEE operations, so no solver
+checks them. The error bound EXT-FP-ERROR assumes: for an argument x ≤ 0, the computed exp is
+e^x(1 + δ) + η with |δ| ≤ u_e = 2⁻²¹ (eight fp32 units; the MUFU ex2.approx the kernels use is
+documented at about two) and 0 ≤ η ≤ 2⁻¹²⁶ (a result below fp32's smallest normal may be flushed
+to 0); the kernels' base-2 folding (c·log2 e rounded once to fp32) is charged to the scale as one
+rounding; log returns ln x with absolute error ≤ u_e·(1 + |ln x|); the division returns
+(a/b)(1 + δ), |δ| ≤ 2⁻²² (div.full.f32: two ulps). The validation's emulation uses exp and log
+within an ulp of fp32, so it does not probe these constants.
+""")
+
+assumption("A-FP-NORMAL", "no underflow or overflow in the fp32 accumulation", statement="""
+The error bound EXT-FP-ERROR models each fp32 +, × as (exact)(1 + δ), |δ| ≤ u = 2⁻²⁴, which holds
+(ATT-FP-ERROR-MODEL) when the exact result is normal: products of weights and values, and the
+scores, must not fall below 2⁻¹²⁶ in magnitude unless exactly 0 (sums below it are exact and need
+nothing), and nothing overflows. Weights that underflow — an exp result flushed to 0, a weight
+rounded into fp16's or bf16's subnormals by the cast before P·V — are modelled (absolute η). The
+kernels' tensor-core accumulation is assumed to round each addition to nearest in fp32 in some
+order; any order of summing b terms has the same bound as the reference's left-to-right order.
+""")

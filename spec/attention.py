@@ -131,3 +131,16 @@ of the read entries alone, because the reference guards every masked contributio
 by a zero weight.
 """,
      checked_by=("ATT-FP-POISON-fp16",), assumptions=("A-FP-IEEE", "A-FP-EXP"))
+
+item("EXT-FP-ERROR", "extension", "A proved error bound for the tiled forward in floating point", provenance=OURS,
+     uses=("THM-EXACT", "EXT-FP-SAFETY"), statement="""
+For inputs in fp32, bf16 or fp16, fp32 accumulation, key blocks of b and the weights rounded to the input
+format before P·V, every output entry of a row with n_k keys satisfies |Ŷ − Y| ≤ e + u_div(M_v + e), with
+e = M_v(ρ_z + ρ_ℓ + 2H·e^{E_s})/(1 − ρ_ℓ − H·e^{E_s}), where T = ⌈n_k/b⌉, b₁ = min(b, n_k),
+S = |c|·d·M_q·M_k, E_s = ((1+u)^{d+2} − 1)·S, φ = E_s + 2uT(S + E_s),
+ρ_ℓ = (1+u)^{b₁−1+2(T−1)}(1+u_e)^T e^φ − 1, ρ_z = (1+u)^{b₁+2(T−1)}(1+u_in)(1+u_e)^T e^φ − 1 and H the
+weights' underflow; the log-sum-exp's error is bounded beside it (verified/fp_bound.py). Derived by running the
+reference on an error-bounding number system; no first-order truncation.
+""",
+     checked_by=("ATT-FP-ERROR-DERIVE", "ATT-FP-ERROR-MODEL", "ATT-FP-ERROR-MODEL-ADD", "ATT-FP-ERROR-VALID"),
+     assumptions=("A-FP-IEEE", "A-FP-EXP-ACC", "A-FP-NORMAL"))

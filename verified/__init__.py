@@ -2,7 +2,7 @@
 
 It is the oracle for fuzzing kernels and the code that ``make prove`` runs symbolically.
 """
-from .attention import (BOTTOM, Gradients, Summary, TiledForward, block_ranges, dense_attention,
+from .attention import (BOTTOM, Dropout, Gradients, Summary, TiledForward, block_ranges, dense_attention,
                         dense_attention_from_scores, merge, summarize, tiled_backward, tiled_forward,
                         tiled_forward_from_scores)
 from .branching import BranchingNum, Uniform, canonical, emission_law
@@ -10,7 +10,7 @@ from .numbers import NumberSystem, available, register, resolve
 from .speculative import (RULES, CycleUniforms, Rules, SpecStep, Step, accept_test, first_argmax, inverse_cdf,
                           rejection_step, residual, speculative_cycle, target_sample, verify)
 
-__all__ = ["BOTTOM", "Gradients", "Summary", "TiledForward", "block_ranges", "dense_attention",
+__all__ = ["BOTTOM", "Dropout", "Gradients", "Summary", "TiledForward", "block_ranges", "dense_attention",
            "dense_attention_from_scores", "merge", "summarize", "tiled_backward", "tiled_forward",
            "tiled_forward_from_scores", "NumberSystem", "available", "register", "resolve",
            # speculative decoding

@@ -6,6 +6,9 @@ Page items (``../shared/seeds/004_b37f59f788102f1f.txt``) and where they live:
 * *Exact tiled softmax attention with block-recomputed vector-Jacobian products* —
   ``tiled_forward`` (forward procedure), ``tiled_backward`` (reverse procedure).
 * The dense masked attention of the exactness theorem — ``dense_attention``.
+* The page's dropout remark, as an extension (``dropout.py``): ``dropout=Dropout(keep, p)`` on
+  ``dense_attention``, ``tiled_forward`` and ``tiled_backward`` multiplies P_ij by r_ij = M_ij/(1 − p)
+  (the statistics stay those of the undropped softmax); the reverse pass replays the SAME r_ij.
 * Our extension (not on the page): a row with no allowed key gives Y = 0, LSE = −∞, m = −∞,
   ℓ = 0 and zero gradients; enabled by ``empty_rows="zero"``. In the default theorem mode
   (``empty_rows="error"``) such a row is a ``ValueError``.
@@ -24,10 +27,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Sequence
 
+from . import dropout as _dropout
 from . import validate
+from .dropout import Dropout
 from .numbers import NumberSystem, resolve
 
-__all__ = ["Summary", "BOTTOM", "TiledForward", "Gradients", "RowStats", "PairTerms", "summarize", "merge", "block_ranges",
+__all__ = ["Dropout", "Summary", "BOTTOM", "TiledForward", "Gradients", "RowStats", "PairTerms", "summarize", "merge", "block_ranges",
            "dense_attention", "dense_attention_from_scores", "tiled_forward", "tiled_forward_from_scores",
            "tiled_backward"]
 
@@ -82,11 +87,13 @@ def block_ranges(n_k: int, block: int) -> list[range]:
     return [range(start, min(start + block, n_k)) for start in range(0, n_k, block)]
 
 
-def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: Sequence | None = None) -> Summary:
+def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: Sequence | None = None,
+              drop: Sequence | None = None) -> Summary:
     """Σ(S) for S = the keys whose flag in ``allowed`` holds (all keys when ``None``).
 
-    scores: length-k list of scores s_j; values: (k, v) rows v_j; allowed: length-k flags.
-    Returns ⊥'s representation (flag false) when S is empty.
+    scores: length-k list of scores s_j; values: (k, v) rows v_j; allowed: length-k flags; drop:
+    None, or length-k dropout multipliers r_j that weight the value rows only (z = Σ e^{s−m} r_j v_j;
+    m and ℓ stay those of the undropped softmax). Returns ⊥'s representation (flag false) when S is empty.
     """
     num = resolve(num)
     flags = [num.true()] * len(scores) if allowed is None else list(allowed)
@@ -97,8 +104,9 @@ def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: S
     nonempty = num.any_(flags)
     m_ref = num.where(nonempty, m, num.score_zero())  # ⊥ has no max: never subtract −∞ from −∞
     l, z = num.zero(), [num.zero() for _ in range(v)]
-    for s, vj, f in zip(scores, values, flags):
-        l, z = _sum_step(num, m_ref, l, z, s, vj, f)
+    drops = [None] * len(scores) if drop is None else list(drop)  # dropout weights the value row, not ℓ
+    for s, vj, f, r in zip(scores, values, flags, drops):
+        l, z = _sum_step(num, m_ref, l, z, s, vj, f, r)
     return Summary(m, l, z, nonempty)
 
 
@@ -107,12 +115,13 @@ def _max_step(num: NumberSystem, m, s, f):
     return num.score_max(m, num.where(f, s, num.score_neg_inf()))
 
 
-def _sum_step(num: NumberSystem, m_ref, l, z: list, s, vj: Sequence, f) -> tuple:
+def _sum_step(num: NumberSystem, m_ref, l, z: list, s, vj: Sequence, f, r=None) -> tuple:
     """One key of ℓ and z (length v) against the block's reference m_ref: p = e^{s−m_ref} (0 when
-    masked) is added to ℓ and p·v_j to z; returns (ℓ, z)."""
+    masked) is added to ℓ and p·v_j to z (p·r·v_j with a dropout multiplier r); returns (ℓ, z)."""
     p = num.exp(num.where(f, num.score_sub(s, m_ref), num.score_neg_inf()))  # e^{s−m} ≤ 1, or 0 when masked
+    pv = p if r is None else num.mul(p, r)
     # a masked key's value row is never read: 0·NaN would be NaN
-    return num.add(l, p), [num.where(f, num.add(za, num.mul(p, va)), za) for za, va in zip(z, vj)]
+    return num.add(l, p), [num.where(f, num.add(za, num.mul(pv, va)), za) for za, va in zip(z, vj)]
 
 
 def merge(a: Summary, b: Summary, num: Any = None) -> Summary:
@@ -195,9 +204,10 @@ def _scores_inputs(S, V, allowed, num, empty_rows) -> _ScoredInputs:
 
 # ----------------------------------------------------------------------------------- dense
 
-def _dense(p: _ScoredInputs, num: NumberSystem) -> list:
+def _dense(p: _ScoredInputs, num: NumberSystem, r: Callable | None = None) -> list:
     """Y_i = Σ_{j∈A_i} e^{s_ij} V_j / Σ_{j∈A_i} e^{s_ij}, evaluated with every exponent shifted by
-    the row maximum (the shift cancels; it keeps floats from overflowing)."""
+    the row maximum (the shift cancels; it keeps floats from overflowing). With dropout factors
+    ``r(i, j)`` the numerator's terms are e^{s_ij} r_ij V_j (the denominator is unchanged)."""
     v = len(p.V[0])
     neg_inf = num.score_neg_inf()
     rows = []
@@ -214,37 +224,49 @@ def _dense(p: _ScoredInputs, num: NumberSystem) -> list:
         for wj in w:
             den = num.add(den, wj)
         den_safe = num.where(ne, den, num.one())
+        wv = w if r is None else [num.mul(wj, r(i, j)) for j, wj in enumerate(w)]
         row = []
         for a in range(v):
             acc = num.zero()
-            for wj, vj, fj in zip(w, p.V, f):
+            for wj, vj, fj in zip(wv, p.V, f):
                 acc = num.where(fj, num.add(acc, num.mul(wj, vj[a])), acc)
             row.append(num.where(ne, num.div(acc, den_safe), num.zero()))
         rows.append(row)
     return rows
 
 
-def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str = "error") -> list:
+def _dense_dropped(p: _ScoredInputs, num: NumberSystem, dropout) -> list:
+    """``_dense`` with dropout's factors r(i, j) = M_ij/(1 − p) (``dropout.factors``) when given."""
+    if dropout is None:
+        return _dense(p, num)
+    return _dense(p, num, _dropout.factors(dropout, num, p.n_q, p.n_k))
+
+
+def dense_attention(Q, K, V, *, scale, allowed=None, num=None, empty_rows: str = "error",
+                    dropout: Dropout | None = None) -> list:
     """Dense masked attention (the right-hand side of the exactness theorem).
 
     Q (n_q, d), K (n_k, d), V (n_k, v) → rows of Y, (n_q, v), with s_ij = scale·⟨Q_i, K_j⟩ and
     Y_i the softmax over the allowed keys A_i of s_i·, applied to V. Materialises one row of n_k
-    scores at a time (this is the specification, not the memory-efficient algorithm).
+    scores at a time (this is the specification, not the memory-efficient algorithm). ``dropout``:
+    None, or ``Dropout(keep (n_q, n_k), p)``: Y_i = Σ_j r_ij P_ij V_j with r_ij = M_ij/(1 − p).
     """
     num = resolve(num)
     p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
-    return _dense(p, num)
+    return _dense_dropped(p, num, dropout)
 
 
-def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error") -> list:
+def dense_attention_from_scores(S, V, *, allowed=None, num=None, empty_rows: str = "error",
+                                dropout: Dropout | None = None) -> list:
     """``dense_attention`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
-    return _dense(_scores_inputs(S, V, allowed, num, empty_rows), num)
+    p = _scores_inputs(S, V, allowed, num, empty_rows)
+    return _dense_dropped(p, num, dropout)
 
 
 # ----------------------------------------------------------------------------------- tiled forward
 
-def _forward(p: _ScoredInputs, block: int, num: NumberSystem) -> TiledForward:
+def _forward(p: _ScoredInputs, block: int, num: NumberSystem, r: Callable | None = None) -> TiledForward:
     v = len(p.V[0])
     out, ms, ls, lses = [], [], [], []
     blocks = block_ranges(p.n_k, block)
@@ -253,7 +275,8 @@ def _forward(p: _ScoredInputs, block: int, num: NumberSystem) -> TiledForward:
         for J in blocks:
             num.note_alloc("block_scores", len(J))
             flags = [p.flag(i, j) for j in J]
-            sigma = summarize([p.score(i, j) for j in J], [p.V[j] for j in J], num, allowed=flags)
+            drop = {} if r is None else {"drop": [r(i, j) for j in J]}  # (no keyword without dropout)
+            sigma = summarize([p.score(i, j) for j in J], [p.V[j] for j in J], num, allowed=flags, **drop)
             num.note_free("block_scores", len(J))
             # I = J_t ∩ A_i empty: skip (state unchanged); state ⊥: copy Σ(I); otherwise merge.
             state = _skip_or_merge(state, sigma, num, v)
@@ -278,25 +301,30 @@ def _skip_or_merge(state: Summary, sigma: Summary, num: NumberSystem, v: int) ->
                    num.or_(state.nonempty, sigma.nonempty))
 
 
-def tiled_forward(Q, K, V, *, scale, block: int, allowed=None, num=None, empty_rows: str = "error") -> TiledForward:
+def tiled_forward(Q, K, V, *, scale, block: int, allowed=None, num=None, empty_rows: str = "error",
+                  dropout: Dropout | None = None) -> TiledForward:
     """The forward procedure of the exact tiled algorithm.
 
     Q (n_q, d), K (n_k, d), V (n_k, v), key-block size ``block`` = b ≥ 1 → ``TiledForward`` with
     out (n_q, v), and per-row m, ℓ, lse (n_q each). For each row it starts from ⊥ and visits the
     ⌈n_k/b⌉ key blocks in order, recomputing that block's scores only: retained storage is the
     inputs, Y and 2 statistics per row; live workspace is one block's b scores and one summary.
+    ``dropout``: None, or ``Dropout(keep (n_q, n_k), p)``: each block's value sum weights key j by
+    r_ij = M_ij/(1 − p); m, ℓ and lse stay those of the undropped softmax.
     """
     num = resolve(num)
     b = validate.block_size(block)
     p, _, _ = _qk_inputs(Q, K, V, scale, allowed, num, empty_rows)
-    return _forward(p, b, num)
+    return _forward(p, b, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
-def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty_rows: str = "error") -> TiledForward:
+def tiled_forward_from_scores(S, V, *, block: int, allowed=None, num=None, empty_rows: str = "error",
+                              dropout: Dropout | None = None) -> TiledForward:
     """``tiled_forward`` from given scores S (n_q, n_k) — weights w = e^s in the exp domain."""
     num = resolve(num)
     b = validate.block_size(block)
-    return _forward(_scores_inputs(S, V, allowed, num, empty_rows), b, num)
+    p = _scores_inputs(S, V, allowed, num, empty_rows)
+    return _forward(p, b, num, None if dropout is None else _dropout.factors(dropout, num, p.n_q, p.n_k))
 
 
 # ----------------------------------------------------------------------------------- reverse pass
@@ -387,8 +415,13 @@ def _pair_update(num: NumberSystem, f, t: PairTerms, c, q_row: list, k_row: list
         dv_row[a] = _accumulate(num, f, dv_row[a], num.mul(t.p, g_row[a]))
 
 
+def _replayed(dropout: Dropout, num: NumberSystem, n_q: int, n_k: int) -> Callable:
+    """The reverse pass's dropout factors: the forward's realised mask, replayed (r_ij = M_ij/(1 − p))."""
+    return _dropout.factors(dropout, num, n_q, n_k)
+
+
 def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allowed=None, num=None,
-                   empty_rows: str = "error") -> Gradients:
+                   empty_rows: str = "error", dropout: Dropout | None = None) -> Gradients:
     """The reverse procedure: gradients of Φ = Σ_ia G_ia Y_ia with respect to Q, K, V.
 
     Q (n_q, d), K (n_k, d), V (n_k, v), G (n_q, v), ``forward`` from ``tiled_forward`` with the same
@@ -396,6 +429,8 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     for each allowed key the score is recomputed and p_ij = e^{s_ij − m_i}/ℓ_i uses the *frozen*
     forward statistics (no derivative of the max is taken, so ties are fine);
     γ_ij = p_ij(⟨G_i, V_j⟩ − δ_i); dQ_i += c·γ_ij·K_j, dK_j += c·γ_ij·Q_i, dV_j += p_ij·G_i.
+    ``dropout`` (the forward's, replayed): ⟨G_i, V_j⟩ becomes r_ij⟨G_i, V_j⟩ and dV_j += r_ij·p_ij·G_i;
+    δ_i = ⟨G_i, Y_i⟩ with the dropped-out Y (= Σ_j p_ij r_ij ⟨G_i, V_j⟩).
     """
     num = resolve(num)
     b = validate.block_size(block)
@@ -404,18 +439,23 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
     if len(forward.out) != p.n_q:
         raise ValueError(f"forward holds {len(forward.out)} rows, expected {p.n_q} (one per query row)")
     grads = _gradient_buffers(num, p.n_q, p.n_k, len(Qc[0]), len(p.V[0]))
-    _drive(num, p, c, Qc, Kc, Gc, forward, grads, b)
+    r = None if dropout is None else _replayed(dropout, num, p.n_q, p.n_k)
+    _drive(num, p, c, Qc, Kc, Gc, forward, grads, b, r)
     return grads
 
 
 def _drive(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, forward: TiledForward,
-           grads: Gradients, block: int) -> None:
+           grads: Gradients, block: int, r: Callable | None = None) -> None:
     """Visit the pairs in ``_schedule`` order: row i's statistics once, then each of its keys'
-    pair updates, accumulated into ``grads`` in place."""
+    pair updates (with the replayed dropout factor r(i, j) when r is given), accumulated into
+    ``grads`` in place."""
     for i, keys in _schedule(p.n_q, p.n_k, block):
         row = _row_visit(num, p, forward, Gc, i)
         for j in keys:
-            _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j)
+            if r is None:
+                _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j)
+            else:
+                _dropped_pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j, r(i, j))
 
 
 def _row_visit(num: NumberSystem, p: _ScoredInputs, forward: TiledForward, Gc: list, i) -> RowStats:
@@ -431,3 +471,13 @@ def _pair_visit(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: 
     f = p.flag(i, j)
     t = _pair_terms(num, p.score(i, j), f, row, Gc[i], p.V[j])
     _pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[j], grads.dv[j])
+
+
+def _dropped_pair_visit(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, grads: Gradients,
+                        row: RowStats, i, j, rij) -> None:
+    """``_pair_visit`` with dropout's replayed factor r_ij: dP_ij = r_ij⟨G_i, V_j⟩ (the pair's terms
+    see V_j scaled by r_ij), γ_ij = p_ij(dP_ij − δ_i), and V's pullback dV_j += r_ij·p_ij·G_i."""
+    f = p.flag(i, j)
+    t = _pair_terms(num, p.score(i, j), f, row, Gc[i], [num.mul(rij, x) for x in p.V[j]])
+    _pair_update(num, f, t._replace(p=num.mul(rij, t.p)), c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[j],
+                 grads.dv[j])

@@ -267,13 +267,22 @@ def run_campaign(kernel="torch", **kwargs) -> dict:
 def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES, budget: int = DEFAULT_BUDGET,
              seed: int = 0, profile: str | dict = "ci", checks=CHECKS, rounds: int | None = None,
              shrink_seconds: float = 60.0, determinism_runs: int = 2, seconds: float | None = None,
-             progress=None, diagnose: bool = True, oracle_fns: dict | None = None) -> Campaign:
+             progress=None, diagnose: bool = True, oracle_fns: dict | None = None,
+             tolerance: str = "empirical") -> Campaign:
     """Fuzz ``kernel`` (a ``targets.names()`` entry, a ``targets.Target`` or any attention callable) on ``device`` (default:
     CUDA when present) in each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"; one the target lacks is
     skipped and the summary says so), ``budget`` examples per search round. ``seconds``: wall-clock
     budget of the whole campaign (None: none); ``progress``: called with a dict per example;
     ``diagnose``: name the convention a deviating kernel matches instead (``diagnose.py``);
-    ``oracle_fns``: {"reference_fn": ..., "dense_fn": ...} replacements (tests plant wrong oracles)."""
+    ``oracle_fns``: {"reference_fn": ..., "dense_fn": ...} replacements (tests plant wrong oracles);
+    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``)."""
+    from .tolerance import RULES
+
+    if tolerance not in RULES:
+        raise ValueError(f"tolerance must be one of {RULES}, received {tolerance!r}")
+    if tolerance == "proved" and "fp64" in dtypes:
+        raise ValueError("the proved tolerance covers fp32, bf16 and fp16 (fp32 accumulation); "
+                         f"received dtypes {tuple(dtypes)}: pass --dtype fp32/bf16/fp16")
     t0 = time.monotonic()
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
         raise ValueError(f"seconds must be None or a number > 0 (wall-clock budget), received {seconds!r}")
@@ -296,7 +305,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an int >= 1 (examples per search round), received {budget!r}")
     prof = campaign_sets(PROFILES[profile] if isinstance(profile, str) else dict(profile), seed)
-    summary = {"kernel": target.name, "doc": target.doc, "device": device,
+    summary = {"kernel": target.name, "doc": target.doc, "device": device, "tolerance": tolerance,
                "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
                "torch": torch.__version__, "budget": budget, "seed": seed,
                "profile": profile if isinstance(profile, str) else "custom",
@@ -330,7 +339,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
             for r in range(rounds or len(checks)):
                 devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
                                determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
-                               frozenset(known_errors), oracle_fns)
+                               frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance))
                 devs = [_diagnosed(target, d, device) if diagnose else d for d in devs]
                 found.extend(devs)
                 known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")

@@ -102,6 +102,7 @@ class _Ctx(NamedTuple):
     mags: dict                   # tolerance.magnitudes of the problem
     grad: bool                   # whether the leaves require grad
     lse_grad: bool               # whether the LSE cotangent is fed back
+    tolerance: str = "empirical"  # the rule for out and lse (tolerance.RULES)
 
 
 #: head-dim padding of poisoned problems' inputs (keeps 16-byte row alignment for fp16/bf16)
@@ -209,17 +210,19 @@ def _judge_all(ctx: _Ctx, check: str, pairs) -> tuple[list, list]:
 
 # ----------------------------------------------------------------------------------- checks
 
-def _pairs_out_lse(ctx: _Ctx, out, lse):
+def _pairs_out_lse(ctx: _Ctx, out, lse, rule: str):
     e, g, (b_out, b_lse, _) = ctx.expected, ctx.gold, ctx.baseline
     empty = ctx.problem.empty_rows
-    pairs = [judge("out", out, e.out, b_out, ctx.dtype, ctx.mags, exact_zero=empty[..., None], gold=g.out)]
+    pairs = [judge("out", out, e.out, b_out, ctx.dtype, ctx.mags, exact_zero=empty[..., None], gold=g.out,
+                   rule=rule)]
     if lse is not None:
-        pairs.append(judge("lse", lse.reshape(e.lse.shape), e.lse, b_lse, ctx.dtype, ctx.mags, gold=g.lse))
+        pairs.append(judge("lse", lse.reshape(e.lse.shape), e.lse, b_lse, ctx.dtype, ctx.mags, gold=g.lse,
+                           rule=rule))
     return pairs
 
 
 def check_forward(ctx: _Ctx, run: KernelOut):
-    return _judge_all(ctx, "forward", _pairs_out_lse(ctx, run.out, run.lse))
+    return _judge_all(ctx, "forward", _pairs_out_lse(ctx, run.out, run.lse, ctx.tolerance))
 
 
 def check_gradients(ctx: _Ctx, run: KernelOut, leaves):
@@ -257,7 +260,7 @@ def check_split(ctx: _Ctx, leaves):
                 return [], []
             runs.append(r)
     out, lse = merge_partials([r.out for r in runs], [r.lse.reshape(r.out.shape[:3]) for r in runs])
-    return _judge_all(ctx, "split", _pairs_out_lse(ctx, out, lse))
+    return _judge_all(ctx, "split", _pairs_out_lse(ctx, out, lse, "empirical"))  # the merge is not in the proved bound
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -302,11 +305,12 @@ def _error(target: Target, spec, dtype: str, device: str, raised: _KernelRaised,
 
 def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, checks=CHECKS,
             max_work: int | None = None, determinism_runs: int = 2, reference_fn=None,
-            dense_fn=None) -> Examination:
+            dense_fn=None, tolerance: str = "empirical") -> Examination:
     """Run ``checks`` of ``target`` on ``spec`` in ``dtype`` ("fp64", "fp32", "fp16", "bf16").
     Raises ``Unsupported`` when the target cannot take the problem, ``HarnessError`` when the two
     oracles disagree; any other exception outside a kernel call is the harness's and propagates.
-    ``reference_fn``/``dense_fn``: replacements of the two oracles (tests plant a wrong one)."""
+    ``reference_fn``/``dense_fn``: replacements of the two oracles (tests plant a wrong one);
+    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dtype!r}")
     unknown = set(checks) - set(CHECKS)
@@ -337,7 +341,8 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     clean = oracle_inputs(problem)  # the baseline measures rounding error: it gets the poison-free inputs
     baseline = naive(dev_t(clean[0]), dev_t(clean[1]), dev_t(clean[2]), problem.allowed.to(device), problem.scale,
                      dev_t(problem.dout) if want_grads else None, problem.dlse.to(device) if lse_grad else None)
-    ctx = _Ctx(target, problem, orc.expected, orc.gold, tdtype, dtype, device, baseline, orc.mags, want_grads, lse_grad)
+    ctx = _Ctx(target, problem, orc.expected, orc.gold, tdtype, dtype, device, baseline, orc.mags, want_grads, lse_grad,
+               tolerance)
     verdicts, devs, raised_by = [], [], {}
 
     def collect(fn, *args, label):

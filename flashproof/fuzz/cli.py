@@ -69,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="examples per search round (>= 1)")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (the run is reproducible)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="size caps of the problems")
+    parser.add_argument("--tolerance", choices=("empirical", "proved"), default="empirical",
+                        help="rule for out/lse: empirical (2x a naive run) or proved (EXT-FP-ERROR; fp32/bf16/fp16)")
     parser.add_argument("--check", action="append", choices=CHECKS, help="repeatable (default: all)")
     parser.add_argument("--determinism-runs", type=int, default=2,
                         help="runs compared bitwise (>= 0; fewer than 2: the determinism check is not run)")
@@ -191,7 +193,7 @@ def _run_kernel(target, args, device, share) -> dict:
 
     c = campaign(target, device=device, dtypes=tuple(args.dtype or DEFAULT_DTYPES), budget=args.budget,
                  seed=args.seed, profile=args.profile, checks=tuple(args.check or CHECKS),
-                 determinism_runs=args.determinism_runs, seconds=share,
+                 determinism_runs=args.determinism_runs, seconds=share, tolerance=args.tolerance,
                  progress=None if args.quiet else _printer(target.name))
     s = c.summary
     if c.deviations:

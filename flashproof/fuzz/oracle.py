@@ -225,10 +225,11 @@ def read_inputs(problem: Problem) -> tuple:
             torch.where(key_read[..., None], problem.v, 0.0))
 
 
-def masked_attention(q, k, v, allowed, scale):
+def masked_attention(q, k, v, allowed, scale, drop=None):
     """Dense masked softmax attention in the dtype of q, k, v (autograd-able), following the
     empty-row convention. q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv),
-    allowed (B, Hq, Nq, Nk) → out (B, Hq, Nq, Dv), lse (B, Hq, Nq)."""
+    allowed (B, Hq, Nq, Nk) → out (B, Hq, Nq, Dv), lse (B, Hq, Nq). drop: None, or dropout's
+    multipliers r = keep/(1 − p) (B, Hq, Nq, Nk): out = (r ∘ P) V, lse undropped."""
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)   # (B, Hq, Nk, D)
     v = v.repeat_interleave(group, dim=1)   # (B, Hq, Nk, Dv)
@@ -238,4 +239,6 @@ def masked_attention(q, k, v, allowed, scale):
     s_safe = s.masked_fill(empty, 0.0)                          # never softmax an all −inf row
     p = torch.softmax(s_safe, dim=-1).masked_fill(empty, 0.0)
     lse = torch.logsumexp(s_safe, dim=-1).masked_fill(empty.squeeze(-1), float("-inf"))
+    if drop is not None:
+        p = p * drop.to(p.dtype)
     return p @ v, lse

@@ -35,6 +35,14 @@ exactly 0 in ``out`` and ``dq``, and a NaN anywhere is a deviation. If the naive
 overflows (its error is not finite) the bound is infinite and only those exact parts and
 finiteness are checked; the verdict says so (``bounded=False``).
 
+The proved rule (``--tolerance proved``, ``rule="proved"``) replaces the bound of ``out`` and ``lse``
+by the a-priori floating-point error bound of EXT-FP-ERROR (``verified/fp_bound.py``, derived by
+running the reference on an error-bounding number system): for inputs in fp32, bf16 or fp16 with
+fp32 accumulation, per entry, from n_k = Nk, d = D, the maxima of |Q|, |K|, |V| and the scale, at
+block size b = 1 (the kernel's block is not known here; b = 1 gives the largest bound of every block
+size). It depends on no baseline and no oracle. The gradients have no proved bound: they keep the
+empirical rule. fp64 inputs are not covered (their accumulation is fp64): asking for it is an error.
+
 Oracle agreement (``agree``): the verified reference and the dense float64 formula, two
 independent float64 evaluations of one function, must satisfy for every T
 
@@ -52,7 +60,10 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["FACTOR", "AGREEMENT", "floor", "magnitudes", "Verdict", "judge", "agree", "naive"]
+__all__ = ["FACTOR", "AGREEMENT", "RULES", "floor", "magnitudes", "proved_bound", "Verdict", "judge", "agree", "naive"]
+
+RULES = ("empirical", "proved")
+_PROVED_FORMATS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 FACTOR = {"out": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0}
 AGREEMENT = 2.0 ** -30
@@ -73,7 +84,22 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None) -> dict:
     mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
     return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": mo, "dq": abs(scale) * mg * mk,
-            "dk": abs(scale) * mg * mq, "score": score}
+            "dk": abs(scale) * mg * mq, "score": score,
+            "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv, "scale": float(scale)}}
+
+
+def proved_bound(name: str, mags: dict, dtype: torch.dtype) -> float:
+    """The proved bound (module docstring) on |T − T_exact| per entry, T = "out" or "lse"."""
+    if name not in ("out", "lse"):
+        raise ValueError(f"the proved rule bounds out and lse only, received {name!r}")
+    if dtype not in _PROVED_FORMATS:
+        raise ValueError(f"the proved rule covers fp32, bf16 and fp16 inputs, received {dtype}")
+    from flashproof.verified.fp_bound import forward_error_bound
+
+    b = mags["bound_inputs"]
+    fb = forward_error_bound(max(b["n_k"], 1), b["d"], 1, _PROVED_FORMATS[dtype], mq=b["mq"], mk=b["mk"],
+                             mv=b["mv"], scale=b["scale"])
+    return fb.out if name == "out" else fb.lse
 
 
 def floor(name: str, mags: dict, dtype: torch.dtype) -> float:
@@ -101,11 +127,15 @@ class Verdict(NamedTuple):
 
 
 def judge(name: str, got: torch.Tensor, ref: torch.Tensor, baseline: torch.Tensor, dtype: torch.dtype,
-          mags: dict, exact_zero: torch.Tensor | None = None, gold: torch.Tensor | None = None) -> Verdict:
+          mags: dict, exact_zero: torch.Tensor | None = None, gold: torch.Tensor | None = None,
+          rule: str = "empirical") -> Verdict:
     """Apply the rule to one tensor. got/baseline are moved to float64 CPU; ``mags`` is
     ``magnitudes(...)`` of the problem; ``exact_zero`` marks entries (broadcastable to ref) that the
     convention fixes to exactly 0; ``gold`` is the independent evaluation the baseline's error is
-    measured against (module docstring; None: ``ref``, for callers that have checked ref == gold)."""
+    measured against (module docstring; None: ``ref``, for callers that have checked ref == gold);
+    ``rule``: "empirical" or "proved" (out and lse only)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, received {rule!r}")
     if got.shape != ref.shape:
         raise ValueError(f"{name}: kernel returned shape {tuple(got.shape)}, oracle has {tuple(ref.shape)}")
     got = got.detach().to("cpu", torch.float64)
@@ -120,6 +150,8 @@ def judge(name: str, got: torch.Tensor, ref: torch.Tensor, baseline: torch.Tenso
         base_err = float("inf")
     bounded = base_err != float("inf")
     bound = FACTOR[name] * base_err + floor(name, mags, dtype) if bounded else float("inf")
+    if rule == "proved":
+        bound, bounded = proved_bound(name, mags, dtype), True
     error = diff.max().item() if diff.numel() else 0.0
 
     nan = torch.isnan(got)
@@ -153,16 +185,17 @@ def agree(name: str, a: torch.Tensor, b: torch.Tensor, mags: dict) -> Verdict:
 
 
 def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float,
-          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None):
+          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None, drop: torch.Tensor | None = None):
     """The baseline: the dense formula in the dtype of q, k, v (no upcast), on their device.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv), allowed (B, Hq, Nq, Nk), dout like
-    out, dlse (B, Hq, Nq) or None → ``(out, lse, grads)`` where grads is (dq, dk, dv) of
-    Σ dout·out (+ Σ dlse·lse) when ``dout`` is given, else None."""
+    out, dlse (B, Hq, Nq) or None, drop None or dropout's multipliers keep/(1 − p) (B, Hq, Nq, Nk)
+    → ``(out, lse, grads)`` where grads is (dq, dk, dv) of Σ dout·out (+ Σ dlse·lse) when ``dout``
+    is given, else None."""
     from .oracle import masked_attention, vjp
 
     q, k, v = (t.detach().clone().requires_grad_(dout is not None) for t in (q, k, v))
     with torch.enable_grad():
-        out, lse = masked_attention(q, k, v, allowed, scale)
+        out, lse = masked_attention(q, k, v, allowed, scale, drop)
         grads = vjp(out, lse, (q, k, v), dout, dlse) if dout is not None else None
     return out.detach(), lse.detach(), grads

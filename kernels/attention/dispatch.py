@@ -10,6 +10,8 @@ Rules (each choice is recorded in ``Plan.reasons``):
 * ``backend="torch"``: the torch kernels, forward and backward (every dtype, CPU or GPU).
 * ``backend="triton"``: the Triton kernels, forward and backward. Needs triton, and CUDA tensors or
   the interpreter for CPU tensors; not float64. It never runs Gluon.
+* Dropout (``dropout_p > 0``) runs on the torch and Triton kernels only: the Gluon kernels have no
+  dropout in their score loop (``gluon_rule``), so ``auto`` sends such a call to Triton.
 * ``backend="gluon"``: the warp-specialised sm_90 forward (``gluon_rule`` says which calls it takes);
   its backward is the Gluon one when ``deterministic=False`` and Hq = Hkv. A call it cannot take
   raises with the rule that failed — also when a gradient is needed and the Gluon backward cannot
@@ -135,6 +137,8 @@ def gluon_rule(p, d: Device) -> str | None:
         return f"window {p.window}: the Gluon kernels take no window (causal only)"
     if p.bugs:
         return "bug injection runs on the torch and Triton kernels only"
+    if p.dropout is not None:
+        return "dropout: the Gluon kernels generate no dropout bits (torch and Triton do)"
     if p.scale <= 0:
         return f"scale {p.scale} <= 0: the Gluon forward needs a positive scale"
     if not p.dense_layout:

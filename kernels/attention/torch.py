@@ -10,6 +10,11 @@ the running state per row is (m, ℓ, acc); a tile with scores s merges in as
 and at the end out = acc / ℓ (0 when ℓ = 0), lse = m + log ℓ (−inf when ℓ = 0). The backward
 recomputes p = e^(s − lse) per tile and uses δ = rowsum(dO ∘ O) − dlse.
 
+Dropout (``prob.dropout``): each tile's keep bits z are regenerated from the seed and the pairs'
+positions (``dropout.keep_bits``, the Triton kernels' Philox); the forward accumulates (p ∘ z) V and
+scales out by 1/(1 − p) (ℓ, lse undropped); the backward uses the same z: dV += (r ∘ p)ᵀ dO and
+dP = r ∘ (dO Vᵀ) with r = z/(1 − p), and δ = rowsum(dO ∘ O) with the dropped-out O.
+
 Arithmetic is float32 (float64 for float64 inputs). Tiles with no allowed pair are skipped. Keys
 or queries read only by masked pairs are zeroed before any product, so NaN/inf planted there
 cannot leak through 0 · NaN.
@@ -17,6 +22,8 @@ cannot leak through 0 · NaN.
 from __future__ import annotations
 
 import torch
+
+from .dropout import keep_bits
 
 BLOCK_N = 64  # keys per tile
 
@@ -30,7 +37,7 @@ def forward(q, k, v, prob, route=None):
     lse = torch.full((B, Hq, Nq), float("-inf"), dtype=cdt, device=q.device)
     for qs, ks, allowed in _segments(q, k, prob):
         o, l = _forward(q[:, :, qs].to(cdt), _heads(k[:, :, ks], prob).to(cdt),
-                        _heads(v[:, :, ks], prob).to(cdt), allowed, prob)
+                        _heads(v[:, :, ks], prob).to(cdt), allowed, prob, _kept(q, k, qs, ks, prob))
         out[:, :, qs], lse[:, :, qs] = o, l
     return out.to(q.dtype), lse
 
@@ -50,7 +57,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     for qs, ks, allowed in _segments(q, k, prob):
         g = _backward(q[:, :, qs].to(cdt), _heads(k[:, :, ks], prob).to(cdt),
                       _heads(v[:, :, ks], prob).to(cdt), dout[:, :, qs].to(cdt),
-                      lse_ref[:, :, qs], delta[:, :, qs], allowed, prob)
+                      lse_ref[:, :, qs], delta[:, :, qs], allowed, prob, _kept(q, k, qs, ks, prob))
         dq[:, :, qs] = g[0]
         dk[:, :, ks] = torch.zeros_like(dk[:, :, ks]).index_add_(1, head_map, g[1])
         dv[:, :, ks] = torch.zeros_like(dv[:, :, ks]).index_add_(1, head_map, g[2])
@@ -104,6 +111,21 @@ def _allowed_fn(nq, nk, window, dense, device):
     return allowed
 
 
+def _kept(q, k, qs, ks, prob):
+    """None without dropout, else kept(j0, j1) -> bool (B, Hq, n, j1 − j0): the keep bits of the
+    segment's query rows qs and its keys ks.start + j0 .. ks.start + j1 − 1 (tensor row indices)."""
+    if prob.dropout is None:
+        return None
+    B, Hq, Nq = q.shape[:3]
+    Nk, dev = k.shape[2], q.device
+    ar = lambda a, b: torch.arange(a, b, dtype=torch.int64, device=dev)  # noqa: E731
+    b, h, i = ar(0, B)[:, None, None, None], ar(0, Hq)[None, :, None, None], ar(qs.start, qs.stop)[None, None, :, None]
+
+    def kept(j0, j1):
+        return keep_bits(prob.dropout, Hq, Nq, Nk, b, h, i, ar(ks.start + j0, ks.start + j1)[None, None, None, :])
+    return kept
+
+
 def _tiles(nk, prob):
     n = nk // BLOCK_N if "tile_floor" in prob.bugs else -(-nk // BLOCK_N)
     return [(t * BLOCK_N, min((t + 1) * BLOCK_N, nk)) for t in range(n)]
@@ -114,8 +136,9 @@ def _live(a, x, dim):
     return torch.where(a.any(dim)[..., None], x, 0)
 
 
-def _forward(q, k, v, allowed, prob):
-    """One segment. q (B, Hq, n, D), k (B, Hq, m, D), v (B, Hq, m, Dv) in compute dtype."""
+def _forward(q, k, v, allowed, prob, kept=None):
+    """One segment. q (B, Hq, n, D), k (B, Hq, m, D), v (B, Hq, m, Dv) in compute dtype; kept: the
+    segment's dropout bits (``_kept``) or None."""
     B, H, n, _ = q.shape
     bugs = prob.bugs
     m = torch.full((B, H, n), float("-inf"), dtype=q.dtype, device=q.device)
@@ -135,17 +158,22 @@ def _forward(q, k, v, allowed, prob):
         alpha = torch.ones_like(m) if "no_alpha" in bugs else torch.exp(m - ref)
         p = torch.exp(s - ref[..., None])  # e^(−inf − ref) = 0 on masked pairs
         l = alpha * l + p.sum(-1)
+        if kept is not None:
+            p = torch.where(kept(j0, j1), p, 0)  # dropped pairs leave ℓ alone, only the value sum
         acc = alpha[..., None] * acc + p @ vb
         m = m_new
     empty = l == 0
     out = acc / torch.where(empty, 1, l)[..., None]
+    if kept is not None:
+        out = out * prob.dropout.scale
     lse = torch.where(empty, float("-inf"), m + torch.log(torch.where(empty, 1, l)))
     return out, lse
 
 
-def _backward(q, k, v, do, lse, delta, allowed, prob):
+def _backward(q, k, v, do, lse, delta, allowed, prob, kept=None):
     """One segment; lse with −inf replaced by 0. Returns (dq (B, Hq, n, D), dk (B, Hq, m, D),
-    dv (B, Hq, m, Dv)) per query head (the caller sums GQA groups)."""
+    dv (B, Hq, m, Dv)) per query head (the caller sums GQA groups). kept: as ``_forward``'s (the
+    same bits: the forward's mask, replayed)."""
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for j0, j1 in _tiles(k.shape[2], prob):
         a = allowed(j0, j1)
@@ -155,8 +183,12 @@ def _backward(q, k, v, do, lse, delta, allowed, prob):
         qb, dob = _live(a, q, -1), _live(a, do, -1)
         s = (qb @ kb.transpose(-1, -2)) * prob.scale  # (B, H, n, bn)
         p = torch.where(a, torch.exp(s - lse[..., None]), 0)
-        dv[:, :, j0:j1] += p.transpose(-1, -2) @ dob
+        z = None if kept is None else kept(j0, j1)  # r = z/(1 − p): dV += (r ∘ p)ᵀ dO, dP = r ∘ (dO Vᵀ)
+        pv = p if z is None else torch.where(z, p * prob.dropout.scale, 0)
+        dv[:, :, j0:j1] += pv.transpose(-1, -2) @ dob
         dp = dob @ vb.transpose(-1, -2)
+        if z is not None:
+            dp = torch.where(z, dp * prob.dropout.scale, 0)
         ds = torch.where(a, p * (dp - delta[..., None]), 0)
         dq += (ds @ kb) * prob.scale
         dk[:, :, j0:j1] += (ds.transpose(-1, -2) @ qb) * prob.scale

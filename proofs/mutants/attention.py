@@ -319,6 +319,34 @@ def pair_visit_dk_row_i(num, p, c, Qc, Kc, Gc, grads, row, i, j):
     A._pair_update(num, f, t, c, Qc[i], Kc[j], Gc[i], grads.dq[i], grads.dk[i], grads.dv[j])
 
 
+# ----------------------------------------------------------------------------------- dropout (EXT-DROPOUT)
+
+def dropout_replayed_fresh(dropout, num, n_q, n_k):
+    """the reverse pass draws a fresh dropout mask instead of replaying the forward's realised one."""
+    import random
+
+    from flashproof.verified import dropout as D
+
+    rng = random.Random(0)
+    fresh = [[rng.randint(0, 1) for _ in range(n_k)] for _ in range(n_q)]
+    return D.factors(D.Dropout(fresh, dropout.p), num, n_q, n_k)
+
+
+def dropout_factors_unscaled(dropout, num, n_q, n_k):
+    """kept probabilities are not scaled by 1/(1 − p) (r_ij = M_ij)."""
+    from flashproof.verified import dropout as D
+
+    D.check(dropout, n_q, n_k)
+    bits = [[num.const(x) for x in row] for row in dropout.keep]
+    return lambda i, j: bits[i][j]
+
+
+def backward_delta_undropped(Q, K, V, G, forward, **kw):
+    """δ_i = ⟨G_i, Y_i⟩ with the undropped output Y (Σ_j P_ij V_j) instead of the dropped-out one."""
+    undropped = A.tiled_forward(Q, K, V, **{k: x for k, x in kw.items() if k != "dropout"})
+    return _REAL_TILED_BACKWARD(Q, K, V, G, forward._replace(out=undropped.out), **kw)
+
+
 # ------------------------------------------------------------------ issue 15: unbounded scope
 
 def block_ranges_step_plus_one(n_k, block):
@@ -326,15 +354,18 @@ def block_ranges_step_plus_one(n_k, block):
     return [range(start, min(start + block, n_k)) for start in range(0, n_k, block + 1)]
 
 
-def drive_pair_swapped(num, p, c, Qc, Kc, Gc, forward, grads, block):
+def drive_pair_swapped(num, p, c, Qc, Kc, Gc, forward, grads, block, r=None):
     """the reverse pass's driver visits pair (j, i) instead of (i, j)."""
     for i, keys in _schedule(p.n_q, p.n_k, block):
         row = _row_visit(num, p, forward, Gc, i)
         for j in keys:
-            _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, j, i)
+            if r is None:
+                _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, j, i)
+            else:
+                A._dropped_pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j, r(i, j))
 
 
-def summarize_skips_last_key(scores, values, num=None, *, allowed=None):
+def summarize_skips_last_key(scores, values, num=None, *, allowed=None, drop=None):
     """summarize's sum loop stops before the block's last key (its weight never reaches ℓ or z)."""
     num = resolve(num)
     flags = [num.true()] * len(scores) if allowed is None else list(allowed)
@@ -345,8 +376,9 @@ def summarize_skips_last_key(scores, values, num=None, *, allowed=None):
     nonempty = num.any_(flags)
     m_ref = num.where(nonempty, m, num.score_zero())
     l, z = num.zero(), [num.zero() for _ in range(v)]
-    for s, vj, f in zip(scores[:-1], values[:-1], flags[:-1]):
-        l, z = A._sum_step(num, m_ref, l, z, s, vj, f)
+    drops = [None] * len(scores) if drop is None else list(drop)
+    for s, vj, f, r in zip(scores[:-1], values[:-1], flags[:-1], drops[:-1]):
+        l, z = A._sum_step(num, m_ref, l, z, s, vj, f, r)
     return Summary(m, l, z, nonempty)
 
 
@@ -355,7 +387,7 @@ def max_step_ignores_mask(num, m, s, f):
     return num.score_max(m, s)
 
 
-def sum_step_unweighted(num, m_ref, l, z, s, vj, f):
+def sum_step_unweighted(num, m_ref, l, z, s, vj, f, r=None):
     """the sum step adds v_j to z without the weight p = e^{s−m}."""
     p = num.exp(num.where(f, num.score_sub(s, m_ref), num.score_neg_inf()))
     return num.add(l, p), [num.where(f, num.add(za, va), za) for za, va in zip(z, vj)]

@@ -36,8 +36,10 @@ def _signature(fn, dt, consts):
             sig[n] = f"tensordesc<{dt}[1, 1, {consts[rows]}, {consts[cols]}]>"
         elif n in _DATA_PTRS or (n == "DV" and fn.__name__ == "attn_bwd_dkdv"):
             sig[n] = f"*{dt}"
-        elif n in ("qk_scale", "sm_scale"):
+        elif n in ("qk_scale", "sm_scale", "drop_scale"):
             sig[n] = "fp32"
+        elif n in ("seed", "drop_t"):  # a 63-bit seed, a threshold up to 2^32 - 1
+            sig[n] = "i64"
         else:
             sig[n] = "i32"
     return sig, {n: consts[n] for n, t in sig.items() if t == "constexpr"}
@@ -45,11 +47,13 @@ def _signature(fn, dt, consts):
 
 BASE = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=64, BLOCK_DV=64, IS_VARLEN=False, HAS_LEFT=False, HAS_RIGHT=True,
             HAS_MASK=False, HAS_TILES=False, TILE_Q=0, TILE_K=0, GQA_MAP=False, NO_ALPHA=False, NO_MAX=False,
-            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True)
+            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, DROPOUT=False)
 VARIANTS = {
     "plain": {},
     "descriptors_d128": dict(USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "descriptors_tiles": dict(USE_DESC=True, HAS_TILES=True, TILE_Q=128, TILE_K=128, BLOCK_D=128, BLOCK_DV=64),
+    "dropout_descriptors_d128": dict(DROPOUT=True, USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
+    "dropout_varlen_window_mask": dict(DROPOUT=True, IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True),
     "varlen_window_mask_tiles": dict(IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True, HAS_TILES=True, TILE_Q=64,
                                      TILE_K=64, BLOCK_D=32, BLOCK_DV=128),
 }

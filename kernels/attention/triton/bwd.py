@@ -11,6 +11,10 @@ Every program writes only its own tiles, in a fixed order: no atomics, bitwise i
 run, 7 N²d products. (The dispatcher sends deterministic=False calls that the Gluon backward takes
 there; every other Triton backward is this one.)
 
+Dropout (DROPOUT): the forward's keep bits are regenerated (``fwd.dropout_keep``, same seed and
+positions; nothing was saved) and replayed: dV += (r ∘ P)ᵀ dO and dP = r ∘ (dO Vᵀ) with
+r = keep / (1 − p); δ = rowsum(dO ∘ O) is unchanged (O is the dropped-out output).
+
 Masked pairs have P = dS = 0 by ``where`` (not by 0 · x), and rows/keys that no allowed pair
 reads are zeroed before a product, so planted NaN/inf cannot leak.
 
@@ -26,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .fwd import allowed_pairs, allowed_tile, key_range, load_kv, seq_bounds
+from .fwd import DROPOUT_RUNTIME, allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv, seq_bounds
 
 
 @triton.jit
@@ -87,7 +91,8 @@ def query_range(n0, q_len, k_len, left, right, BLOCK_M: tl.constexpr, BLOCK_N: t
 def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sdn, sdd,
                start_m, offs_n, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                qk_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
-               HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
+               HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
+               seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
@@ -128,8 +133,14 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
         live = tl.max(okT.to(tl.int32), axis=0) > 0  # query rows some key of this block reads
         qT = tl.where(live[None, :], qT, 0.0)
         do = tl.where(live[:, None], do, 0.0)
-    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    if DROPOUT:  # the forward's bits, replayed
+        keepT = dropout_keep(seed, drop_t, drop_base, offs_m[None, :], offs_n[:, None], Nk)  # (BN, BM)
+        dv = tl.dot(tl.where(keepT, pT * drop_scale, 0.0).to(do.dtype), do, dv, input_precision=DOT_PREC)
+    else:
+        dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)  # (BN, BM)
+    if DROPOUT:
+        dpT = tl.where(keepT, dpT * drop_scale, 0.0)
     dsT = pT * (dpT - delta[None, :])
     if MASKED:
         dsT = tl.where(okT, dsT, 0.0)
@@ -137,15 +148,15 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
     return dk, dv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=DROPOUT_RUNTIME)
 def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_IDX,
                   sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+                  seed, drop_t, drop_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr):
     """Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV) in the input
     dtype. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M, BLOCK_D|BLOCK_DV])
     streamed by TMA; the host checked TMA's layout rules (not varlen)."""
@@ -190,6 +201,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
             do_base = DO + bb * sdb + h * sdh + q_start.to(tl.int64) * sdn
         desc_h = h.to(tl.int32)
         row_base = (bb * Hq + h) * Nq + q_start
+        drop_base = row_base * Nk + k_start  # the dropout counter of pair (0, 0) of this query head
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
         if HAS_TILES:
             SUBS: tl.constexpr = TILE_Q // BLOCK_M
@@ -203,24 +215,27 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                                         sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                         diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                         desc_b, desc_h, BLOCK_M, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                        DOT_PREC, USE_DESC)
+                                        DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
                 idx += n_g
         else:
             for start_m in range(a, c1, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
-                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
             for start_m in range(c1, c2, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
-                                    desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                                    desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
             for start_m in range(c2, hi, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
-                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                                    desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
              dk.to(DK.dtype.element_ty), mask=in_k[:, None] & (offs_d[None, :] < D))
@@ -232,7 +247,8 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
 def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr):
+             HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
+             seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
@@ -245,6 +261,8 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
         live = tl.max(ok.to(tl.int32), axis=0) > 0
         k = tl.where(live[:, None], k, 0.0)
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
+    if DROPOUT:  # the forward's bits, replayed: dP = r ∘ (dO Vᵀ)
+        dp = tl.where(dropout_keep(seed, drop_t, drop_base, offs_m[:, None], offs_n[None, :], Nk), dp * drop_scale, 0.0)
     ds = p * (dp - delta[:, None])
     if MASKED:
         ds = tl.where(ok, ds, 0.0)
@@ -252,15 +270,15 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
     return dq
 
 
-@triton.jit
+@triton.jit(do_not_specialize=DROPOUT_RUNTIME)
 def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                 sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
                 Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, sm_scale, left, right, Q_BUCKET,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+                seed, drop_t, drop_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                 IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr):
+                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr):
     """Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype.
     USE_DESC: K and V are 4-D tensor descriptors (blocks [1, 1, BLOCK_N, BLOCK_D|BLOCK_DV]) streamed
     by TMA; the host checked TMA's layout rules (not varlen)."""
@@ -290,6 +308,7 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     do = tl.load(DO + bb * sdb + h.to(tl.int64) * sdh + q_off * sdn + offs_dv[None, :] * sdd,
                  mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0)
     row_base = (bb * Hq + h) * Nq + q_start
+    drop_base = row_base * Nk + k_start  # the dropout counter of pair (0, 0)
     lse = tl.load(LSE + row_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(DELTA + row_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
@@ -316,21 +335,24 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                               offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                               qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                              DOT_PREC, USE_DESC)
+                              DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
+                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
         for start_n in range(c1, c2, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                          False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
+                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
         for start_n in range(c2, hi, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
-                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC)
+                          True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
+                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
     dq = dq * sm_scale
     tl.store(DQ + bb * sdqb + h.to(tl.int64) * sdqh + q_off * sdqn + offs_d[None, :] * sdqd,
              dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))

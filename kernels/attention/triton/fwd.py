@@ -10,6 +10,10 @@ Running state per row: m_i (max of s₂ so far), l_i (Σ 2^(s₂ − m_i)), acc 
 Empty-state guard: while a row has seen no allowed key, m_i = −inf and the rescale reference
 is 0 instead, so (−inf) − (−inf) never occurs. Result: out = acc / l_i (0 if l_i = 0) and
 lse = (m_i + log2 l_i) · ln 2 (−inf if l_i = 0).
+
+Dropout (DROPOUT): after l_i has taken the tile's undropped p, the pairs whose keep bit is 0
+(``dropout_keep``: Philox of the seed and the pair's position, ``../dropout.py``) leave acc alone;
+out is scaled by 1/(1 − p) at the end. The backward regenerates the same bits.
 """
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: e^x = 2^(x · LOG2E)
 LN2 = 0.6931471805599453
+#: dropout's run-time scalars, not specialised on their values (== 1, divisible by 16), so a new seed or p
+#: compiles nothing new (only the int width, i32 or i64, still follows the value)
+DROPOUT_RUNTIME = ["seed", "drop_t"]
 
 
 @triton.jit
@@ -62,6 +69,15 @@ def allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi
     """bool (BM, BN) for query rows offs_m and keys offs_n."""
     return allowed_pairs(offs_m[:, None], offs_n[None, :], q_len, k_len, diag, left, right, mask_base, smi, smj,
                          q_start, HAS_LEFT, HAS_RIGHT, HAS_MASK)
+
+
+@triton.jit
+def dropout_keep(seed, drop_t, base, rows, cols, Nk):
+    """bool keep bits of the pairs (rows, cols) (broadcast) of one (batch, query head, sequence):
+    base = ((b · Hq + h) · Nq + q_start) · Nk + k_start (int64), so the Philox counter is the pair's
+    offset ((b · Hq + h) · Nq + i) · Nk + j in the q, k tensors; kept iff the 32-bit draw ≥ drop_t."""
+    offset = base + rows.to(tl.int64) * Nk + cols.to(tl.int64)
+    return tl.randint(seed, offset).to(tl.int64) >= drop_t
 
 
 @triton.jit
@@ -120,7 +136,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr,
               NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr,
-              FMA: tl.constexpr):
+              FMA: tl.constexpr, seed, drop_t, drop_base, Nk, DROPOUT: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
@@ -158,23 +174,27 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
             alpha = tl.math.exp2(m_i - m_ref)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
+    if DROPOUT:  # ℓ took the undropped p; a dropped pair only leaves the value sum
+        p = tl.where(dropout_keep(seed, drop_t, drop_base, offs_m[:, None], offs_n[None, :], Nk), p, 0.0)
     acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
     return acc, l_i, m_new
 
 
-@triton.jit
+@triton.jit(do_not_specialize=DROPOUT_RUNTIME)
 def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, son, sod,
              smb, smh, smi, smj, Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, left, right, Q_BUCKET,
-             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+             seed, drop_t, drop_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
              IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
              DOT_PREC: tl.constexpr, NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr,
-             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, FMA: tl.constexpr):
+             TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, FMA: tl.constexpr,
+             DROPOUT: tl.constexpr):
     """Grid (cdiv(max Nq, BLOCK_M), B·Hq). q (B, Hq, Nq, D) -> O (B, Hq, Nq, DV), LSE (B, Hq, Nq) fp32.
     USE_DESC (not varlen; the host checked TMA's alignment rules): Q, K, V are 4-D tensor descriptors
     with blocks [1, 1, BLOCK_M|BLOCK_N, BLOCK_D|BLOCK_DV] (set by the autotuner's pre-hook), loaded by
-    TMA with zero fill past the ragged end and the head dim; otherwise they are pointers."""
+    TMA with zero fill past the ragged end and the head dim; otherwise they are pointers. DROPOUT:
+    keep bits from (seed, position), drop below drop_t, kept scaled by drop_scale = 1/(1 − p)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     tl.static_assert(BLOCK_D >= 16 and BLOCK_DV >= 16, "head dims are padded to >= 16")
     if HAS_TILES:
@@ -213,6 +233,7 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
     diag = k_len - q_len
+    drop_base = ((bb * Hq + h) * Nq + q_start) * Nk + k_start  # int64: the dropout counter of pair (0, 0)
     ALL_MASKED: tl.constexpr = HAS_MASK or NO_ALPHA or NO_MAX or UNGUARDED or TILE_FLOOR
     a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, ALL_MASKED)
     if TILE_FLOOR:
@@ -235,27 +256,32 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                                           offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                           smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, g == 0 or ALL_MASKED,
                                           HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC,
-                                          FMA)
+                                          FMA, seed, drop_t, drop_base, Nk, DROPOUT)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
+                                      seed, drop_t, drop_base, Nk, DROPOUT)
         for start_n in range(c1, c2, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
+                                      seed, drop_t, drop_base, Nk, DROPOUT)
         for start_n in range(c2, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA)
+                                      DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
+                                      seed, drop_t, drop_base, Nk, DROPOUT)
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
+    if DROPOUT:
+        out = out * drop_scale
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)  # · ln 2
     rows = offs_m < q_len
     o_base = O + bb * sob + h.to(tl.int64) * soh + q_start.to(tl.int64) * son

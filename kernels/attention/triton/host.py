@@ -114,7 +114,7 @@ def _smem_estimate(c, args) -> int:
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
-        "TILE_K", "DOT_PREC"]
+        "TILE_K", "DOT_PREC", "DROPOUT"]
 #: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
 #: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
 #: ``tests/kernels/test_correctness.py`` runs each shape on its own against the oracle.
@@ -228,7 +228,10 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     dev = q.device
     dummy_i, dummy_u8 = _dummies(dev)
     left, right = prob.window
-    c = dict(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
+    drop = prob.dropout  # placeholders (never read) without dropout
+    c = dict(seed=drop.seed if drop else 0, drop_t=drop.t if drop else 0, drop_scale=drop.scale if drop else 1.0,
+             DROPOUT=drop is not None)
+    c.update(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
              **dict(zip(("left", "right"), _index_args(prob.window, Nq, Nk))),
              HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
              BLOCK_D=_pad(D), BLOCK_DV=_pad(Dv), DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
@@ -298,6 +301,11 @@ def _common_once(q, k, v, prob, lists):
     return c
 
 
+def _dropout_args(c):
+    """The dropout arguments of every kernel: seed, drop threshold, 1/(1 − p), DROPOUT."""
+    return {n: c[n] for n in ("seed", "drop_t", "drop_scale", "DROPOUT")}
+
+
 def forward(q, k, v, prob, route, tuned=None, mem=torch):
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32.
     route: the ``dispatch.Plan`` (tuning, fma). For the kernel tests only (``attention()`` passes
@@ -321,7 +329,7 @@ def forward(q, k, v, prob, route, tuned=None, mem=torch):
             TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
             NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
             TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-            FMA=route.fma)
+            FMA=route.fma, **_dropout_args(c))
     return out, lse
 
 
@@ -354,7 +362,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
     dlt = delta(out, dout, lse, dlse, mem)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"])
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"], **_dropout_args(c))
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731

@@ -2,15 +2,16 @@
 over its two key loops, in the exp domain (weights w = e^s > 0, z3 reals):
 
 * loop shape (read from the code object's AST, not retyped): each of ``summarize``'s two ``for``
-  loops runs over ``zip`` of the function's own whole sequences (``scores``/``flags``, then
-  ``scores``/``values``/``flags``: no slice, so every key of the block is visited once, in order),
+  loops runs over ``zip`` of whole sequences of the block's length (``scores``/``flags``, then
+  ``scores``/``values``/``flags``/``drops``: no slice, so every key is visited once, in order),
   and its body is ONE assignment ``state = step(num, …, state, key…)`` of ``_max_step`` /
   ``_sum_step``: the state after key j is the step applied to the state before key j and key j;
 * max step (z3): if m represents the maximum M of the allowed keys seen so far (m = M > 0 when one
   was allowed, m = 0, the weight of −∞, when none), ``_max_step`` with key (w, f) represents the
   maximum of that set plus the key when f holds;
 * sum step (z3, any v under A-COORDINATEWISE): for the fixed reference m_ref > 0, if ℓ·m_ref = P
-  and z·m_ref = R over the keys seen so far, ``_sum_step`` gives P + [f]w and R + [f]w·v_j;
+  and z·m_ref = R over the keys seen so far, ``_sum_step`` gives P + [f]w and R + [f]w·v_j
+  (without dropout, r = None: the theorem's case; the dropout extension has its own obligations);
 * base and tail (z3): the initial m = 0, ℓ = 0, z = 0 represent ∅; ``summarize``'s own tail, run
   with the loops' results replaced by states satisfying those invariants, returns m > 0 with
   m·ℓ = P, m·z = R for a nonempty block and ℓ = 0, z = 0 for an empty one.
@@ -37,7 +38,7 @@ from flashproof.proofs.numbers.symbolic import num, reals
 V_BOUNDS = {"v": 16}
 
 #: per loop of summarize, in order: the sequences zip must run over and the step its body applies
-LOOPS = ((("scores", "flags"), "_max_step"), (("scores", "values", "flags"), "_sum_step"))
+LOOPS = ((("scores", "flags"), "_max_step"), (("scores", "values", "flags", "drops"), "_sum_step"))
 
 
 def _names(node) -> list:
@@ -107,7 +108,7 @@ def _base_and_tail(ctx) -> Outcome:
         seen.setdefault("m0", m)
         return z3.If(ne, M, 0)
 
-    def sum_step(num_, m_ref, l, z, s, vj, f):
+    def sum_step(num_, m_ref, l, z, s, vj, f, r=None):
         seen.setdefault("l0", (l, z))
         seen["m_ref"] = m_ref
         return L, Z
