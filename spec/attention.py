@@ -17,7 +17,7 @@ the sum over S of e^{s_j − m}, and the same exponentially weighted sum of the 
 gets a separate symbol ⊥ with no numbers. Two summaries of disjoint sets combine by ⋆: take the larger
 maximum m', rescale each side's ℓ and z by e^{(its m) − m'} and add. z/ℓ is the attention output on S.
 """,
-     checked_by=("ATT-MERGE-IDENTITY", "ATT-MERGE-UNION", "ATT-SUMMARIZE-BLOCK"),
+     checked_by=("ATT-MERGE-IDENTITY", "ATT-MERGE-UNION", "ATT-SUMMARIZE-ANY-B", "ATT-SUMMARIZE-BLOCK"),
      assumptions=("A-EXP-ISO",))
 
 item("ALG-TILED", "algorithm", "Exact tiled softmax attention with block-recomputed reverse pass", source=PAGE,
@@ -28,7 +28,8 @@ otherwise merge with ⋆; finally output z/ℓ and keep m and ℓ. Reverse: with
 allowed score, p = e^{s−m}/ℓ, γ = p(⟨G_i, V_j⟩ − ⟨G_i, Y_i⟩), and accumulate c·γ·K_j into dQ_i, c·γ·Q_i
 into dK_j and p·G_i into dV_j. No n×n array is stored.
 """,
-     checked_by=("ATT-PARTITION", "ATT-SUMMARIZE-BLOCK", "ATT-TILED-STEP", "ATT-GRAD-SCHEDULE"))
+     checked_by=("ATT-PARTITION", "ATT-SUMMARIZE-ANY-B", "ATT-SUMMARIZE-BLOCK", "ATT-TILED-STEP",
+                 "ATT-GRAD-SCHEDULE"))
 
 item("THM-EXACT", "theorem", "The tiled forward and its recomputed reverse pass are exact", source=PAGE,
      provenance=LIT_AI, uses=("DEF-SUMMARY", "ALG-TILED"), statement="""
@@ -38,7 +39,7 @@ the dense masked softmax attention rows, and the reverse procedure returns exact
 """,
      checked_by=("ATT-MERGE-UNION", "ATT-TILED-STEP", "ATT-TILED-BASE-FINAL", "ATT-PARTITION",
                  "ATT-TILED-BOUNDED", "ATT-TILED-MASKS", "ATT-GRAD-SCHEDULE", "ATT-GRAD-SOFTMAX", "ATT-GRAD-CHAIN",
-                 "ATT-GRAD"),
+                 "ATT-GRAD", "ATT-GRAD-ROUTING"),
      assumptions=("A-NONEMPTY-ROW",))
 
 item("THM-MEMORY", "theorem", "Linear retained memory, O(b+v) workspace and quadratic arithmetic", source=PAGE,

@@ -98,21 +98,30 @@ def summarize(scores: Sequence, values: Sequence, num: Any = None, *, allowed: S
     num = resolve(num)
     flags = [num.true()] * len(scores) if allowed is None else list(allowed)
     v = len(values[0])
-    neg_inf = num.score_neg_inf()
-    m = neg_inf
+    m = num.score_neg_inf()
     for s, f in zip(scores, flags):
-        m = num.score_max(m, num.where(f, s, neg_inf))
+        m = _max_step(num, m, s, f)
     nonempty = num.any_(flags)
     m_ref = num.where(nonempty, m, num.score_zero())  # ⊥ has no max: never subtract −∞ from −∞
-    l = num.zero()
-    z = [num.zero() for _ in range(v)]
-    for t, (s, vj, f) in enumerate(zip(scores, values, flags)):
-        p = num.exp(num.where(f, num.score_sub(s, m_ref), neg_inf))  # e^{s−m} ≤ 1, or 0 when masked
-        l = num.add(l, p)
-        pv = p if drop is None else num.mul(p, drop[t])  # dropout weights the value row, not ℓ
-        # a masked key's value row is never read: 0·NaN would be NaN
-        z = [num.where(f, num.add(za, num.mul(pv, va)), za) for za, va in zip(z, vj)]
+    l, z = num.zero(), [num.zero() for _ in range(v)]
+    drops = [None] * len(scores) if drop is None else list(drop)  # dropout weights the value row, not ℓ
+    for s, vj, f, r in zip(scores, values, flags, drops):
+        l, z = _sum_step(num, m_ref, l, z, s, vj, f, r)
     return Summary(m, l, z, nonempty)
+
+
+def _max_step(num: NumberSystem, m, s, f):
+    """One key of the block maximum: max(m, s) when the key's flag f holds, m otherwise."""
+    return num.score_max(m, num.where(f, s, num.score_neg_inf()))
+
+
+def _sum_step(num: NumberSystem, m_ref, l, z: list, s, vj: Sequence, f, r=None) -> tuple:
+    """One key of ℓ and z (length v) against the block's reference m_ref: p = e^{s−m_ref} (0 when
+    masked) is added to ℓ and p·v_j to z (p·r·v_j with a dropout multiplier r); returns (ℓ, z)."""
+    p = num.exp(num.where(f, num.score_sub(s, m_ref), num.score_neg_inf()))  # e^{s−m} ≤ 1, or 0 when masked
+    pv = p if r is None else num.mul(p, r)
+    # a masked key's value row is never read: 0·NaN would be NaN
+    return num.add(l, p), [num.where(f, num.add(za, num.mul(pv, va)), za) for za, va in zip(z, vj)]
 
 
 def merge(a: Summary, b: Summary, num: Any = None) -> Summary:
@@ -431,14 +440,22 @@ def tiled_backward(Q, K, V, G, forward: TiledForward, *, scale, block: int, allo
         raise ValueError(f"forward holds {len(forward.out)} rows, expected {p.n_q} (one per query row)")
     grads = _gradient_buffers(num, p.n_q, p.n_k, len(Qc[0]), len(p.V[0]))
     r = None if dropout is None else _replayed(dropout, num, p.n_q, p.n_k)
-    for i, keys in _schedule(p.n_q, p.n_k, b):
+    _drive(num, p, c, Qc, Kc, Gc, forward, grads, b, r)
+    return grads
+
+
+def _drive(num: NumberSystem, p: _ScoredInputs, c, Qc: list, Kc: list, Gc: list, forward: TiledForward,
+           grads: Gradients, block: int, r: Callable | None = None) -> None:
+    """Visit the pairs in ``_schedule`` order: row i's statistics once, then each of its keys'
+    pair updates (with the replayed dropout factor r(i, j) when r is given), accumulated into
+    ``grads`` in place."""
+    for i, keys in _schedule(p.n_q, p.n_k, block):
         row = _row_visit(num, p, forward, Gc, i)
         for j in keys:
             if r is None:
                 _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j)
             else:
                 _dropped_pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j, r(i, j))
-    return grads
 
 
 def _row_visit(num: NumberSystem, p: _ScoredInputs, forward: TiledForward, Gc: list, i) -> RowStats:

@@ -7,7 +7,7 @@ with ``unittest.mock.patch.object`` and re-run the obligation's own checker, whi
 from __future__ import annotations
 
 from flashproof.verified import attention as A
-from flashproof.verified.attention import BOTTOM, Summary
+from flashproof.verified.attention import BOTTOM, Summary, _pair_visit, _row_visit, _schedule
 from flashproof.verified.numbers import resolve
 
 
@@ -345,3 +345,49 @@ def backward_delta_undropped(Q, K, V, G, forward, **kw):
     """δ_i = ⟨G_i, Y_i⟩ with the undropped output Y (Σ_j P_ij V_j) instead of the dropped-out one."""
     undropped = A.tiled_forward(Q, K, V, **{k: x for k, x in kw.items() if k != "dropout"})
     return _REAL_TILED_BACKWARD(Q, K, V, G, forward._replace(out=undropped.out), **kw)
+
+
+# ------------------------------------------------------------------ issue 15: unbounded scope
+
+def block_ranges_step_plus_one(n_k, block):
+    """the block loop steps by b + 1, so the key between two blocks is skipped."""
+    return [range(start, min(start + block, n_k)) for start in range(0, n_k, block + 1)]
+
+
+def drive_pair_swapped(num, p, c, Qc, Kc, Gc, forward, grads, block, r=None):
+    """the reverse pass's driver visits pair (j, i) instead of (i, j)."""
+    for i, keys in _schedule(p.n_q, p.n_k, block):
+        row = _row_visit(num, p, forward, Gc, i)
+        for j in keys:
+            if r is None:
+                _pair_visit(num, p, c, Qc, Kc, Gc, grads, row, j, i)
+            else:
+                A._dropped_pair_visit(num, p, c, Qc, Kc, Gc, grads, row, i, j, r(i, j))
+
+
+def summarize_skips_last_key(scores, values, num=None, *, allowed=None, drop=None):
+    """summarize's sum loop stops before the block's last key (its weight never reaches ℓ or z)."""
+    num = resolve(num)
+    flags = [num.true()] * len(scores) if allowed is None else list(allowed)
+    v = len(values[0])
+    m = num.score_neg_inf()
+    for s, f in zip(scores, flags):
+        m = A._max_step(num, m, s, f)
+    nonempty = num.any_(flags)
+    m_ref = num.where(nonempty, m, num.score_zero())
+    l, z = num.zero(), [num.zero() for _ in range(v)]
+    drops = [None] * len(scores) if drop is None else list(drop)
+    for s, vj, f, r in zip(scores[:-1], values[:-1], flags[:-1], drops[:-1]):
+        l, z = A._sum_step(num, m_ref, l, z, s, vj, f, r)
+    return Summary(m, l, z, nonempty)
+
+
+def max_step_ignores_mask(num, m, s, f):
+    """the block maximum's step takes every key, masked or not."""
+    return num.score_max(m, s)
+
+
+def sum_step_unweighted(num, m_ref, l, z, s, vj, f, r=None):
+    """the sum step adds v_j to z without the weight p = e^{s−m}."""
+    p = num.exp(num.where(f, num.score_sub(s, m_ref), num.score_neg_inf()))
+    return num.add(l, p), [num.where(f, num.add(za, va), za) for za, va in zip(z, vj)]

@@ -90,8 +90,8 @@ def test_no_registered_item_reads_unbounded_on_bounded_evidence():
     for ob in obs.values():
         if ob.of is None and ob.scope == "unbounded" and ob.bounds:
             assert ob.why_unbounded, ob.id
-    # what the registry says today: the gradient half of THM-EXACT is a bounded proof
-    assert sc["THM-EXACT"].scope == "bounded" and "ATT-GRAD" in sc["THM-EXACT"].bounded_by
+    # what the registry says today: THM-EXACT reads every n (tests/proofs/test_thm_exact_scope.py says by which proofs)
+    assert sc["THM-EXACT"].scope == "unbounded" and not sc["THM-EXACT"].bounded_by
     assert obs["ATT-TILED-BOUNDED"].role == "cross-check" and obs["ATT-TILED-MASKS"].role == "cross-check"
 
 

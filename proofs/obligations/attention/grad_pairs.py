@@ -12,13 +12,16 @@ used: it is a free symbol (any frozen shift, so tied maxima are included).
   exactly when the pair's flag holds (z3, symbolic flag); ``_row_visit`` and ``_pair_visit`` run
   with symbolic z3 integers i, j on stand-in containers, and every subscript they make is proved to
   be i or j (a pair reads Q_i, K_j, V_j, G_i, s_ij and writes dQ_i, dK_j, dV_j — for every n_q,
-  n_k); ``_gradient_buffers`` allocates (n_q, d), (n_k, d), (n_k, v) (checked at pairwise
-  distinct sizes); ``_schedule`` visits every (i, j) of [0, n_q) × [0, n_k) once (its keys are
-  ``block_ranges``, a partition for every n by ATT-PARTITION; the code checked exhaustively on a
-  grid). The six-line driver of ``tiled_backward`` that wires these together is checked by running
-  it: it returns the sum over allowed pairs of each pair's update, for every rectangular shape
-  n_q, n_k ≤ 4 both ways (exact rationals; exp and log replaced by fixed rational functions, since
-  this step is about where terms go, not what exp is).
+  n_k); ``_gradient_buffers`` allocates (n_q, d), (n_k, d), (n_k, v) (its loops run on symbolic
+  z3 Ints); ``_schedule``, run on z3 Ints n_q, n_k, b with each of its loops entered once for an
+  arbitrary iteration (``support.range_exec``; ``block_ranges`` inside it likewise), visits
+  exactly the pairs of [0, n_q) × [0, n_k), each by one combination of iterations; ``_drive``, the
+  loop of ``tiled_backward``, run the same way with recording stand-ins, makes row i's visit and
+  then pair (i, j)'s visit with that row, the same buffers and inputs, and neither of its loops
+  carries a name between iterations (AST), so one symbolic iteration covers them all. That a
+  sequence of in-place additions over pairs visited once each leaves their sum is used as
+  mathematics. ATT-GRAD-ROUTING re-runs the whole reverse pass on exact rationals at small
+  rectangular shapes (n_q, n_k ≤ 4) as a cross-check.
 * ATT-GRAD-SOFTMAX — per pair, with a symbolic row (P_i = w + P_rest, R_ia = w V_ja + R_rest,a for
   the other allowed keys, whatever their number): ``_pair_terms`` gives p_ij = w/P_i and
   γ_ij = p_ij(⟨G_i,V_j⟩ − δ_i), and γ_ij = ∂Φ_i/∂s_ij for every v, by induction on v over the
@@ -36,9 +39,13 @@ re-checks the whole composition on the unrolled code as a cross-check.
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import itertools
 import random
+import textwrap
 from fractions import Fraction
+from typing import NamedTuple
 from unittest.mock import patch
 
 import sympy as sp
@@ -50,6 +57,7 @@ from flashproof.verified.numbers import SympyNum
 from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove
 from flashproof.proofs.mutants import attention as mutants
 from flashproof.proofs.numbers.ufrational import UFRationalNum
+from flashproof.proofs.support import range_exec
 from flashproof.proofs.support.sympy_gradient import vanishes
 
 ASSUMES = ["A-SOLVER-TRUST"]
@@ -62,18 +70,133 @@ def _fail(step: str, expr, solver="sympy") -> Outcome:
 
 # ---------------------------------------------------------------------------------- schedule
 
-def _schedule_code(n_max: int):
-    """``_schedule`` visits [0, n_q) × [0, n_k) once each, row by row, for n_q, n_k ≤ n_max, b ≤ n_k + 1."""
-    for n_q, n_k in itertools.product(range(1, n_max + 1), repeat=2):
-        want = [(i, j) for i in range(n_q) for j in range(n_k)]
-        for b in range(1, n_k + 2):
-            got = [(i, j) for i, keys in att._schedule(n_q, n_k, b) for j in keys]
-            if got != want:
-                extra = sorted(set(got) - set(want))[:4]
-                missing = sorted(set(want) - set(got))[:4]
-                return {"n_q": n_q, "n_k": n_k, "b": b, "visited": len(got), "expected": len(want),
-                        "extra": str(extra), "missing": str(missing)}
-    return None
+def _symbolic_schedule():
+    """``_schedule`` shimmed for symbolic runs; ``att.block_ranges`` (read through the module by
+    some variants) must be patched to the shimmed ``block_ranges`` around the run."""
+    blocks = range_exec.shim(att.block_ranges)
+    return range_exec.shim(att._schedule, block_ranges=blocks), blocks
+
+
+def _schedule_sym(ctx) -> Outcome:
+    """``_schedule`` run on z3 Ints n_q, n_k ≥ 0, b ≥ 1, each loop entered once for an arbitrary
+    iteration (no loop of it carries state: a ``for`` yielding, and a generator over blocks):
+    the visited (i, j) lie in [0, n_q) × [0, n_k), every pair there is visited, and by exactly one
+    combination of iterations (once)."""
+    n_q, n_k, b = z3.Ints("n_q n_k b")
+    sched, blocks = _symbolic_schedule()
+    range_exec.clear()
+    with patch.object(att, "block_ranges", blocks):
+        visits = [(i, j) for i, keys in sched(n_q, n_k, b) for j in keys]
+    if len(visits) != 1:
+        return Outcome("refuted", counterexample={"symbolic_visits": len(visits)}, solver="z3",
+                       detail="_schedule did not run as one symbolic (i, j) iteration")
+    (i, j), = visits
+    ts = [sc.t for sc in range_exec.SCOPES]
+    scope = z3.And(*[c for sc in range_exec.SCOPES for c in sc.conds])
+    hyp = [n_q >= 0, n_k >= 0, b >= 1]
+    inside = z3.And(0 <= i, i < n_q, 0 <= j, j < n_k)
+    out = z3_prove(z3.Implies(scope, inside), ctx, hypotheses=hyp)
+    if out.status != "proved":
+        return out._replace(detail="_schedule visits a pair outside [0, n_q) × [0, n_k): " + out.detail)
+    I, J = z3.Ints("I J")  # completeness: every pair of the rectangle has a visiting iteration,
+    # the witness: the row loop at I, every later loop at the iteration whose element is ≤ J nearest
+    # (t = (J − start)/step, its start evaluated at the earlier loops' witnesses)
+    if len(range_exec.SCOPES) != 3:
+        return Outcome("refuted", counterexample={"loops": len(range_exec.SCOPES)}, solver="z3",
+                       detail="_schedule: expected a row loop, a block loop and a key loop")
+    wit: list = []
+    for k, sc in enumerate(range_exec.SCOPES):
+        start = z3.substitute(z3.substitute(sc.x, (sc.t, z3.IntVal(0))), *wit) if wit else z3.substitute(sc.x, (sc.t, z3.IntVal(0)))
+        step = z3.simplify(z3.substitute(sc.x, (sc.t, z3.IntVal(1))) - z3.substitute(sc.x, (sc.t, z3.IntVal(0))))
+        wit.append((sc.t, ((I if k == 0 else J) - start) / step))
+    out = z3_prove(z3.Implies(z3.And(0 <= I, I < n_q, 0 <= J, J < n_k),
+                              z3.substitute(z3.And(scope, i == I, j == J), *wit)), ctx, hypotheses=hyp)
+    if out.status != "proved":
+        return out._replace(detail="_schedule misses a pair of [0, n_q) × [0, n_k): " + out.detail)
+    ts2 = [z3.Int(f"{t}_other") for t in ts]
+    ren = lambda e: z3.substitute(e, *zip(ts, ts2))  # noqa: E731
+    out = z3_prove(z3.Implies(z3.And(scope, ren(scope), i == ren(i), j == ren(j)),
+                              z3.And(*[t == t2 for t, t2 in zip(ts, ts2)])), ctx, hypotheses=hyp)
+    if out.status != "proved":
+        return out._replace(detail="_schedule visits a pair twice: " + out.detail)
+    return Outcome("proved", solver="z3", detail="_schedule on symbolic n_q, n_k, b visits each pair once")
+
+
+class _Call(NamedTuple):
+    fn: str
+    args: tuple
+
+
+def _driver_sym(ctx) -> Outcome:
+    """``_drive`` (the loop of ``tiled_backward``) run with the symbolic ``_schedule`` and recording
+    stand-ins for ``_row_visit``/``_pair_visit``: per visited (i, j) it makes row i's visit, then
+    pair (i, j)'s visit with that row's statistics, the same buffers and the same inputs; neither
+    of its loops carries a name from one iteration to the next (AST), so one symbolic iteration
+    of each covers every iteration."""
+    from flashproof.proofs.support.kernel_exec import _read_before_write
+
+    n_q, n_k, b = z3.Ints("n_q n_k b")
+    sched, blocks = _symbolic_schedule()
+    calls: list = []
+
+    def row_visit(*args):
+        calls.append(_Call("row", args))
+        return ("row-stats", len(calls))
+
+    def pair_visit(*args):
+        calls.append(_Call("pair", args))
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(att._drive)))
+    loops = [node for node in ast.walk(tree) if isinstance(node, ast.For)]
+    carried = sorted(set().union(*[_read_before_write(loop.body) for loop in loops])) if loops else []
+    if carried:
+        return Outcome("refuted", counterexample={"carried": carried}, solver="z3",
+                       detail="_drive's loop carries a name between iterations")
+    num, p = object(), att._ScoredInputs(n_q, n_k, None, None, None)
+    c, Qc, Kc, Gc, fw, grads = object(), object(), object(), object(), object(), object()
+    range_exec.clear()
+    with patch.object(att, "block_ranges", blocks):
+        range_exec.shim(att._drive, _schedule=sched, _row_visit=row_visit, _pair_visit=pair_visit)(
+            num, p, c, Qc, Kc, Gc, fw, grads, b)
+    kinds = [k.fn for k in calls]
+    if kinds != ["row", "pair"] or len(range_exec.SCOPES) < 2:
+        return Outcome("refuted", counterexample={"calls": str(kinds)}, solver="z3",
+                       detail="_drive: expected one row visit then one pair visit per symbolic iteration")
+    row, pair = calls
+    i = range_exec.SCOPES[0].x   # the schedule's row loop is entered first: its element is i
+    j = range_exec.SCOPES[-1].x  # and its innermost loop (over one block's keys) last: j
+    same = row.args[:-1] == (num, p, fw, Gc) and len(pair.args) == 10 and pair.args[:8] == (num, p, c, Qc, Kc, Gc, grads, ("row-stats", 1))
+    if not same:
+        return Outcome("refuted", counterexample={"row_args": str(row.args)[:120], "pair_args": str(pair.args)[:160]},
+                       solver="z3", detail="_drive passes the wrong inputs, buffers or row statistics")
+    pi, pj = pair.args[8], pair.args[9]
+    scope = [c for sc in range_exec.SCOPES for c in sc.conds]
+    out = z3_prove(z3.And(row.args[-1] == i, pi == i, pj == j), ctx, hypotheses=[n_q >= 0, n_k >= 0, b >= 1, *scope])
+    if out.status != "proved":
+        return out._replace(detail="_drive's pair visit is not (i, j) of the schedule: " + out.detail)
+    return Outcome("proved", solver="z3", detail="_drive wires schedule → row visit → pair visit (symbolic)")
+
+
+def _buffers_sym(ctx) -> Outcome:
+    """``_gradient_buffers`` on z3 Ints n_q, n_k, d, v: its row and column loops run to n_q × d,
+    n_k × d and n_k × v (the ranges it builds, in order, each from 0 with step 1)."""
+    n_q, n_k, d, v = z3.Ints("n_q n_k d v")
+    range_exec.clear()
+    range_exec.shim(att._gradient_buffers)(_ZeroNum(), n_q, n_k, d, v)
+    got = [(r.start, r.stop, r.step) for r in range_exec.RANGES]
+    want = [n_q, d, n_k, d, n_k, v]
+    if len(got) != len(want):
+        return Outcome("refuted", counterexample={"ranges": str(got)}, solver="z3",
+                       detail="_gradient_buffers: expected 6 loops (rows, cols of dq, dk, dv)")
+    out = z3_prove(z3.And(*[z3.And(lo == 0, hi == w, st == 1) for (lo, hi, st), w in zip(got, want)]), ctx)
+    if out.status != "proved":
+        return out._replace(detail="_gradient_buffers: expected dq (n_q, d), dk (n_k, d), dv (n_k, v): " + out.detail)
+    return out
+
+
+class _ZeroNum:
+    def zero(self):
+        return 0
 
 
 def _accumulate_lemma(ctx) -> Outcome:
@@ -212,35 +335,48 @@ def _index_discipline(ctx) -> Outcome:
     if missing:
         return Outcome("refuted", counterexample={"visit": "pair", "never_touched": sorted(missing)}, solver="z3",
                        detail="_pair_visit skips a read or a write")
-    shapes = [(len(M), len(M[0])) for M in att._gradient_buffers(N, 2, 3, 5, 7)]
-    if shapes != [(2, 5), (3, 5), (3, 7)]:
-        return Outcome("refuted", counterexample={"n_q, n_k, d, v": "2, 3, 5, 7", "shapes": str(shapes)}, solver="exact",
-                       detail="_gradient_buffers: expected dq (n_q, d), dk (n_k, d), dv (n_k, v)")
     return Outcome("proved", solver="z3", detail="index discipline for symbolic i, j")
 
 
-@obligation("ATT-GRAD-SCHEDULE", checks=["ALG-TILED", "THM-EXACT"],
-            bounds={"accumulate": "symbolic flag (z3)", "schedule_code": 12, "routing": "n_q, n_k ≤ 4 both ways, b ∈ {1, 2, n_k+1}"},
-            deep_bounds={"accumulate": "symbolic flag (z3)", "schedule_code": 32, "routing": "n_q, n_k ≤ 6 both ways, b ∈ {1, 2, n_k+1}"},
-            assumptions=ASSUMES, solver="z3+exact", scope="bounded")
+@obligation("ATT-GRAD-SCHEDULE", checks=["ALG-TILED", "THM-EXACT"], bounds={}, assumptions=ASSUMES, solver="z3",
+            scope="unbounded")
 def grad_schedule(ctx):
     """The reverse pass's accumulation is the sum over allowed pairs of each pair's update, with dK, dV of n_k rows."""
-    lemma = _accumulate_lemma(ctx)
-    if lemma.status != "proved":
-        return lemma._replace(detail=f"_accumulate: {lemma.detail}")
-    disc = _index_discipline(ctx)
-    if disc.status != "proved":
-        return disc
-    bad = _schedule_code(ctx.bounds["schedule_code"])
-    if bad is not None:
-        return Outcome("refuted", counterexample=bad, solver="exact", detail="_schedule does not visit each pair once")
+    steps = (("_accumulate", _accumulate_lemma), ("visits", _index_discipline), ("_gradient_buffers", _buffers_sym),
+             ("_schedule", _schedule_sym), ("_drive", _driver_sym))
+    for name, step in steps:
+        out = step(ctx)
+        if out.status != "proved":
+            return out if out.detail.startswith(name) else out._replace(detail=f"{name}: {out.detail}")
+    return Outcome("proved", solver="z3",
+                   detail="_accumulate (symbolic flag); row/pair visits index i, j only; buffers, _schedule and "
+                          "_drive run on symbolic n_q, n_k, d, v, b")
+
+
+@obligation("ATT-GRAD-ROUTING", checks=["THM-EXACT"],
+            bounds={"routing": "n_q, n_k ≤ 4 both ways, b ∈ {1, 2, n_k+1}"},
+            deep_bounds={"routing": "n_q, n_k ≤ 6 both ways, b ∈ {1, 2, n_k+1}"},
+            assumptions=ASSUMES, solver="exact", scope="bounded", role="cross-check")
+def grad_routing(ctx):
+    """Cross-check: the whole tiled_backward, run on exact rationals, is the sum of its pairs' updates (small shapes)."""
     bad, k = _routing(6 if ctx.deep else 4)
     if bad is not None:
         return Outcome("refuted", counterexample=bad, solver="exact",
                        detail="tiled_backward is not the sum of its pairs' updates")
-    return Outcome("proved", solver="z3+exact",
-                   detail=f"_accumulate (z3, symbolic flag); row/pair visits index i, j only (symbolic i, j); "
-                          f"_schedule exhaustive; driver routing + shapes on {k} rectangular cases")
+    return Outcome("proved", solver="exact", detail=f"driver routing + shapes on {k} rectangular cases")
+
+
+@control("ATT-GRAD-ROUTING/keys-up-to-nq", of="ATT-GRAD-ROUTING", bug="the reverse pass loops keys up to n_q instead of n_k")
+def grad_routing_keys(ctx):
+    with patch.object(att, "_schedule", mutants.schedule_keys_up_to_nq):
+        return grad_routing(ctx)
+
+
+@control("ATT-GRAD-SCHEDULE/drive-swaps-pair", of="ATT-GRAD-SCHEDULE",
+         bug="the reverse pass's driver visits pair (j, i) instead of (i, j)")
+def grad_schedule_drive_swapped(ctx):
+    with patch.object(att, "_drive", mutants.drive_pair_swapped):
+        return grad_schedule(ctx)
 
 
 @control("ATT-GRAD-SCHEDULE/dk-nq-rows", of="ATT-GRAD-SCHEDULE", bug="dK is allocated with n_q rows instead of n_k")

@@ -1,8 +1,11 @@
 """The tiled forward is exact (THM-EXACT, ALG-TILED), for every n and b, by induction:
 
-* ATT-PARTITION — the key blocks partition 0..n−1 (z3 integer lemma for all n, b; the code checked
-  against it exhaustively for n ≤ 128);
-* ATT-SUMMARIZE-BLOCK — ``summarize`` of one block returns Σ(J_t ∩ A_i) (symbolic mask, b ≤ bound);
+* ATT-PARTITION — the key blocks partition 0..n−1 (z3 integer lemma for all n, b), and
+  ``block_ranges`` itself, run on z3 Ints n, b with its ``range`` loop entered once for an
+  arbitrary iteration t (``support.range_exec``), builds exactly those blocks, ⌈n/b⌉ of them;
+* ATT-SUMMARIZE-ANY-B (summarize_any_b.py) — ``summarize`` of one block of any size returns
+  Σ(J_t ∩ A_i), by induction over its key loops; ATT-SUMMARIZE-BLOCK re-checks it unrolled on a
+  symbolic mask for b ≤ 4 (cross-check);
 * ATT-TILED-STEP — one step of the forward loop (skip / copy / merge, symbolic flags) maps a state
   representing S and a block summary representing I to a state representing S ∪ I (any n, b);
 * ATT-TILED-BASE-FINAL — ⊥ represents ∅, and the final division gives the dense row z/ℓ = Σwv/Σw;
@@ -21,15 +24,17 @@ from flashproof.verified import attention as att
 
 from flashproof.proofs.mutants import attention as mutants
 from flashproof.proofs.engine.core import Outcome, control, obligation, z3_prove
+from flashproof.proofs.support import range_exec
 from flashproof.proofs.support.dense_rhs import dense_row
 from flashproof.proofs.support.sympy_gradient import gradient_mismatch
 from flashproof.proofs.numbers.symbolic import Represents, num, reals, summary
 
 
 @obligation("ATT-SUMMARIZE-BLOCK", checks=["DEF-SUMMARY", "ALG-TILED"], bounds={"b": 4, "v": 2},
-            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"], scope="bounded")
+            deep_bounds={"b": 6, "v": 4}, assumptions=["A-EXP-ISO", "A-SOLVER-TRUST"], scope="bounded",
+            role="cross-check")
 def summarize_block(ctx):
-    """summarize over b keys with a symbolic mask returns Σ(I): m = max allowed, m·ℓ = Σw, m·z = Σwv."""
+    """Cross-check of ATT-SUMMARIZE-ANY-B: summarize unrolled over b keys with a symbolic mask returns Σ(I): m = max allowed, m·ℓ = Σw, m·z = Σwv."""
     b, v = ctx.bounds["b"], ctx.bounds["v"]
     N = num()
     w = reals("w", b)
@@ -123,34 +128,61 @@ def _partition_lemma(ctx) -> Outcome:
     return z3_prove(claim, ctx)
 
 
-def _partition_code(n_max: int):
-    for n in range(1, n_max + 1):
-        for b in range(1, n + 3):
-            blocks = att.block_ranges(n, b)
-            keys = [j for J in blocks for j in J]
-            good = (keys == list(range(n)) and len(blocks) == -(-n // b)
-                    and all(0 < len(J) <= b and J.step == 1 for J in blocks)
-                    and all(J.start == t * b for t, J in enumerate(blocks)))
-            if not good:
-                return {"n": n, "b": b, "blocks": [[J.start, J.stop] for J in blocks]}
-    return None
+def block_ranges_symbolic(n, b):
+    """Run the current ``att.block_ranges`` on z3 Ints n, b (its loop is ``range(0, n, b)``; the
+    body carries nothing between iterations: it is one comprehension). Returns (SymRange of the
+    arbitrary t-th block, t, the iteration's scope)."""
+    range_exec.clear()
+    blocks = range_exec.shim(att.block_ranges)(n, b)
+    if len(blocks) != 1 or len(range_exec.SCOPES) != 1 or not isinstance(blocks[0], range_exec.SymRange):
+        raise ValueError(f"block_ranges did not run as one symbolic loop: {blocks!r}, {len(range_exec.SCOPES)} loops")
+    sc = range_exec.SCOPES[0]
+    return blocks[0], sc.t, z3.And(*sc.conds)
 
 
-@obligation("ATT-PARTITION", checks=["ALG-TILED", "THM-EXACT"], bounds={"n_code": 128}, deep_bounds={"n_code": 512},
-            solver="z3+exact", assumptions=["A-SOLVER-TRUST"], scope="bounded")  # the lemma: all n, b; block_ranges: n ≤ n_code
+def _partition_code(ctx) -> Outcome:
+    """The code's t-th block, for symbolic n ≥ 0, b ≥ 1, t: it is [t·b, min((t+1)·b, n)) with step 1;
+    the iterations are exactly t < ⌈n/b⌉; the first starts at 0, consecutive blocks are adjacent,
+    the last ends at n, every block is nonempty and at most b long."""
+    n, b = z3.Ints("n b")
+    J, t, scope = block_ranges_symbolic(n, b)
+    at = lambda e, tt: z3.substitute(e, (t, tt))  # noqa: E731  (the same block expression at another t)
+    T = (n + b - 1) / b
+    end = z3.If(t * b + b <= n, t * b + b, n)
+    claim = z3.And(
+        z3.Implies(scope, z3.And(J.start == t * b, J.stop == end, J.step == 1, J.start < J.stop, J.stop - J.start <= b)),
+        scope == z3.And(t >= 0, t < T),                                              # count ⌈n/b⌉
+        z3.Implies(n >= 1, z3.And(at(scope, z3.IntVal(0)), at(J.start, z3.IntVal(0)) == 0)),  # first
+        z3.Implies(z3.And(scope, at(scope, t + 1)), J.stop == at(J.start, t + 1)),      # adjacent
+        z3.Implies(z3.And(scope, z3.Not(at(scope, t + 1))), J.stop == n))               # last
+    out = z3_prove(claim, ctx, hypotheses=[n >= 0, b >= 1])
+    if out.status == "refuted":
+        out = out._replace(detail="block_ranges' t-th block is not [t·b, min((t+1)·b, n)): " + out.detail)
+    return out
+
+
+@obligation("ATT-PARTITION", checks=["ALG-TILED", "THM-EXACT"], bounds={}, solver="z3",
+            assumptions=["A-SOLVER-TRUST"], scope="unbounded")
 def partition(ctx):
-    """Blocks [t·b, min(t·b+b, n)), t < ⌈n/b⌉, partition 0..n−1 (z3, all n, b); block_ranges is that (n ≤ n_code)."""
-    bad = _partition_code(ctx.bounds["n_code"])
-    if bad is not None:
-        return Outcome("refuted", counterexample=bad, solver="exact", detail="block_ranges is not the partition")
+    """Blocks [t·b, min(t·b+b, n)), t < ⌈n/b⌉, partition 0..n−1, and ``block_ranges`` run on symbolic n, b is that (all n, b)."""
+    code = _partition_code(ctx)
+    if code.status != "proved":
+        return code
     out = _partition_lemma(ctx)
-    return out._replace(solver="z3+exact", detail=out.detail + "; block_ranges checked exhaustively")
+    return out._replace(detail=out.detail + "; block_ranges run on symbolic n, b, t")
 
 
 @control("ATT-PARTITION/block-off-by-one", of="ATT-PARTITION",
          bug="block boundary off by one: each block also takes the next block's first key")
 def partition_off_by_one(ctx):
     with patch.object(att, "block_ranges", mutants.block_ranges_overlap):
+        return partition(ctx)
+
+
+@control("ATT-PARTITION/step-b-plus-one", of="ATT-PARTITION",
+         bug="the block loop steps by b + 1: one key between blocks is never visited")
+def partition_step(ctx):
+    with patch.object(att, "block_ranges", mutants.block_ranges_step_plus_one):
         return partition(ctx)
 
 
