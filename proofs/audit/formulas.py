@@ -39,6 +39,11 @@ FORMULAS: dict[str, tuple[str, ...]] = {
         r"A_i = \emptyset \;\Rightarrow\; Y_i = 0,\quad m_i = -\infty,\quad \ell_i = 0,\quad "
         r"\operatorname{lse}_i = -\infty,\quad dQ_i = 0",
     ),
+    "EXT-DROPOUT": (
+        r"r_{ij} = \frac{M_{ij}}{1-p},\quad Y_i = \frac{\sum_{j\in A_i} e^{s_{ij}-m_i}\,r_{ij}\,V_j}{\ell_i},\quad "
+        r"dV_j = \sum_i p_{ij}\,r_{ij}\,G_i,\quad \gamma_{ij} = p_{ij}\bigl(r_{ij}\,G_i V_j^\top - \delta_i\bigr),\quad "
+        r"\delta_i = G_i Y_i^\top",
+    ),
     "EXT-MERGE-COMM": (r"\Sigma(S)\star\Sigma(T) = \Sigma(T)\star\Sigma(S)",),
     "EXT-ANY-ORDER": (
         r"\bot\star x = x\star\bot = x,\quad (x\star y)\star w = x\star(y\star w),\quad "

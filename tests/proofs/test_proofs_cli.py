@@ -42,7 +42,7 @@ def test_partial_run_without_out_never_overwrites_the_full_trail(tmp_path, monke
     assert json.loads(full.read_text())["the"] == "full trail"
     part = json.loads((tmp_path / "out" / "audit-partial.json").read_text())
     assert part["partial"] is True and (tmp_path / "out" / "audit-partial.md").is_file()
-    assert {r["obligation"] for r in part["obligations"]} == {"ATT-PARTITION", "ATT-PARTITION/block-off-by-one"}
+    assert {r["obligation"] for r in part["obligations"]} == {"ATT-PARTITION", "ATT-PARTITION/block-off-by-one", "ATT-PARTITION/step-b-plus-one"}
     assert "out/audit-partial.json" in capsys.readouterr().out
 
 
@@ -124,7 +124,8 @@ def test_prove_flags_parse(flag, tmp_path):
     assert rc == 0  # both records ok and the registry's names resolve (rc 1 would be a failure)
     doc = json.loads((tmp_path / "o" / "audit.json").read_text())
     assert {r["obligation"]: r["ok"] for r in doc["obligations"]} == {"ATT-PARTITION": True,
-                                                                       "ATT-PARTITION/block-off-by-one": True}
+                                                                       "ATT-PARTITION/block-off-by-one": True,
+                                                                       "ATT-PARTITION/step-b-plus-one": True}
 
 
 @pytest.mark.parametrize("elapsed, ran, remaining, expected", [
