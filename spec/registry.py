@@ -83,8 +83,13 @@ def collect() -> dict[str, Item]:
     A submodule that fails to import raises: a broken spec module must fail the run loudly."""
     import flashproof.spec as pkg
 
-    for info in pkgutil.iter_modules(pkg.__path__):
+    order = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_") or info.name == "registry":
             continue
         importlib.import_module(f"{pkg.__name__}.{info.name}")
-    return dict(ITEMS)
+        order.append(f"{pkg.__name__}.{info.name}")
+    # a stable order whatever imported which spec module first (tests, tools): by module name, then
+    # in each module's registration order
+    rank = {m: k for k, m in enumerate(order)}
+    return dict(sorted(ITEMS.items(), key=lambda kv: rank.get(kv[1].module, len(rank))))
