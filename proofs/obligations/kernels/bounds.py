@@ -353,14 +353,18 @@ def _fail(out, where):
     return out._replace(counterexample=dict(out.counterexample or {}, access=where), detail=f"{where}: {out.detail}")
 
 
+#: the varlen control shared by the three kernels that read cu_seqlens_q through seq_bounds
+_Q_LEN_NEXT_ENTRY = (("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
+                     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)")
+
 #: (obligation id, kernel, group, control name, (function, old, new), bug)
+
 SUITE = (
     ("KER-BOUNDS-FWD", "fwd", "pointer", "head-dim-int32",
      ("attn_fwd", "offs_d = tl.arange(0, BLOCK_D).to(tl.int64)", "offs_d = tl.arange(0, BLOCK_D)"),
      "forward: head-dim offsets in int32, so offs_d·stride wraps for a last-dim stride ≥ 2^31 / (D − 1)"),
     ("KER-BOUNDS-FWD-VARLEN", "fwd", "varlen", "q-len-next-entry",
-     ("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
-     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)"),
+     *_Q_LEN_NEXT_ENTRY),
     ("KER-BOUNDS-FWD-TMA", "fwd", "tma", "out-store-all-rows",
      ("attn_fwd", "mask=rows[:, None] & (offs_dv[None, :] < DV))", "mask=(offs_dv[None, :] < DV))"),
      "forward: the output store writes the block's rows past the sequence end"),
@@ -369,8 +373,7 @@ SUITE = (
       "dq.to(DQ.dtype.element_ty), mask=(offs_d[None, :] < D))"),
      "dQ: the gradient store writes the block's rows past the sequence end"),
     ("KER-BOUNDS-DQ-VARLEN", "dq", "varlen", "q-len-next-entry",
-     ("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
-     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)"),
+     *_Q_LEN_NEXT_ENTRY),
     ("KER-BOUNDS-DQ-TMA", "dq", "tma", "head-dim-int32",
      ("attn_bwd_dq", "offs_d = tl.arange(0, BLOCK_D).to(tl.int64)", "offs_d = tl.arange(0, BLOCK_D)"),
      "dQ: head-dim offsets in int32, so offs_d·stride wraps for a last-dim stride ≥ 2^31 / (D − 1)"),
@@ -379,8 +382,7 @@ SUITE = (
       "mask=(offs_d[None, :] < D), other=0.0)  # (BN, BD)"),
      "dK/dV: the K tile load reads the block's keys past the sequence end"),
     ("KER-BOUNDS-DKDV-VARLEN", "dkdv", "varlen", "q-len-next-entry",
-     ("seq_bounds", "q_len = tl.load(CU_Q + b + 1) - q_start", "q_len = tl.load(CU_Q + b + 2) - q_start"),
-     "varlen: a sequence's length is read one entry too far in cu_seqlens_q (past the table for the last one)"),
+     *_Q_LEN_NEXT_ENTRY),
     ("KER-BOUNDS-DKDV-TMA", "dkdv", "tma", "dv-store-all-keys",
      ("attn_bwd_dkdv", "mask=in_k[:, None] & (offs_dv[None, :] < DV_DIM))", "mask=(offs_dv[None, :] < DV_DIM))"),
      "dK/dV: the dV store writes the block's keys past the sequence end"),
