@@ -48,12 +48,17 @@ def emit(**kw):
     print("RESULT " + json.dumps(kw), flush=True)
 
 
-def probe(name, spec_src, dtype, cfg, what):
+def probe(name, spec_src, dtype, cfg, what, pad="0"):
     """The spec's forward (and, WHAT=fwd+bwd, backward) through the Triton host with the fuzzer's own leaves,
-    the forward on configuration CFG (BLOCK_M,BLOCK_N,warps,stages) or the table's first that fits ('first')."""
+    the forward on configuration CFG (BLOCK_M,BLOCK_N,warps,stages) or the table's first that fits ('first').
+    PAD > 0: head dims padded to at least PAD lanes (BLOCK_D, BLOCK_DV) instead of 16 -- a candidate workaround,
+    tried in this process only."""
     from flashproof.kernels.attention import dispatch
     from flashproof.kernels.attention.api import validate
     from flashproof.kernels.attention.triton import host
+    if int(pad):
+        import triton
+        host._pad = lambda d: max(int(pad), triton.next_power_of_2(d))
     spec = eval(spec_src, {"ProblemSpec": ProblemSpec})
     dt = checks.DTYPES[dtype]
     p = build(spec).rounded(dt)
@@ -80,10 +85,10 @@ def probe(name, spec_src, dtype, cfg, what):
         orc = oracles(p, device="cuda")
         e = orc.expected
         err = (out.double().cpu() - e.out).abs().max().item() if out.numel() else 0.0
-        emit(step="probe", name=name, dtype=dtype, cfg=cfg, status="ok", seconds=round(time.monotonic() - t, 2),
+        emit(step="probe", name=name, dtype=dtype, cfg=cfg, pad=int(pad), status="ok", seconds=round(time.monotonic() - t, 2),
              note=f"{stage} ran; max |out - oracle| = {err:.3g} (max |oracle| {e.out.abs().max().item():.3g})")
     except Exception as exc:
-        emit(step="probe", name=name, dtype=dtype, cfg=cfg, status="FAIL", seconds=round(time.monotonic() - t, 2),
+        emit(step="probe", name=name, dtype=dtype, cfg=cfg, pad=int(pad), status="FAIL", seconds=round(time.monotonic() - t, 2),
              note=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
 
@@ -162,31 +167,33 @@ echo "== 1. probes (forward alone per configuration, features ablated), CUDA_LAU
 mkdir -p "$OUTDIR/probe"
 if command -v compute-sanitizer >/dev/null 2>&1; then
   step "probe:A-sanitizer" "$OUTDIR/probe/A-sanitizer.log" 150 env CUDA_LAUNCH_BLOCKING=1 compute-sanitizer --tool memcheck \
-    --print-limit 20 python /tmp/gpu_varlen_step.py probe A-sanitizer "$A" bf16 first fwd &
+    --print-limit 20 python /tmp/gpu_varlen_step.py probe A-sanitizer "$A" bf16 first fwd+bwd 0 &
 else
   echo "compute-sanitizer: not on this machine" > "$OUTDIR/probe/A-sanitizer.log"
 fi
 {
-  echo "A-first-fwdbwd|$A|bf16|first|fwd+bwd"
-  echo "B-first-fwdbwd|$B|bf16|first|fwd+bwd"
+  echo "A-first-fwdbwd|$A|bf16|first|fwd+bwd|0"
+  echo "B-first-fwdbwd|$B|bf16|first|fwd+bwd|0"
+  echo "A-pad32|$A|bf16|first|fwd+bwd|32"
+  echo "A-pad64|$A|bf16|first|fwd+bwd|64"
   for cfg in 128,64,8,3 128,128,8,3 128,64,4,3 64,64,4,3 64,128,4,3 128,32,4,4 64,32,4,2 32,32,4,2 128,64,8,1; do
-    echo "A-fwd-$cfg|$A|bf16|$cfg|fwd"
+    echo "A-fwd-$cfg|$A|bf16|$cfg|fwd|0"
   done
   # one feature of A taken away at a time
   L="seqlens=((1, 1), (0, 129), (65, 1), (1, 1)), block=64"
-  echo "A-dv64|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=64, $L, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd"
-  echo "A-mha|ProblemSpec(heads_q=1, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd"
-  echo "A-nomask|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd"
-  echo "A-nopoison|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, noncontig=True, seed=41294480)|bf16|first|fwd"
-  echo "A-contig|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, poison='inf', seed=41294480)|bf16|first|fwd"
-  echo "A-noempty|ProblemSpec(heads_q=3, n_q=67, n_k=3, d=64, dv=8, seqlens=((1, 1), (65, 1), (1, 1)), block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd"
-  echo "A-novarlen|ProblemSpec(heads_q=3, n_q=65, n_k=1, d=64, dv=8, block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd"
-  echo "A-fp16|$A|fp16|first|fwd+bwd"
-  echo "A-fp32|$A|fp32|first|fwd+bwd"
-} | while IFS='|' read -r name spec dt cfg what; do
-  printf '%s\0%s\0%s\0%s\0%s\0' "$name" "$spec" "$dt" "$cfg" "$what"
-done | xargs -0 -n 5 -P "$JOBS" bash -c \
-  'step "probe:$0" "'"$OUTDIR"'/probe/$0.log" 120 env CUDA_LAUNCH_BLOCKING=1 python /tmp/gpu_varlen_step.py probe "$0" "$1" "$2" "$3" "$4"'
+  echo "A-dv64|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=64, $L, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  echo "A-mha|ProblemSpec(heads_q=1, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  echo "A-nomask|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  echo "A-nopoison|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  echo "A-contig|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, poison='inf', seed=41294480)|bf16|first|fwd|0"
+  echo "A-noempty|ProblemSpec(heads_q=3, n_q=67, n_k=3, d=64, dv=8, seqlens=((1, 1), (65, 1), (1, 1)), block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  echo "A-novarlen|ProblemSpec(heads_q=3, n_q=65, n_k=1, d=64, dv=8, block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  echo "A-fp16|$A|fp16|first|fwd+bwd|0"
+  echo "A-fp32|$A|fp32|first|fwd+bwd|0"
+} | while IFS='|' read -r name spec dt cfg what pad; do
+  printf '%s\0%s\0%s\0%s\0%s\0%s\0' "$name" "$spec" "$dt" "$cfg" "$what" "$pad"
+done | xargs -0 -n 6 -P "$JOBS" bash -c \
+  'step "probe:$0" "'"$OUTDIR"'/probe/$0.log" 120 env CUDA_LAUNCH_BLOCKING=1 python /tmp/gpu_varlen_step.py probe "$0" "$1" "$2" "$3" "$4" "$5"'
 wait
 
 # ------------------------------------------------------------------------------------- 2. examine
