@@ -163,7 +163,7 @@ E="ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=64, seqlens=((1, 1), (0, 129
 F="ProblemSpec(heads_q=2, n_q=130, n_k=66, d=8, dv=64, seqlens=((65, 0), (0, 65), (65, 1)), block=64, causal=True, seed=4)"
 
 # ------------------------------------------------------------------------------------- 1. probes
-echo "== 1. probes (forward alone per configuration, features ablated), CUDA_LAUNCH_BLOCKING=1"
+echo "== 1. probes (forward alone per configuration, features ablated), CUDA_LAUNCH_BLOCKING=1 (at $(( $(date +%s) - T0 )) s)"
 mkdir -p "$OUTDIR/probe"
 if command -v compute-sanitizer >/dev/null 2>&1; then
   step "probe:A-sanitizer" "$OUTDIR/probe/A-sanitizer.log" 150 env CUDA_LAUNCH_BLOCKING=1 compute-sanitizer --tool memcheck \
@@ -188,6 +188,10 @@ fi
   echo "A-contig|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=64, dv=8, $L, empty_rows=True, ties=True, poison='inf', seed=41294480)|bf16|first|fwd|0"
   echo "A-noempty|ProblemSpec(heads_q=3, n_q=67, n_k=3, d=64, dv=8, seqlens=((1, 1), (65, 1), (1, 1)), block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
   echo "A-novarlen|ProblemSpec(heads_q=3, n_q=65, n_k=1, d=64, dv=8, block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  # head dims around the report's (d = 64, dv = 8): the forward alone, A's sequences and mask
+  for d in 16 32 64 128; do for dv in 8 16 32 64; do
+    echo "A-d$d-dv$dv|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=$d, dv=$dv, $L, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|0"
+  done; done
   echo "A-fp16|$A|fp16|first|fwd+bwd|0"
   echo "A-fp32|$A|fp32|first|fwd+bwd|0"
 } | while IFS='|' read -r name spec dt cfg what pad; do
@@ -197,7 +201,7 @@ done | xargs -0 -n 6 -P "$JOBS" bash -c \
 wait
 
 # ------------------------------------------------------------------------------------- 2. examine
-echo "== 2. examine (forward, gradients, split, determinism) on the specs and shrunk variants"
+echo "== 2. examine (forward, gradients, split, determinism) on the specs and shrunk variants (at $(( $(date +%s) - T0 )) s)"
 mkdir -p "$OUTDIR/examine"
 for dt in bf16 fp16 fp32; do
   for s in A B C D E F; do
@@ -207,13 +211,13 @@ done | xargs -0 -n 3 -P "$JOBS" bash -c \
   'step "examine:$0" "'"$OUTDIR"'/examine/$0.log" 150 env CUDA_LAUNCH_BLOCKING=1 python /tmp/gpu_varlen_step.py examine "$0" "$1" "$2"'
 
 # ------------------------------------------------------------------------------------- 3. campaigns
-echo "== 3. focused campaigns (varlen / zero-length segments / dv != d) and the original command"
+echo "== 3. focused campaigns (varlen / zero-length segments / dv != d) and the original command (at $(( $(date +%s) - T0 )) s)"
 mkdir -p "$OUTDIR/campaign"
 for dt in bf16 fp16 fp32; do
-  step "campaign:focused-$dt" "$OUTDIR/campaign/focused-$dt.log" 150 python /tmp/gpu_varlen_step.py campaign "focused-$dt" "$dt" 100 7 &
+  step "campaign:focused-$dt" "$OUTDIR/campaign/focused-$dt.log" 120 python /tmp/gpu_varlen_step.py campaign "focused-$dt" "$dt" 75 7 &
 done
 t=$(date +%s)
-timeout -k 5 150 python -m flashproof fuzz --kernel triton --dtype bf16 --profile gpu --seed 0 --seconds 110 \
+timeout -k 5 120 python -m flashproof fuzz --kernel triton --dtype bf16 --profile gpu --seed 0 --seconds 85 \
   --json "$OUTDIR/campaign/fuzz-gpu-seed0.json" --repro-dir "$OUTDIR/campaign/repro" > "$OUTDIR/campaign/fuzz-gpu-seed0.log" 2>&1
 rc=$?
 case $rc in 0) st=ok;; 3) st=ok;; 1) st=FAIL;; 124) st=TIMEOUT;; *) st=HARNESS;; esac
