@@ -165,8 +165,9 @@ F="ProblemSpec(heads_q=2, n_q=130, n_k=66, d=8, dv=64, seqlens=((65, 0), (0, 65)
 # ------------------------------------------------------------------------------------- 1. probes
 echo "== 1. probes (forward alone per configuration, features ablated), CUDA_LAUNCH_BLOCKING=1 (at $(( $(date +%s) - T0 )) s)"
 mkdir -p "$OUTDIR/probe"
-if command -v compute-sanitizer >/dev/null 2>&1; then
-  step "probe:A-sanitizer" "$OUTDIR/probe/A-sanitizer.log" 150 env CUDA_LAUNCH_BLOCKING=1 compute-sanitizer --tool memcheck \
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$SAN" ]; then
+  step "probe:A-sanitizer" "$OUTDIR/probe/A-sanitizer.log" 150 env CUDA_LAUNCH_BLOCKING=1 "$SAN" --tool memcheck \
     --print-limit 20 python /tmp/gpu_varlen_step.py probe A-sanitizer "$A" bf16 first fwd+bwd 0 &
 else
   echo "compute-sanitizer: not on this machine" > "$OUTDIR/probe/A-sanitizer.log"
@@ -194,10 +195,14 @@ fi
   done; done
   echo "A-fp16|$A|fp16|first|fwd+bwd|0"
   echo "A-fp32|$A|fp32|first|fwd+bwd|0"
-} | while IFS='|' read -r name spec dt cfg what pad; do
-  printf '%s\0%s\0%s\0%s\0%s\0%s\0' "$name" "$spec" "$dt" "$cfg" "$what" "$pad"
-done | xargs -0 -n 6 -P "$JOBS" bash -c \
-  'step "probe:$0" "'"$OUTDIR"'/probe/$0.log" 120 env CUDA_LAUNCH_BLOCKING=1 python /tmp/gpu_varlen_step.py probe "$0" "$1" "$2" "$3" "$4" "$5"'
+  # Hopper's wgmma off (Triton falls back to mma.sync): tells a tensor-core code generation fault from an index
+  # one; its own Triton cache, since that switch is not part of Triton's cache key
+  echo "A-nommav3|$A|bf16|first|fwd+bwd|0|DISABLE_MMA_V3=1 TRITON_CACHE_DIR=/tmp/tc-nommav3-a"
+  echo "B-nommav3|$B|bf16|first|fwd+bwd|0|DISABLE_MMA_V3=1 TRITON_CACHE_DIR=/tmp/tc-nommav3-b"
+} | while IFS='|' read -r name spec dt cfg what pad extra; do
+  printf '%s\0%s\0%s\0%s\0%s\0%s\0%s\0' "$name" "$spec" "$dt" "$cfg" "$what" "$pad" "${extra:-PROBE_ENV=default}"
+done | xargs -0 -n 7 -P "$JOBS" bash -c \
+  'step "probe:$0" "'"$OUTDIR"'/probe/$0.log" 120 env CUDA_LAUNCH_BLOCKING=1 $6 python /tmp/gpu_varlen_step.py probe "$0" "$1" "$2" "$3" "$4" "$5"'
 wait
 
 # ------------------------------------------------------------------------------------- 2. examine
