@@ -86,7 +86,7 @@ def probe(name, spec_src, dtype, cfg, what, pad="0"):
         e = orc.expected
         err = (out.double().cpu() - e.out).abs().max().item() if out.numel() else 0.0
         emit(step="probe", name=name, dtype=dtype, cfg=cfg, pad=int(pad), status="ok", seconds=round(time.monotonic() - t, 2),
-             note=f"{stage} ran; max |out - oracle| = {err:.3g} (max |oracle| {e.out.abs().max().item():.3g})")
+             note=f"{stage} ran; out: max abs error {err:.3g} vs the oracle (whose max abs is {e.out.abs().max().item():.3g})")
     except Exception as exc:
         emit(step="probe", name=name, dtype=dtype, cfg=cfg, pad=int(pad), status="FAIL", seconds=round(time.monotonic() - t, 2),
              note=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
