@@ -60,10 +60,41 @@ def test_shrunk_variants_meet_the_oracle(name):
     _examine(SPECS[name], "bf16")
 
 
-def test_gpu_configurations(monkeypatch):
-    """The reported spec on the configurations an H200 runs with tuning="first" at these sizes (the
-    first row of each autotuning table: BLOCK_M = 128 > every sequence's query count)."""
+def _table(name):
+    import triton
     from flashproof.kernels.attention.triton import host
-    shapes = {name: [host.TUNED[name][1][0]] for name in host.Tuners._fields}
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in host.TUNED[name][1]]
+
+
+def _launch_args(name, use_desc):
+    """What host._prune sees of the reported launch (bf16, d = 64, dv = 8) of kernel ``name``."""
+    import torch
+    return dict(Q=torch.empty(1, dtype=torch.bfloat16), BLOCK_D=64, BLOCK_DV=16, TILE_Q=0, TILE_K=0,
+                USE_DESC=use_desc, **({"DK": 1} if name == "dkdv" else {}))
+
+
+def test_pointer_launches_run_at_most_four_warps():
+    """host._prune: no launch without TMA descriptors (varlen among them) runs more than 4 warps, the
+    8-warp launch that raced on the H200 (see host.POINTER_MAX_WARPS); descriptor launches keep every row."""
+    from flashproof.kernels.attention.triton import host
+    for name in host.Tuners._fields:
+        table = _table(name)
+        assert any(c.num_warps > host.POINTER_MAX_WARPS for c in table), name  # the rule has something to drop
+        kept = host._prune(table, _launch_args(name, False))
+        assert kept and all(c.num_warps <= host.POINTER_MAX_WARPS for c in kept), (name, kept)
+        assert kept == [c for c in table if c.num_warps <= host.POINTER_MAX_WARPS]
+        assert host._prune(table, _launch_args(name, True)) == table
+
+
+def test_gpu_configurations(monkeypatch):
+    """The reported spec on the configurations an H200 now runs with tuning="first" at these sizes (the
+    first row of each table that host._prune keeps for a pointer launch and that fits shared memory:
+    BLOCK_M = 128 > every sequence's query count in the forward)."""
+    from flashproof.kernels.attention.triton import host
+    shapes = {}
+    for name in host.Tuners._fields:
+        (c,) = host._prune_first(_table(name), _launch_args(name, False))
+        shapes[name] = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)]
+    assert shapes["fwd"] == [(128, 64, 4, 3)]
     monkeypatch.setitem(host.TUNERS, "first", host.tuners(shapes, tuning="first"))
     _examine(SPECS["reported"], "bf16")
