@@ -219,6 +219,10 @@ R=200
   for d in 16 32 64 128; do for dv in 8 16 32 64; do
     echo "A-d$d-dv$dv|ProblemSpec(heads_q=3, n_q=67, n_k=132, d=$d, dv=$dv, $L, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480)|bf16|first|fwd|$R"
   done; done
+  # the descriptor (TMA) path keeps its 8-warp rows: dense problems with dv < d, masks, poison, strided views
+  echo "TMA-d64-dv8|ProblemSpec(heads_q=3, n_q=129, n_k=130, d=64, dv=8, block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=5)|bf16|first|fwd+bwd|$R"
+  echo "TMA-d128-dv16|ProblemSpec(heads_q=3, n_q=129, n_k=130, d=128, dv=16, block=64, empty_rows=True, ties=True, poison='inf', noncontig=True, seed=6)|bf16|first|fwd+bwd|$R"
+  echo "TMA-d64-dv8-fp16|ProblemSpec(heads_q=3, n_q=129, n_k=130, d=64, dv=8, block=64, empty_rows=True, ties=True, seed=7)|fp16|first|fwd+bwd|$R"
   # every 4-warp row of the forward's table, forced
   for cfg in 128,64,4,3 64,64,4,3 64,128,4,3 128,32,4,4 64,32,4,2 32,32,4,2; do
     echo "A-fwd-$cfg|$A|bf16|$cfg|fwd|$R"
