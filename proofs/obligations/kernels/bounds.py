@@ -29,7 +29,7 @@ from flashproof.kernels.attention.triton import bwd, fwd, host
 from flashproof.proofs.engine.core import Outcome, control, fresh_solver, model_dict, obligation, z3_prove
 from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
 
-ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
+ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN",
           "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-SOLVER-TRUST"]
 I64_MAX = 2 ** 63 - 1
 
