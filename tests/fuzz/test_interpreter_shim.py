@@ -87,3 +87,27 @@ def test_examine_in_a_fresh_process_applies_the_shim(tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "DEVIATIONS [] VERDICTS 2" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@needs_interpreter
+def test_bounds_checked_takes_the_descriptor_path_and_poisoned_views(monkeypatch):
+    """The attention kernels' TMA descriptor loads (dense problems) and poisoned strided views run clean
+    under the bounds check (a descriptor's zero fill is a masked load, the views' padding is never read)."""
+    from flashproof.fuzz import targets
+    from flashproof.fuzz.checks import examine
+    from flashproof.fuzz.problem import ProblemSpec
+    from flashproof.kernels.attention.triton import host
+    spec = ProblemSpec(heads_q=2, heads_kv=1, n_q=33, n_k=20, d=16, dv=32, mask_kind="block_sparse", block=16,
+                       empty_rows=True, poison="nan", noncontig=True, seed=4)
+    seen = []
+    real = host._descriptors
+
+    def spy(prob, *ts):
+        out = real(prob, *ts)
+        seen.append(out is not None)
+        return out
+    monkeypatch.setattr(host, "_descriptors", spy)
+    with bounds_checked():
+        ex = examine(targets.get("triton"), spec, "fp16", "cpu", checks=("forward", "gradients"), determinism_runs=0)
+    assert seen and all(seen)  # every launch took descriptors
+    assert len(ex.verdicts) == 5 and not ex.deviations, [d.reproducer() for d in ex.deviations]
