@@ -187,7 +187,8 @@ def _configs(kernel, rows, windows=("both",)):
 def reported(kernel) -> Config:
     """The launch in which an H200 hit an illegal memory access (``flashproof fuzz --kernel triton --dtype bf16
     --profile gpu --seed 0``: packed varlen with zero-length segments, GQA, dv = 8 < d = 64, empty rows): the
-    first row of the kernel's table (what tuning="first" runs there), varlen, no window, a dense mask, head dims
+    tiles of the first row of the kernel's table (what tuning="first" ran there; the 4-warp row the host runs
+    now on the pointer path has the same BLOCK_M, BLOCK_N), varlen, no window, a dense mask, head dims
     padded as the host pads d = 64 and dv = 8 (64 and 16 lanes). The quick run's window is "both" and its
     padding 256 lanes, so this launch is checked as launched (group "reported", its own obligation per kernel)
     rather than by the covering argument alone."""
