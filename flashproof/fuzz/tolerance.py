@@ -185,17 +185,19 @@ def agree(name: str, a: torch.Tensor, b: torch.Tensor, mags: dict) -> Verdict:
 
 
 def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float,
-          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None, drop: torch.Tensor | None = None):
+          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None, drop: torch.Tensor | None = None,
+          bias: torch.Tensor | None = None):
     """The baseline: the dense formula in the dtype of q, k, v (no upcast), on their device.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv), allowed (B, Hq, Nq, Nk), dout like
-    out, dlse (B, Hq, Nq) or None, drop None or dropout's multipliers keep/(1 − p) (B, Hq, Nq, Nk)
+    out, dlse (B, Hq, Nq) or None, drop None or dropout's multipliers keep/(1 − p) (B, Hq, Nq, Nk),
+    bias None or an additive float mask (``oracle.masked_attention``)
     → ``(out, lse, grads)`` where grads is (dq, dk, dv) of Σ dout·out (+ Σ dlse·lse) when ``dout``
     is given, else None."""
     from .oracle import masked_attention, vjp
 
     q, k, v = (t.detach().clone().requires_grad_(dout is not None) for t in (q, k, v))
     with torch.enable_grad():
-        out, lse = masked_attention(q, k, v, allowed, scale, drop)
+        out, lse = masked_attention(q, k, v, allowed, scale, drop, bias)
         grads = vjp(out, lse, (q, k, v), dout, dlse) if dout is not None else None
     return out.detach(), lse.detach(), grads

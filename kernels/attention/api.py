@@ -15,9 +15,9 @@ Conventions (``docs/kernel.md`` has the long form):
   (B, Hq, Nq, Nk); or a ``BlockSparseMask``), ``bias`` is not −inf at (i, j), and, with
   ``cu_seqlens``, i and j in the same sequence (the causal/window alignment is then per sequence).
 * ``bias``: an additive float mask broadcastable to (B, Hq, Nq, Nk), added to the scaled scores
-  (−inf = masked). Only the torch kernels add a general bias; a bias whose entries are all 0 or −inf
-  is the boolean mask ``bias == 0`` and runs wherever a mask does (``validate`` converts it). No
-  gradient flows to the bias.
+  (−inf = masked). The torch and Triton kernels add a general bias (Gluon does not); a bias whose
+  entries are all 0 or −inf is the boolean mask ``bias == 0`` and runs wherever a mask does
+  (``validate`` converts it). No gradient flows to the bias.
 * A row with no allowed key: out 0, lse −inf, gradients 0, never NaN. Values planted in
   positions that only masked pairs read (NaN, ±inf, 1e30) never reach the results.
 * Varlen: ``cu_seqlens_q``/``cu_seqlens_k`` (S + 1,) int32/int64 with q ``(1, Hq, total_q, D)``
@@ -92,7 +92,7 @@ class AttentionProblem(NamedTuple):
     boundaries; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
     derives once per call (the Triton arguments and block-sparse walk lists), which a backward run
     on the same problem reuses; bias: None or a float (B|1, Hq|1, Nq, Nk) view added to the scaled
-    scores (the torch kernels only); dropout: None (no dropout) or the call's ``dropout.Dropout``
+    scores (the torch and Triton kernels); dropout: None (no dropout) or the call's ``dropout.Dropout``
     (p, seed, threshold, scale)."""
 
     B: int

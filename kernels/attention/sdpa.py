@@ -10,8 +10,10 @@ What it maps, and how:
   j ≤ i.
 * ``attn_mask``: boolean (True = takes part) or float (added to the scaled scores), broadcastable to
   (B, Hq, Nq, Nk) as SDPA broadcasts it — (Nq, Nk), (B, 1, 1, Nk) key padding, (B, 1, Nq, Nk), … —
-  expanded without a copy. A float mask runs on the torch kernels unless every entry is 0 or −inf
-  (then it is the boolean mask ``attn_mask == 0``: ``api.validate``). ``attn_mask`` together with
+  expanded without a copy. A float mask is added to the scores by the Triton kernels on CUDA (a bias
+  tile per score tile, broadcast dims read with stride 0) and by the torch kernels on CPU; one whose
+  entries are all 0 or −inf is the boolean mask ``attn_mask == 0`` (``api.validate``), which Gluon
+  also takes. ``attn_mask`` together with
   ``is_causal`` is refused, as SDPA refuses it. A float mask must have q's dtype (as SDPA requires).
 * GQA (Hq ≠ Hkv) only with ``enable_gqa=True``; without it, the error SDPA raises (a RuntimeError
   naming the head dims).

@@ -1,0 +1,80 @@
+"""The additive float bias (SDPA's float ``attn_mask``) in the Triton kernels, under TRITON_INTERPRET=1
+on CPU at small sizes (and compiled on CUDA with ``-m gpu``): forward and gradients meet the oracle's
+dense formula with the bias (``support.bias_cases``: the one tolerance rule), for a full bias, biases
+broadcast over batch or heads (stride 0), a 2-D bias, an expanded key-padding bias, −inf entries,
+query rows that are −inf throughout (out 0, lse −inf, dq 0), with a boolean mask, GQA, a window and
+varlen. Negative controls: the same judgement refutes the call run without its bias and with the bias
+transposed over the batch. The router sends a general float mask to Triton on CUDA, never to Gluon."""
+from __future__ import annotations
+
+import pytest
+import torch
+from support.bias_cases import BIAS_CASES, failures, make_bias, run, verdicts
+
+from flashproof.kernels.attention.api import validate
+from flashproof.kernels.attention.dispatch import BackendUnavailable, Device, plan
+from flashproof.kernels.interpreter import interpreting
+
+H200 = Device("cuda", (9, 0), False, True, True)
+interp = pytest.mark.skipif(not interpreting(), reason="the Triton kernels on CPU need TRITON_INTERPRET=1")
+
+
+@interp
+@pytest.mark.parametrize("bc", BIAS_CASES, ids=[c.id for c in BIAS_CASES])
+def test_triton_bias_meets_the_oracle(bc):
+    pytest.importorskip("triton")
+    prob, b4, got = run(bc, torch.float32, "triton")
+    bad = [x for x in verdicts(prob, b4, torch.float32, got) if not x.ok]
+    assert not bad, failures(f"{bc.id} triton f32", bad)
+
+
+@interp
+def test_triton_bias_f16():
+    pytest.importorskip("triton")
+    bc = BIAS_CASES[2]
+    prob, b4, got = run(bc, torch.float16, "triton")
+    bad = [x for x in verdicts(prob, b4, torch.float16, got) if not x.ok]
+    assert not bad, failures(f"{bc.id} triton f16", bad)
+
+
+@interp
+@pytest.mark.parametrize("control", ["no_bias", "batch_flipped"])
+def test_the_judgement_refutes_a_wrong_bias(control):
+    """Negative controls: the kernel given a zero bias (the bias ignored) or the bias with its batch
+    entries swapped fails the judgement that the right call passes."""
+    pytest.importorskip("triton")
+    bc = BIAS_CASES[2]  # "batch": (B, 1, Nq, Nk) with B = 2, Hq = 2, Nq = 33, Nk = 30
+    bias = make_bias(bc, 2, 2, 33, 30, torch.float32)
+    masked = torch.isinf(bias)  # the −inf entries stay: only the finite values are wrong
+    wrong = {"no_bias": torch.where(masked, bias, torch.zeros_like(bias)),
+             "batch_flipped": torch.where(masked, bias, bias.flip(0).nan_to_num(neginf=0.0))}[control]
+    prob, b4, got = run(bc, torch.float32, "triton", bias_override=wrong)
+    assert any(not x.ok for x in verdicts(prob, b4, torch.float32, got)), control
+
+
+def _prob(bias, backend="auto"):
+    q = torch.zeros(1, 2, 128, 128, dtype=torch.bfloat16)
+    return validate(q, q, q, bias=bias, backend=backend)
+
+
+def test_a_general_float_bias_routes_to_triton_and_never_to_gluon():
+    bias = torch.randn(128, 128).to(torch.bfloat16)
+    route = plan(_prob(bias), H200)
+    assert (route.forward, route.backward) == ("triton", "triton"), route
+    assert "bias" in route.reasons[0]
+    with pytest.raises(BackendUnavailable, match="bias"):
+        plan(_prob(bias, "gluon"), H200)
+    assert plan(_prob(None), H200).forward == "gluon"  # the same call without the bias
+
+
+@pytest.mark.parametrize("bc", [c for c in BIAS_CASES if c.id in ("full_gqa", "batch_window_dead_rows",
+                                                                   "key_padding_expanded", "varlen_causal")],
+                         ids=lambda c: c.id)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_bias_meets_the_oracle(bc, dtype, backend):
+    prob, b4, got = run(bc, dtype, backend, device="cuda")
+    bad = [x for x in verdicts(prob, b4, dtype, got) if not x.ok]
+    assert not bad, failures(f"{bc.id} {backend} {dtype} cuda", bad)
