@@ -134,7 +134,8 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale
     backend: "auto" | "gluon" | "triton" | "torch" (``dispatch.plan`` states the rules; a backend
     that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
     (Triton launches only). dropout_p: drop probability in [0, 1) (0: no dropout); dropout_seed: None
-    (drawn from torch's default generator) or an int in [0, 2**63): the keep bits are a function of
+    (a fresh seed per call from torch's default generator, drawn by a tensor op: compile-safe) or an
+    int in [0, 2**63): the keep bits are a function of
     it and the position (module docstring), so two calls with one seed drop the same pairs.
     """
     return _attention(q, k, v, causal=causal, window=window, mask=mask, bias=bias, scale=scale,
@@ -160,7 +161,8 @@ def _attention(q, k, v, *, bugs, **kwargs):
         0 if tiles is None else tiles.block_k, kwargs.get("cu_seqlens_q"), kwargs.get("cu_seqlens_k"),
         None if scale is None else float(scale), left, right, kwargs.get("causal", False),
         prob.deterministic, prob.requires_grad, prob.backend, prob.tuning, ",".join(sorted(prob.bugs)),
-        0.0 if prob.dropout is None else prob.dropout.p, None if prob.dropout is None else prob.dropout.seed)
+        0.0 if prob.dropout is None else prob.dropout.p,
+        None if prob.dropout is None else _dropout.seed_tensor(prob.dropout.seed))
     return AttnOut(out, lse) if return_lse else out
 
 

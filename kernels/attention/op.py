@@ -4,8 +4,10 @@
 * ``flashproof::attention(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k,
   scale, left, right, causal, deterministic, requires_grad, backend, tuning, bugs) -> (out, lse)``
   (``bugs``: the mutants' bug switches, comma-separated, "" for every user call; ``dropout_p``,
-  ``dropout_seed``: the call's dropout, the seed resolved before the op, so that the backward op
-  regenerates the forward's keep bits)
+  ``dropout_seed``: the call's dropout, the seed an int64 (1,) CPU tensor drawn or made in front of the
+  op (``dropout.seed_tensor``: a tensor, so that a seed drawn per call is traced by torch.compile
+  instead of read as a Python int) and saved for the backward op, which regenerates the forward's keep
+  bits from it)
 * ``flashproof::attention_backward(q, k, v, out, lse, dout, dlse, <the same arguments>) -> (dq, dk, dv)``
 
 The call's non-tensor structure travels as schema arguments: a ``BlockSparseMask`` as ``tiles`` +
@@ -27,6 +29,7 @@ import torch
 from torch import Tensor
 
 from . import api
+from . import dropout as _dropout
 from .dispatch import device_of, plan
 
 if __name__ != "flashproof.kernels.attention.op":  # a checkout's kernels/ imported by another name
@@ -48,7 +51,8 @@ def _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seql
     prob = api.validate(q, k, v, causal=causal, window=(left, right), mask=mask, bias=bias, scale=scale,
                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, backend=backend, tuning=tuning,
                         deterministic=deterministic, bugs=frozenset(b for b in bugs.split(",") if b),
-                        requires_grad=requires_grad, dropout_p=dropout_p, dropout_seed=dropout_seed)
+                        requires_grad=requires_grad, dropout_p=dropout_p,
+                        dropout_seed=_dropout.seed_value(dropout_seed))
     return prob, plan(prob, device_of(q))
 
 
@@ -71,7 +75,7 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
                  tiles: Optional[Tensor], block_q: int, block_k: int, cu_seqlens_q: Optional[Tensor],
                  cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int], right: Optional[int],
                  causal: bool, deterministic: bool, requires_grad: bool, backend: str, tuning: str,
-                 bugs: str, dropout_p: float, dropout_seed: Optional[int]) -> tuple[Tensor, Tensor]:
+                 bugs: str, dropout_p: float, dropout_seed: Optional[Tensor]) -> tuple[Tensor, Tensor]:
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype,
     lse (B, Hq, Nq) float32 (float64 for float64 inputs)."""
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
@@ -98,7 +102,7 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                           cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int],
                           right: Optional[int], causal: bool, deterministic: bool, requires_grad: bool,
                           backend: str, tuning: str, bugs: str, dropout_p: float,
-                          dropout_seed: Optional[int]) -> tuple[Tensor, Tensor, Tensor]:
+                          dropout_seed: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
     """The gradients (dq, dk, dv), shaped and typed like (q, k, v), contiguous."""
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
                            right, causal, deterministic, True, backend, tuning, bugs, dropout_p, dropout_seed)
@@ -119,23 +123,26 @@ _ARGS = ("mask", "bias", "tiles", "block_q", "block_k", "cu_seqlens_q", "cu_seql
          "causal", "deterministic", "requires_grad", "backend", "tuning", "bugs", "dropout_p", "dropout_seed")
 
 
+#: the forward op's optional tensor arguments (saved for the backward op; the seed so that it replays the bits)
+_TENSOR_ARGS = ("mask", "bias", "tiles", "cu_seqlens_q", "cu_seqlens_k", "dropout_seed")
+
+
 def _setup_context(ctx, inputs, output):
     q, k, v, *rest = inputs
     args = dict(zip(_ARGS, rest))
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, args["mask"], args["bias"], args["tiles"], args["cu_seqlens_q"],
-                          args["cu_seqlens_k"])
-    ctx.args = {n: a for n, a in args.items() if n not in ("mask", "bias", "tiles", "cu_seqlens_q", "cu_seqlens_k")}
+    ctx.save_for_backward(q, k, v, out, lse, *(args[n] for n in _TENSOR_ARGS))
+    ctx.args = {n: a for n, a in args.items() if n not in _TENSOR_ARGS}
 
 
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, mask, bias, tiles, cu_q, cu_k = ctx.saved_tensors
+    q, k, v, out, lse, mask, bias, tiles, cu_q, cu_k, seed = ctx.saved_tensors
     if dout is None:
         dout = torch.zeros_like(out)
     a = ctx.args
     dq, dk, dv = attention_backward_op(q, k, v, out, lse, dout, dlse, mask, bias, tiles, a["block_q"], a["block_k"],
                                        cu_q, cu_k, a["scale"], a["left"], a["right"], a["causal"], a["deterministic"],
-                                       True, a["backend"], a["tuning"], a["bugs"], a["dropout_p"], a["dropout_seed"])
+                                       True, a["backend"], a["tuning"], a["bugs"], a["dropout_p"], seed)
     return (dq, dk, dv) + (None,) * len(_ARGS)
 
 

@@ -18,9 +18,10 @@ What it maps, and how:
 * GQA (Hq ≠ Hkv) only with ``enable_gqa=True``; without it, the error SDPA raises (a RuntimeError
   naming the head dims).
 * ``dropout_p``: passed to ``attention(dropout_p=…)`` (SDPA applies it whatever the module's training
-  mode, and so does this); the seed comes from torch's default generator, so ``torch.manual_seed``
-  reproduces a run. Under ``torch.compile`` drawing that seed reads a tensor value (a graph break):
-  call ``attention(..., dropout_seed=…)`` for a full graph with dropout.
+  mode, and so does this); a fresh seed per call comes from torch's default generator, so
+  ``torch.manual_seed`` reproduces a run. It is drawn by a tensor op (``dropout.seed_tensor``) and read
+  only inside the custom op, so ``torch.compile(fullgraph=True)`` traces a dropout call without a
+  graph break.
 * Shapes: q (…, Hq, Nq, D), k (…, Hkv, Nk, D), v (…, Hkv, Nk, Dv) with 3 or 4 dims (a 3-D call is
   one head); out (…, Hq, Nq, Dv).
 

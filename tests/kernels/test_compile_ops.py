@@ -6,7 +6,9 @@ bitwise equal. The calls cover what must travel through the op schema: a BlockSp
 ``cu_seqlens`` (whose values the op body reads), a window, GQA, and the SDPA front with a key-padding
 mask and a float additive mask. Most compile with ``aot_eager`` (Dynamo plus AOT autograd: the fake
 implementations and the registered backward are traced, no C++ compiler runs); one compiles with
-inductor."""
+inductor. Dropout with ``dropout_seed=None`` compiles with fullgraph too (the seed is a traced
+``torch.randint``), with aot_eager (bitwise equal to eager after the same ``torch.manual_seed``) and
+with inductor (a fresh seed per call)."""
 from __future__ import annotations
 
 import pytest
@@ -77,6 +79,48 @@ def test_compile_inductor_fullgraph_with_dynamic_lengths():
     for n in (40, 23):
         s = dict(shape, Nq=n, Nk=n)
         _assert_equal(_run(compiled, s), _run(fn, s))
+
+
+DROPOUT_CALLS = {
+    "attention_seed_none": (lambda q, k, v: attention(q, k, v, causal=True, dropout_p=0.3, return_lse=True), {}),
+    "sdpa_dropout": (lambda q, k, v: scaled_dot_product_attention(q, k, v, dropout_p=0.25, enable_gqa=True,
+                                                                  return_lse=True), {"Hq": 4, "Hkv": 2, "Nk": 33}),
+}
+
+
+@pytest.mark.parametrize("name", DROPOUT_CALLS)
+def test_compile_fullgraph_with_dropout_and_no_seed_matches_eager(name):
+    """dropout_seed=None: the seed is a tensor drawn in front of the op (``dropout.seed_tensor``), so
+    fullgraph traces it; under aot_eager the draw runs as in eager, so after the same
+    ``torch.manual_seed`` the compiled call drops the same pairs (out, lse and gradients bitwise)."""
+    fn, shape = DROPOUT_CALLS[name]
+    torch._dynamo.reset()
+    q, k, v = _qkv(**shape)
+    # fullgraph alone is not the check everywhere: torch 2.13 traces a Tensor.item() under fullgraph
+    # (an unbacked int), where the default mode breaks the graph there; explain counts the breaks
+    assert torch._dynamo.explain(fn)(q, k, v).graph_break_count == 0
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    torch.manual_seed(11)
+    got = _run(compiled, shape)
+    torch.manual_seed(11)
+    want = _run(fn, shape)
+    _assert_equal(got, want)
+    torch.manual_seed(12)
+    assert not torch.equal(_run(fn, shape)[0], want[0])  # another seed drops other pairs
+
+
+def test_compile_inductor_fullgraph_with_dropout_draws_a_fresh_seed_per_call():
+    """Inductor, fullgraph, dropout_seed=None: no graph break, and each call draws its own seed (two
+    calls differ; both differ from p = 0); a given seed matches eager bitwise."""
+    torch._dynamo.reset()
+    q, k, v = _qkv()
+    fresh = torch.compile(lambda q, k, v: attention(q, k, v, dropout_p=0.3), fullgraph=True)
+    a, b = fresh(q, k, v), fresh(q, k, v)
+    assert not torch.equal(a, b)
+    assert not torch.equal(a, attention(q, k, v))
+    fixed = torch.compile(lambda q, k, v: attention(q, k, v, dropout_p=0.3, dropout_seed=5), fullgraph=True)
+    assert torch.equal(fixed(q, k, v), attention(q, k, v, dropout_p=0.3, dropout_seed=5))
 
 
 def test_the_compiled_graph_holds_one_op_per_direction():
