@@ -45,11 +45,12 @@ __all__ = ["scaled_dot_product_attention"]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, return_lse=False, backend="auto"):
+                                 enable_gqa=False, *, return_lse=False, backend="auto", tuning="autotune"):
     """SDPA's call on flashproof's kernels (module docstring: semantics and the empty-row convention).
 
     query (…, Hq, Nq, D), key (…, Hkv, Nk, D), value (…, Hkv, Nk, Dv) -> out (…, Hq, Nq, Dv), or
-    ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (…, Hq, Nq)). ``backend``: as ``attention``'s.
+    ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (…, Hq, Nq)). ``backend``, ``tuning``: as
+    ``attention``'s.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -91,7 +92,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if scale is None:
         scale = 1.0 / math.sqrt(D)
     res = attention(q, k, v, window=window, mask=mask, bias=bias, scale=scale, return_lse=True, backend=backend,
-                    dropout_p=dropout_p)
+                    tuning=tuning, dropout_p=dropout_p)
     out, lse = res
     if one_head:
         out, lse = out.squeeze(1), lse.squeeze(1)

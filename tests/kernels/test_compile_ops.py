@@ -30,21 +30,26 @@ def _cu(*v, device="cpu"):
 
 _TILES = torch.tensor([[True, False, True], [True, True, False], [False, True, True]])[None, None]
 
+#: name -> (fn(q, k, v, tuning) -> (out, lse), _qkv's shape arguments). tuning: "first" on CUDA (one
+#: configuration per launch key: the autotuner would compile every configuration of every call here)
 CALLS = {
-    "causal": (lambda q, k, v: attention(q, k, v, causal=True, return_lse=True), {}),
-    "window_gqa": (lambda q, k, v: attention(q, k, v, window=(7, 3), return_lse=True), {"Hq": 4, "Hkv": 2, "Nk": 50}),
-    "block_sparse": (lambda q, k, v: attention(q, k, v, mask=BlockSparseMask(_TILES.to(q.device), 16, 16),
-                                               return_lse=True), {}),
-    "varlen": (lambda q, k, v: attention(q, k, v, causal=True, cu_seqlens_q=_cu(0, 9, 9, 40, device=q.device),
-                                         cu_seqlens_k=_cu(0, 12, 20, 40, device=q.device), return_lse=True), {}),
-    "sdpa_key_padding": (lambda q, k, v: scaled_dot_product_attention(
+    "causal": (lambda q, k, v, t="autotune": attention(q, k, v, causal=True, return_lse=True, tuning=t), {}),
+    "window_gqa": (lambda q, k, v, t="autotune": attention(q, k, v, window=(7, 3), return_lse=True, tuning=t),
+                   {"Hq": 4, "Hkv": 2, "Nk": 50}),
+    "block_sparse": (lambda q, k, v, t="autotune": attention(q, k, v, mask=BlockSparseMask(_TILES.to(q.device), 16, 16),
+                                                             return_lse=True, tuning=t), {}),
+    "varlen": (lambda q, k, v, t="autotune": attention(q, k, v, causal=True,
+                                                       cu_seqlens_q=_cu(0, 9, 9, 40, device=q.device),
+                                                       cu_seqlens_k=_cu(0, 12, 20, 40, device=q.device),
+                                                       return_lse=True, tuning=t), {}),
+    "sdpa_key_padding": (lambda q, k, v, t="autotune": scaled_dot_product_attention(
         q, k, v, attn_mask=(torch.arange(40, device=q.device) < 29)[None, None, None], enable_gqa=True,
-        return_lse=True), {"Hq": 4, "Hkv": 1}),
-    "sdpa_float_mask": (lambda q, k, v: scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.linspace(-2, 1, 40 * 50, device=q.device).view(40, 50), return_lse=True),
-        {"Nk": 50}),
-    "sdpa_top_left_causal": (lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True),
-                             {"Nq": 20, "Nk": 45}),
+        return_lse=True, tuning=t), {"Hq": 4, "Hkv": 1}),
+    "sdpa_float_mask": (lambda q, k, v, t="autotune": scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.linspace(-2, 1, 40 * 50, device=q.device).view(40, 50), return_lse=True,
+        tuning=t), {"Nk": 50}),
+    "sdpa_top_left_causal": (lambda q, k, v, t="autotune": scaled_dot_product_attention(
+        q, k, v, is_causal=True, return_lse=True, tuning=t), {"Nq": 20, "Nk": 45}),
 }
 
 
@@ -154,8 +159,8 @@ def test_export_runs_and_matches_eager():
 
 
 def _op_args(q, k, v, mask=None, bias=None, tiles=None, block=(0, 0), cu=(None, None), scale=None, window=(None, None),
-             causal=False):
-    return (q, k, v, mask, bias, tiles, *block, *cu, scale, *window, causal, False, True, "auto", "autotune", "", 0.0,
+             causal=False, tuning="autotune"):
+    return (q, k, v, mask, bias, tiles, *block, *cu, scale, *window, causal, False, True, "auto", tuning, "", 0.0,
             None)
 
 
@@ -192,12 +197,28 @@ def test_opcheck_backward():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("name", ["causal", "window_gqa", "block_sparse", "varlen", "sdpa_key_padding"])
+@pytest.mark.parametrize("name", ["causal", "window_gqa", "block_sparse", "varlen", "sdpa_key_padding",
+                                  "sdpa_float_mask"])
 def test_cuda_compile_fullgraph_matches_eager(name):
-    """The same calls on CUDA tensors (the Triton kernels through the op), inductor, fullgraph."""
+    """The same calls on CUDA tensors (the Triton kernels through the op, the float mask as a Triton bias),
+    inductor, fullgraph."""
     fn, shape = CALLS[name]
+    first = lambda q, k, v: fn(q, k, v, "first")  # noqa: E731
     torch._dynamo.reset()
-    _assert_equal(_run(torch.compile(fn, fullgraph=True), shape, device="cuda"), _run(fn, shape, device="cuda"))
+    _assert_equal(_run(torch.compile(first, fullgraph=True), shape, device="cuda"), _run(first, shape, device="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_compile_fullgraph_with_dropout_and_no_seed():
+    """CUDA tensors, inductor, fullgraph, dropout_seed=None: no graph break, a fresh seed per call, and
+    with a given seed the compiled call equals eager bitwise."""
+    torch._dynamo.reset()
+    q, k, v = (t.cuda() for t in _qkv())
+    fresh = torch.compile(lambda q, k, v: attention(q, k, v, dropout_p=0.3, tuning="first"), fullgraph=True)
+    assert not torch.equal(fresh(q, k, v), fresh(q, k, v))
+    fixed = lambda q, k, v: attention(q, k, v, dropout_p=0.3, dropout_seed=5, tuning="first")  # noqa: E731
+    assert torch.equal(torch.compile(fixed, fullgraph=True)(q, k, v), fixed(q, k, v))
 
 
 @pytest.mark.gpu
@@ -206,4 +227,5 @@ def test_cuda_opcheck():
     for name, args in _opcheck_cases().items():
         cuda = tuple(a.detach().cuda().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
                      for a in args)
+        cuda = cuda[:17] + ("first",) + cuda[18:]  # tuning: one configuration per launch key
         torch.library.opcheck(attention_op, cuda)

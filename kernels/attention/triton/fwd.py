@@ -83,7 +83,7 @@ def add_bias(s, ok, bias_base, rows, cols, sbi, sbj, HAS_BIAS: tl.constexpr):
         bv = tl.load(bias_base + rows.to(tl.int64) * sbi + cols.to(tl.int64) * sbj, mask=ok, other=0.0)
         bv = bv.to(tl.float32)
         ok = ok & (bv != float("-inf"))
-        s = s + bv * LOG2E
+        s = s + bv * 1.4426950408889634  # · 1/ln 2: natural-log units to the exp2 domain
     return s, ok
 
 
