@@ -21,7 +21,8 @@ Rules (each choice is recorded in ``Plan.reasons``):
   (CPU tensors, float64, triton not installed).
 * An additive float bias (a float ``attn_mask`` with values other than 0 and −inf; one of 0 / −inf
   entries arrives here as a boolean mask) runs on the torch and Triton kernels (the Triton kernels
-  load a bias tile per score tile, broadcast dims by stride 0), never on Gluon (``gluon_rule``).
+  load a bias tile per score tile, broadcast dims by stride 0), never on Gluon (``gluon_rule``). Both
+  backwards also give the bias's gradient when it requires one (so no rule routes on it).
 * The Triton forward folds the softmax scale into one FMA per interior score (``Plan.fma``) when the
   scale is positive and the inputs are fp16/bf16 (fp32 keeps the exact-order ``ieee`` products).
 * ``tuning``: ``"autotune"`` (the default) lets Triton's autotuner time every configuration of a new

@@ -13,7 +13,8 @@ What it maps, and how:
   expanded without a copy. A float mask is added to the scores by the Triton kernels on CUDA (a bias
   tile per score tile, broadcast dims read with stride 0) and by the torch kernels on CPU; one whose
   entries are all 0 or −inf is the boolean mask ``attn_mask == 0`` (``api.validate``), which Gluon
-  also takes. ``attn_mask`` together with
+  also takes. A float mask that requires grad gets its gradient (dS summed over its broadcast dims;
+  torch and Triton). ``attn_mask`` together with
   ``is_causal`` is refused, as SDPA refuses it. A float mask must have q's dtype (as SDPA requires).
 * GQA (Hq ≠ Hkv) only with ``enable_gqa=True``; without it, the error SDPA raises (a RuntimeError
   naming the head dims).

@@ -3,8 +3,9 @@ on CPU at small sizes (and compiled on CUDA with ``-m gpu``): forward and gradie
 dense formula with the bias (``support.bias_cases``: the one tolerance rule), for a full bias, biases
 broadcast over batch or heads (stride 0), a 2-D bias, an expanded key-padding bias, −inf entries,
 query rows that are −inf throughout (out 0, lse −inf, dq 0), with a boolean mask, GQA, a window and
-varlen. Negative controls: the same judgement refutes the call run without its bias and with the bias
-transposed over the batch. The router sends a general float mask to Triton on CUDA, never to Gluon."""
+varlen. A bias that requires grad gets dbias (dS summed over its broadcast dims), from the torch and the
+Triton backward, judged by the same rule. Negative controls: the same judgement refutes the call run
+without its bias and with the bias transposed over the batch. The router sends a general float mask to Triton on CUDA, never to Gluon."""
 from __future__ import annotations
 
 import pytest
@@ -52,6 +53,43 @@ def test_the_judgement_refutes_a_wrong_bias(control):
     assert any(not x.ok for x in verdicts(prob, b4, torch.float32, got)), control
 
 
+GRAD_CASES = [c for c in BIAS_CASES if c.id in ("full_gqa", "batch_window_dead_rows", "2d_neg_inf_dead_rows",
+                                                 "key_padding_expanded", "varlen_causal")]
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=interp)])
+@pytest.mark.parametrize("bc", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
+def test_bias_gradient_meets_the_oracle(bc, backend):
+    if backend == "triton":
+        pytest.importorskip("triton")
+    prob, bias, got = run(bc, torch.float32, backend, bias_grad=True)
+    bad = [x for x in verdicts(prob, bias, torch.float32, got) if not x.ok]
+    assert not bad, failures(f"{bc.id} {backend} f32 with dbias", bad)
+
+
+def test_bias_gradient_in_float64_is_exact():
+    """Finite differences in float64 through the op's registered backward (torch kernels), the bias
+    among the inputs (an exactness check at high precision, not a tolerance)."""
+    from flashproof.kernels import attention
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, n, 3, generator=g, dtype=torch.float64).requires_grad_() for n in (4, 5, 5))
+    bias = torch.randn(1, 1, 4, 5, generator=g, dtype=torch.float64)
+    bias[0, 0, 1, 2] = float("-inf")
+    bias.requires_grad_()
+    assert torch.autograd.gradcheck(lambda *a: attention(*a[:3], bias=a[3], causal=True), (q, k, v, bias))
+
+
+def test_a_zero_or_neg_inf_bias_with_a_gradient_stays_a_bias():
+    """A bias of 0 / −inf entries is a boolean mask only when no gradient is asked of it: its 0 entries
+    have a gradient."""
+    bias = torch.zeros(1, 1, 128, 128, dtype=torch.bfloat16)
+    bias[..., 100:] = float("-inf")
+    q = torch.zeros(1, 2, 128, 128, dtype=torch.bfloat16)
+    assert validate(q, q, q, bias=bias).bias is None
+    prob = validate(q, q, q, bias=bias.requires_grad_())
+    assert prob.bias is not None and prob.bias_grad and prob.requires_grad
+
+
 def _prob(bias, backend="auto"):
     q = torch.zeros(1, 2, 128, 128, dtype=torch.bfloat16)
     return validate(q, q, q, bias=bias, backend=backend)
@@ -78,3 +116,15 @@ def test_cuda_bias_meets_the_oracle(bc, dtype, backend):
     prob, b4, got = run(bc, dtype, backend, device="cuda")
     bad = [x for x in verdicts(prob, b4, dtype, got) if not x.ok]
     assert not bad, failures(f"{bc.id} {backend} {dtype} cuda", bad)
+
+
+@pytest.mark.parametrize("bc", [c for c in GRAD_CASES if c.id in ("batch_window_dead_rows", "key_padding_expanded")],
+                         ids=lambda c: c.id)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_bias_gradient_meets_the_oracle(bc, dtype, backend):
+    prob, bias, got = run(bc, dtype, backend, device="cuda", bias_grad=True)
+    bad = [x for x in verdicts(prob, bias, dtype, got) if not x.ok]
+    assert not bad, failures(f"{bc.id} {backend} {dtype} cuda with dbias", bad)

@@ -86,6 +86,23 @@ def test_compile_inductor_fullgraph_with_dynamic_lengths():
         _assert_equal(_run(compiled, s), _run(fn, s))
 
 
+def test_compile_fullgraph_with_a_bias_gradient_matches_eager():
+    """A float mask that requires grad (the SDPA front, a (Nq, 1) bias broadcast over keys): the compiled
+    call's dbias equals eager's bitwise, with the q, k, v gradients."""
+    def grads(fn):
+        q, k, v = (t.requires_grad_() for t in _qkv(Nk=50))
+        bias = torch.linspace(-2, 1, 40, dtype=torch.float32).view(40, 1).requires_grad_()
+        out = fn(q, k, v, bias)
+        return (out.detach(), *torch.autograd.grad(out, (q, k, v, bias), torch.ones_like(out)))
+
+    fn = lambda q, k, v, b: scaled_dot_product_attention(q, k, v, attn_mask=b.expand(40, 50))  # noqa: E731
+    torch._dynamo.reset()
+    got, want = grads(torch.compile(fn, fullgraph=True, backend="aot_eager")), grads(fn)
+    for name, a, b in zip(("out", "dq", "dk", "dv", "dbias"), got, want):
+        assert torch.equal(a, b), name
+    assert want[-1].shape == (40, 1) and want[-1].abs().sum() > 0
+
+
 DROPOUT_CALLS = {
     "attention_seed_none": (lambda q, k, v: attention(q, k, v, causal=True, dropout_p=0.3, return_lse=True), {}),
     "sdpa_dropout": (lambda q, k, v: scaled_dot_product_attention(q, k, v, dropout_p=0.25, enable_gqa=True,
@@ -159,9 +176,9 @@ def test_export_runs_and_matches_eager():
 
 
 def _op_args(q, k, v, mask=None, bias=None, tiles=None, block=(0, 0), cu=(None, None), scale=None, window=(None, None),
-             causal=False, tuning="autotune"):
+             causal=False, tuning="autotune", bias_grad=False):
     return (q, k, v, mask, bias, tiles, *block, *cu, scale, *window, causal, False, True, "auto", tuning, "", 0.0,
-            None)
+            None, bias_grad)
 
 
 def _opcheck_cases():
@@ -176,6 +193,8 @@ def _opcheck_cases():
         "window_scale": _op_args(q, k, v, window=(5, 2), scale=0.3),
         "bool_mask": _op_args(q, k, v, mask=torch.rand(1, 2, 24, 33, generator=g) < 0.5),
         "bias": _op_args(q, k, v, bias=torch.randn(1, 1, 24, 33, generator=g)),
+        "bias_grad": _op_args(q, k, v, bias=torch.randn(1, 2, 24, 1, generator=g).expand(1, 2, 24, 33).requires_grad_(),
+                              bias_grad=True),
         "block_sparse": _op_args(qs, ks, vs, tiles=_TILES, block=(16, 16)),
         "varlen": _op_args(qv, kv, vv, cu=(_cu(0, 10, 30), _cu(0, 6, 36)), causal=True),
     }
@@ -193,6 +212,18 @@ def test_opcheck_backward():
     dout, dlse = torch.randn(out.shape, generator=g), torch.randn(lse.shape, generator=g)
     rest = _op_args(q, k, v, causal=True)[3:]
     torch.library.opcheck(attention_backward_op, (q, k, v, out, lse, dout, dlse, *rest))
+
+
+def test_opcheck_backward_with_the_bias_gradient():
+    q, k, v = _qkv(Nq=24, Nk=33)
+    bias = torch.randn(2, 24, 33, generator=torch.Generator().manual_seed(4))
+    args = _op_args(q, k, v, bias=bias, bias_grad=True)
+    out, lse = attention_op(*args)
+    g = torch.Generator().manual_seed(3)
+    dout, dlse = torch.randn(out.shape, generator=g), torch.randn(lse.shape, generator=g)
+    dq, dk, dv, dbias = attention_backward_op(q, k, v, out, lse, dout, dlse, *args[3:])
+    assert dbias.shape == bias.shape and dbias.abs().sum() > 0
+    torch.library.opcheck(attention_backward_op, (q, k, v, out, lse, dout, dlse, *args[3:]))
 
 
 @pytest.mark.gpu

@@ -8,6 +8,10 @@ structure) plus a bias shape: the bias broadcasts over the size-1 dims, and ``ex
 (B, 1, 1, Nk) key-padding bias a stride-0 view over the query rows (as SDPA's front passes it).
 The bias holds −inf entries (``neg_inf``: that fraction of pairs) and, with ``dead_rows``, query rows
 whose every entry is −inf (out 0, lse −inf, dq 0: the empty-row convention).
+
+With ``bias_grad=True`` the bias (the unexpanded tensor, for the key-padding case) requires grad and
+its gradient dbias is judged too: the oracle's is autograd's through the dense float64 formula (the
+broadcast dims summed by autograd), the baseline's the same formula in the kernel's dtype.
 """
 from __future__ import annotations
 
@@ -16,8 +20,8 @@ from typing import NamedTuple
 import torch
 from support.kernel_cases import Case, leaves, problem_of
 
-from flashproof.fuzz.oracle import masked_attention, read_inputs, vjp
-from flashproof.fuzz.tolerance import judge, magnitudes, naive
+from flashproof.fuzz.oracle import masked_attention, read_inputs
+from flashproof.fuzz.tolerance import judge, magnitudes
 from flashproof.kernels import attention
 
 __all__ = ["BiasCase", "BIAS_CASES", "make_bias", "run", "verdicts", "failures"]
@@ -47,8 +51,9 @@ BIAS_CASES = [
 ]
 
 
-def make_bias(bc: BiasCase, B, Hq, Nq, Nk, dtype, seed=0) -> torch.Tensor:
-    """The case's bias in ``dtype`` (values ~ 2·N(0, 1), ``neg_inf`` of them −inf, ``dead_rows`` all −inf)."""
+def make_bias(bc: BiasCase, B, Hq, Nq, Nk, dtype, seed=0, grad=False) -> torch.Tensor:
+    """The case's bias in ``dtype`` (values ~ 2·N(0, 1), ``neg_inf`` of them −inf, ``dead_rows`` all −inf);
+    ``grad``: the tensor before the key-padding case's expand requires grad."""
     g = torch.Generator().manual_seed(seed)
     dims = {"full": (B, Hq, Nq, Nk), "heads": (1, Hq, Nq, Nk), "batch": (B, 1, Nq, Nk), "2d": (Nq, Nk),
             "key_padding": (B, 1, 1, Nk)}[bc.shape]
@@ -57,41 +62,63 @@ def make_bias(bc: BiasCase, B, Hq, Nq, Nk, dtype, seed=0) -> torch.Tensor:
         b = b.masked_fill(torch.rand(dims, generator=g) < bc.neg_inf, float("-inf"))
     for r in bc.dead_rows:
         b[..., r, :] = float("-inf")
-    b = b.to(dtype)
+    b = b.to(dtype).requires_grad_(grad)
     return b.expand(B, 1, Nq, Nk) if bc.shape == "key_padding" else b
 
 
-def run(bc: BiasCase, dtype, backend: str, device: str = "cpu", bias_override=None):
-    """(problem with the bias's −inf folded into ``allowed``, bias (float64), results dict on the CPU) of
-    one call forward + backward on ``device``. ``bias_override``: the bias given to the kernel instead
-    of the case's (a negative control)."""
+def _leaf(bias):
+    """The tensor before the key-padding case's expand (where a bias's gradient lands; moved to the
+    device and expanded there, so that the kernel reads the stride-0 view), else the bias itself."""
+    return bias._base if bias._base is not None else bias
+
+
+def run(bc: BiasCase, dtype, backend: str, device: str = "cpu", bias_override=None, bias_grad=False):
+    """(problem with the bias's −inf folded into ``allowed``, the case's bias (on the CPU),
+    results dict on the CPU: out, lse, dq, dk, dv, and dbias with ``bias_grad``) of one call forward +
+    backward on ``device``. ``bias_override``: the bias given to the kernel instead of the case's (a
+    negative control)."""
     prob, kw = problem_of(bc.case, dtype)
     B, Hq, Nq, Nk = prob.allowed.shape
-    bias = make_bias(bc, B, Hq, Nq, Nk, dtype)
-    b4 = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape)).to(torch.float64)
+    bias = make_bias(bc, B, Hq, Nq, Nk, dtype, grad=bias_grad)
+    b4 = bias.detach().reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
     prob = prob._replace(allowed=prob.allowed & (b4 != float("-inf")))
     q, k, v = (t.detach().to(device).requires_grad_() for t in leaves(prob, dtype))
     kw = {n: x.to(device) if isinstance(x, torch.Tensor) else x for n, x in kw.items()}
-    given = bias if bias_override is None else bias_override
-    res = attention(q, k, v, bias=given.to(device), return_lse=True, backend=backend, tuning="first", **kw)
-    grads = torch.autograd.grad(res.out, (q, k, v), prob.dout.to(device, dtype))
-    got = {n: t.cpu() for n, t in zip(("out", "lse", "dq", "dk", "dv"), (res.out, res.lse, *grads))}
-    return prob, b4, got
+    kernel_bias = bias if bias_override is None else bias_override
+    leaf = _leaf(kernel_bias)
+    given = leaf.detach().to(device).requires_grad_(bias_grad)
+    given_view = given.expand(kernel_bias.shape) if leaf is not kernel_bias else given
+    res = attention(q, k, v, bias=given_view, return_lse=True, backend=backend, tuning="first", **kw)
+    inputs = (q, k, v, given) if bias_grad else (q, k, v)
+    grads = torch.autograd.grad(res.out, inputs, prob.dout.to(device, dtype))
+    names = ("out", "lse", "dq", "dk", "dv", "dbias")
+    got = {n: t.cpu() for n, t in zip(names, (res.out, res.lse, *grads))}
+    return prob, bias, got
 
 
-def verdicts(prob, b4, dtype, got):
-    """The rule on out, lse, dq, dk, dv: oracle = the dense formula in float64 with the bias, baseline
-    the same formula in ``dtype``."""
+def _dense(x64, bias, prob, dtype):
+    """out, lse and the gradients (of Σ dout·out) of the dense formula with the bias, in ``dtype``; the
+    bias's (in its own, unexpanded shape) last when it requires grad."""
+    xs = [t.detach().to(dtype).requires_grad_() for t in x64]
+    leaf = _leaf(bias).detach().to(dtype).requires_grad_()
+    b = leaf.expand(bias.shape) if bias._base is not None else leaf
+    with torch.enable_grad():
+        out, lse = masked_attention(*xs, prob.allowed, prob.scale, bias=b.reshape((1,) * (4 - b.dim()) + tuple(b.shape)))
+        grads = torch.autograd.grad(out, (*xs, leaf), prob.dout.to(dtype))
+    return (out.detach(), lse.detach(), *grads)
+
+
+def verdicts(prob, bias, dtype, got):
+    """The rule on out, lse, dq, dk, dv (and dbias when ``got`` has it): oracle = the dense formula in
+    float64 with the bias, baseline the same formula in ``dtype``."""
     clean = read_inputs(prob)
-    x64 = [t.clone().requires_grad_() for t in clean]
-    out, lse = masked_attention(*x64, prob.allowed, prob.scale, bias=b4)
-    expected = dict(zip(("out", "lse", "dq", "dk", "dv"), (out.detach(), lse.detach(), *vjp(out, lse, x64, prob.dout))))
-    base = naive(*(t.to(dtype) for t in clean), prob.allowed, prob.scale, prob.dout.to(dtype), bias=b4.to(dtype))
-    baseline = {"out": base[0], "lse": base[1], "dq": base[2][0], "dk": base[2][1], "dv": base[2][2]}
+    names = [n for n in ("out", "lse", "dq", "dk", "dv", "dbias") if n in got]
+    expected = dict(zip(names, _dense(clean, bias, prob, torch.float64)))
+    baseline = dict(zip(names, _dense(clean, bias, prob, dtype)))
     mags = magnitudes(*clean, prob.dout, expected["lse"], prob.scale)
     empty = (~prob.allowed.any(-1))[..., None]
     return [judge(n, got[n], expected[n], baseline[n], dtype, mags, exact_zero=empty if n in ("out", "dq") else None)
-            for n in ("out", "lse", "dq", "dk", "dv")]
+            for n in names]
 
 
 def failures(label, bad):

@@ -93,7 +93,7 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
                qk_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
                seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
-               HAS_BIAS: tl.constexpr):
+               HAS_BIAS: tl.constexpr, ds_base, WRITE_DS: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
@@ -147,6 +147,9 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
     dsT = pT * (dpT - delta[None, :])
     if MASKED:
         dsT = tl.where(okT, dsT, 0.0)
+    if WRITE_DS:  # the bias's gradient: dS of pair (i, j) at ds_base + i · Nk + j (0 on masked pairs)
+        tl.store(ds_base + offs_m[None, :].to(tl.int64) * Nk + offs_n[:, None].to(tl.int64), dsT,
+                 mask=(offs_m[None, :] < q_len) & (offs_n[:, None] < k_len))
     dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
     return dk, dv
 
@@ -156,15 +159,16 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
-                  seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                  seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, DS, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
                   DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr,
-                  HAS_BIAS: tl.constexpr):
+                  HAS_BIAS: tl.constexpr, WRITE_DS: tl.constexpr):
     """Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV) in the input
     dtype. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M, BLOCK_D|BLOCK_DV])
     streamed by TMA; the host checked TMA's layout rules (not varlen). HAS_BIAS: as the forward's (every step
-    runs the predicate, PRED)."""
+    runs the predicate, PRED). WRITE_DS: also store dS (fp32) into DS, a contiguous (B, Hq, Nq, Nk) buffer
+    that the host zeroed (pairs no program visits stay 0), from which the host sums the bias's gradient."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
@@ -210,6 +214,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
         drop_base = row_base * Nk + k_start  # the dropout counter of pair (0, 0) of this query head
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
         bias_base = BIAS + bb * sbb + h * sbh + q_start.to(tl.int64) * sbi + k_start.to(tl.int64) * sbj
+        ds_base = DS + drop_base  # the same pair offset as dropout's counter
         if HAS_TILES:
             SUBS: tl.constexpr = TILE_Q // BLOCK_M
             t_off = (bb * Hq + h) * TK + n0 // TILE_K
@@ -223,7 +228,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                                         diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                         desc_b, desc_h, BLOCK_M, grp == 0 or PRED, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                         DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT,
-                                        bias_base, sbi, sbj, HAS_BIAS)
+                                        bias_base, sbi, sbj, HAS_BIAS, ds_base, WRITE_DS)
                 idx += n_g
         else:
             for start_m in range(a, c1, BLOCK_M):
@@ -231,19 +236,22 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    ds_base, WRITE_DS)
             for start_m in range(c1, c2, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    ds_base, WRITE_DS)
             for start_m in range(c2, hi, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    ds_base, WRITE_DS)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
              dk.to(DK.dtype.element_ty), mask=in_k[:, None] & (offs_d[None, :] < D))

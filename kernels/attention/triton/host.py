@@ -123,7 +123,7 @@ TUNED = {
                        (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
             ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA"], {}),
     "dkdv": (attn_bwd_dkdv, [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2),
-                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
+                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "WRITE_DS"], {}),
     "dq": (attn_bwd_dq, [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2),
                          (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
 }
@@ -358,10 +358,11 @@ def delta(out, dout, lse, dlse, mem=torch):
     return d
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
+def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch, ds=None):
     """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see ``bwd.py``): δ, the
     dK/dV kernel and the dQ kernel (no atomics, bitwise reproducible, 7 N²d products). ``route``,
-    ``tuned``, ``mem`` as in ``forward``."""
+    ``tuned``, ``mem`` as in ``forward``. ``ds``: None, or a zero contiguous (B, Hq, Nq, Nk) float32
+    tensor into which the dK/dV kernel writes dS (a bias's gradient before its broadcast dims are summed)."""
     B, Hq, Nq, D = q.shape
     Nk = k.shape[2]
     dk, dv = mem.empty_like(k), mem.empty_like(v)
@@ -382,7 +383,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
     qd = _descriptors(prob, q, dout)  # streamed by the dK/dV kernel
     kd = _descriptors(prob, k, v)  # streamed by the dQ kernel
     _launch(tuned.dkdv, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, dlt, dk, dv, *tail,
-            *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
+            *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None,
+            DS=c["BIAS"] if ds is None else ds, WRITE_DS=ds is not None)
     dq = mem.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     _launch(tuned.dq, grid_q, q, *(kd or (k, v)), dout, lse, dlt, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],
