@@ -4,8 +4,8 @@ kernels on CUDA meet the verified reference given the same bits (tolerance rule)
 call with dropout routes to Triton and meets the dense float64 oracle with the same bits, p = 0 is
 the undropped call bitwise, and the same seed replays bitwise.
 
-GPU command (with the bench): ``python -m pytest -q -p no:cacheprovider -m gpu
-tests/kernels/test_dropout_gpu.py && python -m flashproof.bench.dropout``."""
+GPU command (with the SDPA, compile and bias checks and the dropout bench): ``bash
+scripts/gpu_ecosystem.sh OUTDIR``."""
 from __future__ import annotations
 
 import pytest
