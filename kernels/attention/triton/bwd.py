@@ -15,6 +15,12 @@ Dropout (DROPOUT): the forward's keep bits are regenerated (``fwd.dropout_keep``
 positions; nothing was saved) and replayed: dV += (r ∘ P)ᵀ dO and dP = r ∘ (dO Vᵀ) with
 r = keep / (1 − p); δ = rowsum(dO ∘ O) is unchanged (O is the dropped-out output).
 
+Additive bias (HAS_BIAS): the recomputed scores add the forward's bias tile (``fwd.add_bias``; its −inf
+entries are masked pairs), and every step runs the predicate. WRITE_DS (the bias requires grad): the
+dK/dV kernel, which visits every allowed pair once, also stores dS = P ∘ (dP − δ) (the gradient of the
+scaled scores, hence of the bias) into a zeroed (B, Hq, Nq, Nk) fp32 buffer; the op sums it over the
+bias's broadcast dims.
+
 Masked pairs have P = dS = 0 by ``where`` (not by 0 · x), and rows/keys that no allowed pair
 reads are zeroed before a product, so planted NaN/inf cannot leak.
 
@@ -30,7 +36,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .fwd import DROPOUT_RUNTIME, add_bias, allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv, seq_bounds
+from .fwd import (DROPOUT_RUNTIME, add_bias, allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv,
+                  seq_bounds)
 
 
 @triton.jit
@@ -160,7 +167,8 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
                   seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, DS, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr,
+                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
                   DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr,
                   HAS_BIAS: tl.constexpr, WRITE_DS: tl.constexpr):
@@ -295,7 +303,8 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
                 Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, sm_scale, left, right, Q_BUCKET,
                 seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
+                HAS_RIGHT: tl.constexpr,
                 HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
                 DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr,
                 HAS_BIAS: tl.constexpr):

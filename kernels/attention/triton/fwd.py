@@ -74,7 +74,7 @@ def allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi
 @triton.jit
 def add_bias(s, ok, bias_base, rows, cols, sbi, sbj, HAS_BIAS: tl.constexpr):
     """(s, ok) with the additive float bias of the pairs (rows, cols) (sequence-local, broadcast) added
-    to the exp2-domain scores s (bias · LOG2E: the bias is in natural-log units, as SDPA's attn_mask);
+    to the exp2-domain scores s (bias / ln 2: the bias is in natural-log units, as SDPA's attn_mask);
     a −inf entry makes its pair masked (ok False), so that it is handled like a boolean mask's masked
     pair. bias_base points at pair (0, 0) of this (batch, query head, sequence); broadcast dims have
     stride 0. Loaded only where ok (other pairs are masked anyway). Called on masked steps only: a call
@@ -202,7 +202,8 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
 def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, son, sod,
              smb, smh, smi, smj, Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, left, right, Q_BUCKET,
-             seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+             seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
              IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
              DOT_PREC: tl.constexpr, NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr,
@@ -212,8 +213,9 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     USE_DESC (not varlen; the host checked TMA's alignment rules): Q, K, V are 4-D tensor descriptors
     with blocks [1, 1, BLOCK_M|BLOCK_N, BLOCK_D|BLOCK_DV] (set by the autotuner's pre-hook), loaded by
     TMA with zero fill past the ragged end and the head dim; otherwise they are pointers. DROPOUT:
-    keep bits from (seed, position), drop below drop_t, kept scaled by drop_scale = 1/(1 − p). HAS_BIAS: BIAS (B|1, Hq|1, Nq, Nk) with strides (sbb, sbh, sbi, sbj), 0
-    on broadcast dims, is added to the scaled scores (``add_bias``)."""
+    keep bits from (seed, position), drop below drop_t, kept scaled by drop_scale = 1/(1 − p).
+    HAS_BIAS: BIAS (B|1, Hq|1, Nq, Nk) with strides (sbb, sbh, sbi, sbj), 0 on broadcast dims, is added
+    to the scaled scores (``add_bias``)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     tl.static_assert(BLOCK_D >= 16 and BLOCK_DV >= 16, "head dims are padded to >= 16")
     if HAS_TILES:
