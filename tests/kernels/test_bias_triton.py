@@ -54,7 +54,7 @@ def test_the_judgement_refutes_a_wrong_bias(control):
 
 
 GRAD_CASES = [c for c in BIAS_CASES if c.id in ("full_gqa", "batch_window_dead_rows", "2d_neg_inf_dead_rows",
-                                                 "key_padding_expanded", "varlen_causal")]
+                                                 "key_padding_expanded", "dead_key_tile", "varlen_causal")]
 
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=interp)])

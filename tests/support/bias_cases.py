@@ -34,6 +34,7 @@ class BiasCase(NamedTuple):
                       # "2d" (Nq, Nk) | "key_padding" (B, 1, 1, Nk) expanded to (B, 1, Nq, Nk)
     neg_inf: float = 0.0
     dead_rows: tuple = ()
+    dead_keys: tuple = ()  # (start, stop): keys −inf for every query (a key tile the kernels skip)
 
 
 BIAS_CASES = [
@@ -46,6 +47,9 @@ BIAS_CASES = [
     BiasCase("with_bool_mask", Case("mask", (1, 2, 2, 20, 33, 16, 16),
                                     {"mask": torch.rand(1, 2, 20, 33, generator=torch.Generator().manual_seed(4)) < 0.6}),
              "full", 0.2),
+    # keys 64..127 −inf throughout: the torch path drops that key tile and walks the others as an index
+    # list (its dS is written through it), the Triton kernels mask every pair of it
+    BiasCase("dead_key_tile", Case("plain", (1, 2, 1, 20, 200, 16, 16), {}), "batch", 0.1, (), (64, 128)),
     BiasCase("varlen_causal", Case("varlen", (1, 2, 1, 0, 0, 16, 16), {"lens": ([5, 0, 19], [7, 3, 30]),
                                                                         "causal": True}), "heads", 0.1),
 ]
@@ -62,6 +66,8 @@ def make_bias(bc: BiasCase, B, Hq, Nq, Nk, dtype, seed=0, grad=False) -> torch.T
         b = b.masked_fill(torch.rand(dims, generator=g) < bc.neg_inf, float("-inf"))
     for r in bc.dead_rows:
         b[..., r, :] = float("-inf")
+    if bc.dead_keys:
+        b[..., bc.dead_keys[0]:bc.dead_keys[1]] = float("-inf")
     b = b.to(dtype).requires_grad_(grad)
     return b.expand(B, 1, Nq, Nk) if bc.shape == "key_padding" else b
 
