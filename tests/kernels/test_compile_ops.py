@@ -271,6 +271,19 @@ def test_cuda_compile_fullgraph_with_dropout_and_no_seed():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_export_runs_and_matches_eager():
+    """torch.export of a module calling attention() on CUDA tensors (varlen: the op body reads cu_seqlens
+    at run time), and the exported program equal to eager."""
+    q, k, v = (t.cuda() for t in _qkv())
+    cu_q, cu_k = _cu(0, 9, 9, 40, device="cuda"), _cu(0, 12, 20, 40, device="cuda")
+    ep = torch.export.export(_Block(), (q, k, v, cu_q, cu_k))
+    assert torch.equal(ep.module()(q, k, v, cu_q, cu_k), _Block()(q, k, v, cu_q, cu_k))
+    cu_q2 = _cu(0, 20, 30, 40, device="cuda")
+    assert torch.equal(ep.module()(q, k, v, cu_q2, cu_k), _Block()(q, k, v, cu_q2, cu_k))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_opcheck():
     for name, args in _opcheck_cases().items():
         cuda = tuple(a.detach().cuda().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
