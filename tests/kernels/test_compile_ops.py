@@ -161,8 +161,12 @@ def test_the_compiled_graph_holds_one_op_per_direction():
 
 
 class _Block(torch.nn.Module):
+    def __init__(self, tuning="autotune"):
+        super().__init__()
+        self.tuning = tuning
+
     def forward(self, q, k, v, cu_q, cu_k):
-        return attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+        return attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, tuning=self.tuning)
 
 
 def test_export_runs_and_matches_eager():
@@ -276,10 +280,11 @@ def test_cuda_export_runs_and_matches_eager():
     at run time), and the exported program equal to eager."""
     q, k, v = (t.cuda() for t in _qkv())
     cu_q, cu_k = _cu(0, 9, 9, 40, device="cuda"), _cu(0, 12, 20, 40, device="cuda")
-    ep = torch.export.export(_Block(), (q, k, v, cu_q, cu_k))
-    assert torch.equal(ep.module()(q, k, v, cu_q, cu_k), _Block()(q, k, v, cu_q, cu_k))
+    block = _Block("first")
+    ep = torch.export.export(block, (q, k, v, cu_q, cu_k))
+    assert torch.equal(ep.module()(q, k, v, cu_q, cu_k), block(q, k, v, cu_q, cu_k))
     cu_q2 = _cu(0, 20, 30, 40, device="cuda")
-    assert torch.equal(ep.module()(q, k, v, cu_q2, cu_k), _Block()(q, k, v, cu_q2, cu_k))
+    assert torch.equal(ep.module()(q, k, v, cu_q2, cu_k), block(q, k, v, cu_q2, cu_k))
 
 
 @pytest.mark.gpu
