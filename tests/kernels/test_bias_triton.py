@@ -1,6 +1,7 @@
 """The additive float bias (SDPA's float ``attn_mask``) in the Triton kernels, under TRITON_INTERPRET=1
 on CPU at small sizes (and compiled on CUDA with ``-m gpu``): forward and gradients meet the oracle's
-dense formula with the bias (``support.bias_cases``: the one tolerance rule), for a full bias, biases
+dense formula with the bias (``support.bias_cases``: the one tolerance rule; the formula itself is
+checked against SDPA's math path in float64 by the oracle-agreement rule), for a full bias, biases
 broadcast over batch or heads (stride 0), a 2-D bias, an expanded key-padding bias, −inf entries,
 query rows that are −inf throughout (out 0, lse −inf, dq 0), with a boolean mask, GQA, a window and
 varlen. A bias that requires grad gets dbias (dS summed over its broadcast dims), from the torch and the
@@ -88,6 +89,40 @@ def test_a_zero_or_neg_inf_bias_with_a_gradient_stays_a_bias():
     assert validate(q, q, q, bias=bias).bias is None
     prob = validate(q, q, q, bias=bias.requires_grad_())
     assert prob.bias is not None and prob.bias_grad and prob.requires_grad
+
+
+@pytest.mark.parametrize("bc", [c for c in BIAS_CASES if c.id in ("full_gqa", "key_padding_expanded", "dead_key_tile")],
+                         ids=lambda c: c.id)
+def test_the_bias_oracle_agrees_with_sdpa_math_in_float64(bc):
+    """The oracle's dense formula with a bias (the verified reference has none) against an independent
+    float64 evaluation, torch's SDPA math path with the bias as attn_mask, by the oracle-agreement rule
+    (``tolerance.agree``), out and the gradients. Cases without all −inf rows (SDPA's answer there
+    is not the convention and differs by torch version), with −inf entries and a dead key tile."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashproof.fuzz.oracle import read_inputs
+    from flashproof.fuzz.tolerance import agree, magnitudes
+    from support.bias_cases import _dense, problem_of
+
+    prob, _ = problem_of(bc.case, torch.float64)
+    B, Hq, Nq, Nk = prob.allowed.shape
+    bias = make_bias(bc, B, Hq, Nq, Nk, torch.float64, grad=True)
+    b4 = bias.detach().reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
+    prob = prob._replace(allowed=prob.allowed & (b4 != float("-inf")))
+    clean = read_inputs(prob)
+    ours = _dense(clean, bias, prob, torch.float64)
+    xs = [t.clone().requires_grad_() for t in clean]
+    leaf = (bias._base if bias._base is not None else bias).detach().clone().requires_grad_()
+    mask = leaf.expand(bias.shape) if bias._base is not None else leaf
+    with sdpa_kernel(SDPBackend.MATH):
+        out = F.scaled_dot_product_attention(*xs, attn_mask=mask, scale=prob.scale, enable_gqa=True)
+    theirs = (out.detach(), *torch.autograd.grad(out, (*xs, leaf), prob.dout))
+    assert prob.allowed.any(-1).all()
+    mags = magnitudes(*clean, prob.dout, ours[1], prob.scale)
+    for name, a, b in zip(("out", "dq", "dk", "dv", "dbias"), (ours[0], *ours[2:]), theirs):
+        v = agree(name, a, b, mags)
+        assert v.ok, v
 
 
 def _prob(bias, backend="auto"):
