@@ -13,7 +13,9 @@
   the cache past it is never read, and is overwritten by the next pass.
 * Measured, per k = 1…8 against plain decoding (k = 0) at batch B: tokens/s, the acceptance rate α
   (accepted / examined drafts), the cost ratio c = t(draft step) / t(target step), and the speed-up
-  beside (1 − α^{k+1}) / ((1 − α)(k·c + 1)).
+  beside (1 − α^{k+1}) / ((1 − α)(k·c + 1)). Every k is warmed up, then timed in ``--repeats``
+  rounds that each run every k once (machine drift hits all k alike); the table gives medians and
+  ranges, the JSON every run. ``examples/plot_spec_e2e.py`` draws measured against formula from it.
 * Law: the first ``law_len`` tokens after a fixed prompt, from one speculative cycle (k = ``law_k``)
   continued by target decoding, against the exact target law of those sequences (every sequence scored
   by one prefill through the same call), by a G-test with cells pooled to E ≥ 5; plain target decoding
@@ -30,6 +32,7 @@ import argparse
 import bisect
 import json
 import math
+import statistics
 import time
 from typing import NamedTuple
 
@@ -234,19 +237,35 @@ def decode(target: LM, draft: LM | None, prompt, n_new, k, *, dtype, gen) -> Run
 
 
 @torch.no_grad()
-def step_cost(model: LM, B, length, *, dtype, device, reps=20) -> float:
-    """Seconds of one decode step (Nq = 1) at batch B with ``length`` cached positions."""
+def step_cost(model: LM, B, length, *, dtype, device, reps=20, blocks=5) -> "Spread":
+    """Seconds of one decode step (Nq = 1) at batch B with ``length`` cached positions: ``blocks``
+    blocks of ``reps`` steps after a warm-up, the median block and the range."""
     cache = model.new_cache(B, length + 1, device, dtype)
     ids = torch.zeros(B, 1, dtype=torch.long, device=device)
     start = torch.full((B,), length, dtype=torch.long, device=device)
     for _ in range(3):
         model.step(ids, cache, start)
     _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        model.step(ids, cache, start)
-    _sync(device)
-    return (time.perf_counter() - t0) / reps
+    samples = []
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            model.step(ids, cache, start)
+        _sync(device)
+        samples.append((time.perf_counter() - t0) / reps)
+    return spread(samples)
+
+
+class Spread(NamedTuple):
+    """The median of repeated measurements and their range."""
+
+    median: float
+    lo: float
+    hi: float
+
+
+def spread(samples) -> Spread:
+    return Spread(statistics.median(samples), min(samples), max(samples))
 
 
 # ----------------------------------------------------------------------------------- the law
@@ -338,8 +357,15 @@ def main(argv=None):
     ap.add_argument("--tiny", action="store_true", help="the CPU test's size (seconds)")
     ap.add_argument("--ks", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--law-k", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="rounds of timing, each k once per round (default 5 at the GPU size, 2 with --tiny)")
     ap.add_argument("--out", default=None, help="write the table and the law check as JSON here")
     a = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    if a.repeats is None:
+        a.repeats = 2 if a.tiny else 5
+    if a.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {a.repeats}")
     dev = a.device
     dtype = torch.bfloat16 if torch.device(dev).type == "cuda" else torch.float32
     tc, dc, n_corpus, steps, B, n_new, m, L = SIZES["tiny" if a.tiny else "gpu"]
@@ -358,36 +384,72 @@ def main(argv=None):
         print(f"  {name:<12} G = {r['g']:9.1f} on {r['df']:5d} df, p = {r['p']:.3g}")
 
     prompts = data[8:8 + 8 * B].reshape(B, 8).to(dev)
-    t_target = step_cost(target, B, 8 + n_new // 2, dtype=dtype, device=dev)
-    t_draft = step_cost(draft, B, 8 + n_new // 2, dtype=dtype, device=dev)
-    c = t_draft / t_target
-    decode(target, None, prompts, 2, 0, dtype=dtype, gen=gen)         # warm-up: compiles and autotunes untimed
-    base = decode(target, None, prompts, n_new, 0, dtype=dtype, gen=gen)
-    tps0 = float((base.length - 8).sum()) / base.seconds
-    print(f"\nbatch {B}, {n_new} new tokens per request, {dtype}; target step {1e3 * t_target:.3f} ms, "
-          f"draft step {1e3 * t_draft:.3f} ms, c = {c:.3f}")
-    print("| k | tokens/s | speed-up | α | tokens/cycle | formula (1−α^(k+1))/((1−α)(kc+1)) |")
-    print("|---|---|---|---|---|---|")
-    print(f"| 0 | {tps0:.0f} | 1.00 | – | 1 | – |")
-    rows = [dict(k=0, tokens_per_s=tps0)]
-    for k in (int(x) for x in a.ks.split(",")):
-        decode(target, draft, prompts, 2, k, dtype=dtype, gen=gen)     # warm-up (new verify width, sampler K)
-        r = decode(target, draft, prompts, n_new, k, dtype=dtype, gen=gen)
-        tps = float((r.length - 8).sum()) / r.seconds
-        alpha = r.accepted / max(r.examined, 1)
-        e = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
-        formula = e / (k * c + 1)
-        per_cycle = float((r.length - 8).sum()) / (r.cycles * B)
-        print(f"| {k} | {tps:.0f} | {tps / tps0:.2f} | {alpha:.3f} | {per_cycle:.2f} | {formula:.2f} |")
-        rows.append(dict(k=k, tokens_per_s=tps, speedup=tps / tps0, alpha=alpha, tokens_per_cycle=per_cycle,
-                         formula=formula))
-    print("(the formula counts a verify pass as one target step and the sampler as free; the cost of each is"
-          " in the step times above)")
+    ks = [int(x) for x in a.ks.split(",")]
+    table = speed_table(target, draft, prompts, n_new, ks, a.repeats, dtype=dtype, gen=gen)
+    print_speed_table(table)
+    out = dict(law=law, c=table["c"], c_lo=table["c_lo"], c_hi=table["c_hi"], t_target=table["t_target"],
+               t_draft=table["t_draft"], B=B, n_new=n_new, repeats=a.repeats, rows=table["rows"], device=dev,
+               dtype=str(dtype), seconds=round(time.perf_counter() - t_start, 1))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(dict(law=law, c=c, t_target=t_target, t_draft=t_draft, B=B, n_new=n_new, rows=rows,
-                           device=dev, dtype=str(dtype)), f, indent=1)
-    return dict(law=law, rows=rows, c=c)
+            json.dump(out, f, indent=1)
+    return out
+
+
+def speed_table(target, draft, prompts, n_new, ks, repeats, *, dtype, gen) -> dict:
+    """Tokens/s of plain decoding (k = 0) and of speculation at each k in ``ks``: every k warmed up
+    (compiles, new verify widths), then ``repeats`` rounds, each timing every k once in turn (so drift
+    of the machine hits all k alike); per k the median tokens/s and range, the speed-up as the median
+    (and range) of each round's tokens/s over that round's k = 0, α over all rounds, and the formula
+    (1 − α^{k+1}) / ((1 − α)(k·c + 1)) with c = t(draft step) / t(target step), medians of 5 blocks."""
+    B, P = prompts.shape
+    dev = prompts.device
+    t_target = step_cost(target, B, P + n_new // 2, dtype=dtype, device=dev)
+    t_draft = step_cost(draft, B, P + n_new // 2, dtype=dtype, device=dev)
+    c = t_draft.median / t_target.median
+    all_k = [0] + list(ks)
+    for k in all_k:                                                    # warm-up: compiles and tuning untimed
+        decode(target, draft if k else None, prompts, 2, k, dtype=dtype, gen=gen)
+    runs = {k: [] for k in all_k}
+    for _ in range(repeats):
+        for k in all_k:
+            runs[k].append(decode(target, draft if k else None, prompts, n_new, k, dtype=dtype, gen=gen))
+
+    def tps(r):
+        return float((r.length - P).sum()) / r.seconds
+    base = [tps(r) for r in runs[0]]
+    rows = [dict(k=0, tokens_per_s=statistics.median(base), tokens_per_s_lo=min(base), tokens_per_s_hi=max(base),
+                 tokens_per_s_runs=base)]
+    for k in ks:
+        t = [tps(r) for r in runs[k]]
+        ratio = spread([x / b for x, b in zip(t, base)])
+        acc, exam = sum(r.accepted for r in runs[k]), sum(r.examined for r in runs[k])
+        alpha = acc / max(exam, 1)
+        e = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
+        per_cycle = sum(float((r.length - P).sum()) for r in runs[k]) / (sum(r.cycles for r in runs[k]) * B)
+        rows.append(dict(k=k, tokens_per_s=statistics.median(t), tokens_per_s_lo=min(t), tokens_per_s_hi=max(t),
+                         tokens_per_s_runs=t, speedup=ratio.median, speedup_lo=ratio.lo, speedup_hi=ratio.hi,
+                         alpha=alpha, tokens_per_cycle=per_cycle, formula=e / (k * c + 1)))
+    return dict(rows=rows, c=c, c_lo=t_draft.lo / t_target.hi, c_hi=t_draft.hi / t_target.lo,
+                t_target=t_target.median, t_draft=t_draft.median, B=B, n_new=n_new, repeats=repeats, dtype=str(dtype))
+
+
+def print_speed_table(t: dict):
+    print(f"\nbatch {t['B']}, {t['n_new']} new tokens per request, {t['dtype']}, {t['repeats']} rounds; "
+          f"target step {1e3 * t['t_target']:.3f} ms, draft step {1e3 * t['t_draft']:.3f} ms, "
+          f"c = {t['c']:.3f} ({t['c_lo']:.3f}–{t['c_hi']:.3f})")
+    print("| k | tokens/s (median, range) | speed-up (median, range) | α | tokens/cycle | "
+          "formula (1−α^(k+1))/((1−α)(kc+1)) |")
+    print("|---|---|---|---|---|---|")
+    for r in t["rows"]:
+        tok = f"{r['tokens_per_s']:.0f} ({r['tokens_per_s_lo']:.0f}–{r['tokens_per_s_hi']:.0f})"
+        if r["k"] == 0:
+            print(f"| 0 | {tok} | 1.00 | – | 1 | – |")
+            continue
+        print(f"| {r['k']} | {tok} | {r['speedup']:.2f} ({r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}) | "
+              f"{r['alpha']:.3f} | {r['tokens_per_cycle']:.2f} | {r['formula']:.2f} |")
+    print("(the formula counts a verify pass as one target step and the sampler as free; the cost of each is"
+          " in the step times above)")
 
 
 if __name__ == "__main__":
