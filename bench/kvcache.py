@@ -74,6 +74,9 @@ DEV = "cuda"
 DT = torch.bfloat16
 D = 128
 PAGE = 64
+#: a page at least as long as every BLOCK_N of the autotune list: one table entry per key tile (PAGE = 64
+#: is shorter than the 128-key tiles, which then read one entry per key)
+BIG_PAGE = 256
 
 
 # ------------------------------------------------------------------------------------- inputs
@@ -393,7 +396,10 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
         try:
             return fn()
         except Exception as e:  # noqa: BLE001 - a provider that cannot be timed this way is a row note
-            torch.cuda.synchronize()
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - the note below says what failed first
+                pass
             return f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
 
     if "ours" in providers:
@@ -406,17 +412,20 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
         add("ours", "validate", guarded(lambda: host_us(lambda: api.validate(
             q0, k0, v0, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None, num_splits=None,
             backend="triton"))), "µs, validation alone")
-    if "ours-paged" in providers:
+    for name, page in (("ours-paged", PAGE), ("ours-paged-big", BIG_PAGE)):
+        if name not in providers or Nk % page:
+            continue
         paged = []
         for q, k, v in sets:
-            kp, table = to_paged(k, PAGE, seed=seed)
-            vp, _ = to_paged(v, PAGE, seed=seed)
+            kp, table = to_paged(k, page, seed=seed)
+            vp, _ = to_paged(v, page, seed=seed)
             paged.append((q, kp, vp, table))
         calls = [lambda q=q, kp=kp, vp=vp, t=t: attention_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
                                                                        tuning=tuning)
                  for q, kp, vp, t in paged]
-        add("ours-paged", "graph", guarded(lambda: graph_ms(calls)), f"num_splits={chosen}, page {PAGE}")
+        add(name, "graph", guarded(lambda: graph_ms(calls)), f"num_splits={chosen}, page {page}")
         del paged, calls
+        torch.cuda.empty_cache()
     if "ours-splits" in providers:  # the split heuristic's inputs: every forced split count, GPU time
         for S in SWEEP:
             fwd = []
@@ -464,17 +473,18 @@ def print_tables(rows, shapes, copy):
           f"{0.85 * copy:.2f} TB/s")
     print("\nGPU time per call (CUDA graph replay, K/V in enough copies to exceed 4x L2; median of 7 blocks). "
           "cuDNN/ours >= 1: ours at least as fast; paged/contig <= 1.05: the paged target")
-    print("| B | Hq/Hkv | Nq | Nk | S | ours ms | TB/s | % of copy | cuDNN ms | cuDNN/ours | paged ms | paged/contig "
-          "| FA2 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| B | Hq/Hkv | Nq | Nk | S | ours ms | TB/s | % of copy | cuDNN ms | cuDNN/ours | paged ms | paged/contig "
+          f"| paged-{BIG_PAGE}/contig | FA2 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
-        o, c, p, f = (_get(rows, s, n, "graph") for n in ("ours", "sdpa-cudnn", "ours-paged", "sdpa-flash"))
+        o, c, p, pb, f = (_get(rows, s, n, "graph")
+                          for n in ("ours", "sdpa-cudnn", "ours-paged", "ours-paged-big", "sdpa-flash"))
         if o is None:
             continue
         tb = f"{o['tbps']:.2f}" if o["tbps"] else "-"
         pc = f"{o['pct_copy']:.0f} %" if o["pct_copy"] else "-"
         print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {o['chosen_splits']} | {_ms(o)} | {tb} | {pc} | {_ms(c)} "
-              f"| {_ratio(c, o)} | {_ms(p)} | {_ratio(p, o)} | {_ms(f)} |")
+              f"| {_ratio(c, o)} | {_ms(p)} | {_ratio(p, o)} | {_ratio(pb, o)} | {_ms(f)} |")
     print("\nOne call, host work included (CUDA events around a single call after a sync; median of 15), and "
           "the host time of a call (µs; median of 3 blocks of 20 calls issued back to back)")
     print("| B | Hq/Hkv | Nq | Nk | ours ms | cuDNN ms | cuDNN/ours | ours host µs | of which validation µs | "
@@ -535,7 +545,7 @@ def main(argv=None):
     p.add_argument("--out", default="out/kvcache.json", help="path of the JSON result")
     p.add_argument("--skip-check", action="store_true", help="time only (the check normally runs first)")
     p.add_argument("--skip-e2e", action="store_true", help="leave out examples/spec_e2e.py")
-    p.add_argument("--providers", default="ours,ours-paged,sdpa-cudnn,sdpa-flash,ours-splits",
+    p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits",
                    help="ours-splits: ours at every forced split count 1..64 (GPU time)")
     args = p.parse_args(argv)
     providers = args.providers.split(",")
@@ -577,6 +587,9 @@ def main(argv=None):
         env["triton"] = triton.__version__
     except ImportError:
         pass
+    from flashproof.kernels.kvcache import triton as kv_triton
+    env["chosen_configs"] = [dict(key=[str(x) for x in key], kwargs={n: str(v) for n, v in kw.items()})
+                             for key, kw in kv_triton._CHOSEN.items()]    # what the autotuner picked per launch key
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"env": env, "checks": checks, "failed_checks": failed, "rows": rows, "targets": targets,

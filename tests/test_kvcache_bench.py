@@ -38,17 +38,18 @@ def cpu_bench(monkeypatch):
     monkeypatch.setattr(bench, "host_us", fake)
     monkeypatch.setattr(bench, "D", 16)
     monkeypatch.setattr(bench, "PAGE", 16)
+    monkeypatch.setattr(bench, "BIG_PAGE", 32)
     return calls
 
 
 def test_time_shape_rows_and_tables(cpu_bench, capsys):
     shape = (2, 4, 2, 1, 64)
-    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-splits", "sdpa-cudnn"], seed=0, copy=4.0,
+    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "sdpa-cudnn"], seed=0, copy=4.0,
                             tuning="first")
     assert cpu_bench, "no call ran"
     got = {(r["provider"], r["method"]) for r in rows}
     assert {("ours", "graph"), ("ours", "call"), ("ours", "host"), ("ours", "validate"),
-            ("ours-paged", "graph")} <= got
+            ("ours-paged", "graph"), ("ours-paged-big", "graph")} <= got
     assert {(f"ours-S{s}", "graph") for s in bench.SWEEP} <= got
     ours = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "graph"))
     kv_bytes = 2 * 2 * 64 * 2 * 16 * 2                       # B·Hkv·Nk·(D + Dv)·2 bytes
@@ -63,6 +64,7 @@ def test_time_shape_rows_and_tables(cpu_bench, capsys):
     out = capsys.readouterr().out
     assert "% of copy" in out and "cuDNN/ours" in out and "best S" in out
     assert meet == [dict(shape=shape, vs_cudnn=None, pct_copy=ours["pct_copy"], paged=1.0)]
+    assert "paged-32/contig" in out
 
 
 def test_targets_count_what_the_issue_asks(capsys):
