@@ -81,13 +81,19 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def rope(x, pos):
-    """Rotary positions: x (B, H, N, hd), pos (B, N) → x with each pair (x_j, x_{j+hd/2}) turned by
-    pos · 10000^{−j/(hd/2)} (relative positions; nothing is learned per absolute position)."""
-    half = x.shape[-1] // 2
-    freq = 10000.0 ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+def rope_tables(pos, head_dim, dtype):
+    """cos, sin (B, 1, N, hd/2) of the rotary angles pos · 10000^{−j/(hd/2)} for pos (B, N): computed
+    once per step and shared by every layer's q and k."""
+    half = head_dim // 2
+    freq = 10000.0 ** (-torch.arange(half, device=pos.device, dtype=torch.float32) / half)
     ang = pos[:, None, :, None].float() * freq                                  # (B, 1, N, hd/2)
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def rope(x, cos, sin):
+    """Rotary positions: x (B, H, N, hd) with each pair (x_j, x_{j+hd/2}) turned by the angle whose
+    cos and sin ``rope_tables`` gave (relative positions; nothing is learned per absolute position)."""
+    half = x.shape[-1] // 2
     a, b = x[..., :half], x[..., half:]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
 
@@ -107,10 +113,11 @@ class LM(torch.nn.Module):
         """ids (B, N) → logits (B, N, V), causal full-sequence attention (training only)."""
         x = self.tok(ids)
         pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape)
+        cos, sin = rope_tables(pos, self.c.head_dim, x.dtype)
         g = self.c.heads_q // self.c.heads_kv
         for blk in self.blocks:
             q, k, v = blk.heads(x)
-            q, k = rope(q, pos), rope(k, pos)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
             att = F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), is_causal=True)
             x = blk.finish(x, att)
         return self.head(x)
@@ -129,9 +136,10 @@ class LM(torch.nn.Module):
         x = self.tok(ids)
         lens = (start + Nq).to(torch.int32)
         where = pos[:, None, :, None].expand(B, self.c.heads_kv, Nq, self.c.head_dim)  # (B, Hkv, Nq, hd)
+        cos, sin = rope_tables(pos, self.c.head_dim, x.dtype)
         for blk, kc, vc in zip(self.blocks, cache.k, cache.v):
             q, k, v = blk.heads(x)
-            q, k = rope(q, pos), rope(k, pos)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
             kc.scatter_(2, where, k)
             vc.scatter_(2, where, v)
             # the first Triton config, untuned: these small heads are launch-bound, and tuning would compile
