@@ -33,8 +33,8 @@ step() {  # step NAME SECONDS CMD...: run with a time box, log to OUT/NAME.log, 
   local rc=$?
   echo "$name: rc=$rc in $(( $(date +%s) - t0 )) s (box $secs s)" | tee -a "$OUT/steps.txt"
 }
-step kvcache 230 $PY "$ROOT/bench/kvcache.py" --skip-e2e --out "$OUT/kvcache.json"
-step e2e 110 $PY "$ROOT/examples/spec_e2e.py" --device cuda --repeats 5 --out "$OUT/e2e.json"
+step kvcache 200 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 160 --out "$OUT/kvcache.json"
+step e2e 120 $PY "$ROOT/examples/spec_e2e.py" --device cuda --repeats 5 --out "$OUT/e2e.json"
 step plot 20 $PY "$ROOT/examples/plot_spec_e2e.py" "$OUT/e2e.json" --out "$OUT/spec_e2e_speedup.svg"
 { echo "# gpu_kvcache.sh summary"; cat "$OUT/env.txt"; echo; cat "$OUT/steps.txt"; echo
   echo "## bench/kvcache.py (tables)"
