@@ -405,8 +405,8 @@ def main(argv=None):
 
 
 def speed_table(target, draft, prompts, n_new, ks, repeats, *, dtype, gen) -> dict:
-    """Tokens/s of plain decoding (k = 0) and of speculation at each k in ``ks``: every k warmed up
-    (compiles, new verify widths), then ``repeats`` rounds, each timing every k once in turn (so drift
+    """Tokens/s of plain decoding (k = 0) and of speculation at each k in ``ks``: one untimed round
+    (compiles: new verify widths and cache capacities), then ``repeats`` rounds, each timing every k once in turn (so drift
     of the machine hits all k alike); per k the median tokens/s and range, the speed-up as the median
     (and range) of each round's tokens/s over that round's k = 0, α over all rounds, and the formula
     (1 − α^{k+1}) / ((1 − α)(k·c + 1)) with c = t(draft step) / t(target step), medians of 5 blocks."""
@@ -416,8 +416,8 @@ def speed_table(target, draft, prompts, n_new, ks, repeats, *, dtype, gen) -> di
     t_draft = step_cost(draft, B, P + n_new // 2, dtype=dtype, device=dev)
     c = t_draft.median / t_target.median
     all_k = [0] + list(ks)
-    for k in all_k:                                                    # warm-up: compiles and tuning untimed
-        decode(target, draft if k else None, prompts, 2, k, dtype=dtype, gen=gen)
+    for k in all_k:   # warm-up: one untimed round of the same size (compiles: cache capacities and widths as timed)
+        decode(target, draft if k else None, prompts, n_new, k, dtype=dtype, gen=gen)
     runs = {k: [] for k in all_k}
     for _ in range(repeats):
         for k in all_k:
