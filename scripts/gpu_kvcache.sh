@@ -5,9 +5,11 @@
 #      the forced-split sweep, at decode Nq = 1 and verify Nq = 5 (B = 1 ... 256);
 #   2. examples/spec_e2e.py at its GPU size: the G-test of the law, tokens/s at k = 0 ... 8 in 5 rounds;
 #   3. examples/plot_spec_e2e.py: the measured vs formula speed-up as an SVG.
-# Steps run one after another, never beside a compile. Everything lands in OUTDIR: install.log,
-# env.txt, kvcache.log/.json (kvcache-partial.json as it goes), e2e.log/.json, spec_e2e_speedup.svg,
-# summary.txt (each step's rc and seconds, then the tables). The package is installed from this checkout
+# Steps run one after another, never beside a compile; run the script ALONE on the machine (timings
+# beside another GPU or compile-heavy process say nothing): env.txt and summary.txt record the other
+# compute processes on the GPU and the load average at the start and after each step. Everything lands
+# in OUTDIR: install.log, env.txt, kvcache.log/.json (kvcache-partial.json as it goes), e2e.log/.json,
+# spec_e2e_speedup.svg, summary.txt (each step's rc and seconds, then the tables). The package is installed from this checkout
 # without network into /tmp/fp and imported from there (the steps run from /tmp).
 set -u
 if [ $# -ne 1 ]; then echo "usage: bash scripts/gpu_kvcache.sh OUTDIR" >&2; exit 2; fi
@@ -24,6 +26,10 @@ cd /tmp
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   $PY -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
 } > "$OUT/env.txt" 2>&1
+others() {  # the GPU's compute processes other than this script's, and the load average
+  echo "other GPU processes: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | tr '\n' ';' || echo unknown); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+others >> "$OUT/env.txt"
 cat "$OUT/env.txt"
 : > "$OUT/steps.txt"
 step() {  # step NAME SECONDS CMD...: run with a time box, log to OUT/NAME.log, record rc and time
@@ -31,7 +37,7 @@ step() {  # step NAME SECONDS CMD...: run with a time box, log to OUT/NAME.log, 
   local t0=$(date +%s)
   timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  echo "$name: rc=$rc in $(( $(date +%s) - t0 )) s (box $secs s)" | tee -a "$OUT/steps.txt"
+  echo "$name: rc=$rc in $(( $(date +%s) - t0 )) s (box $secs s); after it: $(others)" | tee -a "$OUT/steps.txt"
 }
 step kvcache 200 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 160 --out "$OUT/kvcache.json"
 step e2e 120 $PY "$ROOT/examples/spec_e2e.py" --device cuda --repeats 5 --out "$OUT/e2e.json"
