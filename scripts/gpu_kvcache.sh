@@ -38,6 +38,7 @@ step() {  # step NAME SECONDS CMD...: run with a time box, log to OUT/NAME.log, 
   timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   echo "$name: rc=$rc in $(( $(date +%s) - t0 )) s (box $secs s); after it: $(others)" | tee -a "$OUT/steps.txt"
+  if [ $rc -ne 0 ]; then tail -n 12 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$OUT/steps.txt"; fi
 }
 step kvcache 200 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 160 --out "$OUT/kvcache.json"
 step e2e 120 $PY "$ROOT/examples/spec_e2e.py" --device cuda --repeats 5 --out "$OUT/e2e.json"
