@@ -210,16 +210,19 @@ def decode(target: LM, draft: LM | None, prompt, n_new, k, *, dtype, gen) -> Run
     if k:
         dc = draft.new_cache(B, cap, dev, dtype)
         draft.step(prompt[:, :-2], dc, torch.zeros_like(T))        # positions < T − 2
-    acc = exam = cycles = 0
+    acc = exam = torch.zeros((), dtype=torch.long, device=dev)        # summed on the device: no sync per cycle
+    cycles = 0
     _sync(dev)
     t0 = time.perf_counter()
-    while int(T.min()) < P + n_new:
-        last = toks[rows, T - 1][:, None]                               # (B, 1)
-        if not k:
-            x = _sample(target.step(last, tc, T - 1)[:, 0], gen)
+    if not k:                        # every request grows by one token a step: n_new steps, no host read
+        for _ in range(n_new):
+            x = _sample(target.step(toks[rows, T - 1][:, None], tc, T - 1)[:, 0], gen)
             toks[rows, T] = x
             T = T + 1
-            continue
+        _sync(dev)
+        return Run(toks, T, time.perf_counter() - t0, 0, 0, n_new)
+    while int(T.min()) < P + n_new:  # the one host read of a cycle
+        last = toks[rows, T - 1][:, None]                               # (B, 1)
         ids, pd = [], []
         feed, start = toks[rows[:, None], (T - 2)[:, None] + torch.arange(2, device=dev)], T - 2
         for _ in range(k):
@@ -234,14 +237,15 @@ def decode(target: LM, draft: LM | None, prompt, n_new, k, *, dtype, gen) -> Run
                                generator=gen)
         n = res.num_accepted                                               # (B,)
         emit = torch.arange(k + 1, device=dev)[None, :] <= n[:, None]      # (B, k + 1): accepted + one more
-        cols = T[:, None] + torch.arange(k + 1, device=dev)
-        toks[rows[:, None].expand_as(cols)[emit], cols[emit]] = res.tokens[emit]
+        cols = T[:, None] + torch.arange(k + 1, device=dev)                # positions ≥ T: all still −1
+        toks.scatter_(1, cols, torch.where(emit, res.tokens, -1))          # (no boolean index: no host sync)
         T = T + n + 1
-        acc += int(n.sum())
-        exam += int(torch.clamp(n + 1, max=k).sum())
+        acc = acc + n.sum()
+        exam = exam + torch.clamp(n + 1, max=k).sum()
         cycles += 1
     _sync(dev)
-    return Run(toks, T, time.perf_counter() - t0, acc, exam, cycles)
+    seconds = time.perf_counter() - t0
+    return Run(toks, T, seconds, int(acc), int(exam), cycles)
 
 
 @torch.no_grad()
