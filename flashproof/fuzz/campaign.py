@@ -14,6 +14,9 @@ reported (reason ``error``); later examples that raise the same kind of error (s
 and message up to the numbers in it) are counted in ``known_errors`` and not reported again.
 A failure of the harness itself (the two oracles disagree; our code raised) ends the campaign at
 once with ``harness_error`` set (the CLI exits 4); it is never a deviation of the kernel.
+A device fault of the kernel (``faults.py``: a CUDA error raised inside the call into the kernel)
+is a deviation (exit 1) with its reproducer; the CUDA context is unusable after it, so the
+campaign stops there, unshrunk, with ``device_fault`` set and ``complete: False``.
 
 Wall clock: with ``seconds`` the campaign stops drawing new examples when that budget is spent
 (split evenly over the dtypes still to run); a search cut short this way marks its dtype and the
@@ -110,6 +113,12 @@ def _strategy(target, device: str, profile: dict):
     return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
 
 
+class _DeviceFault(BaseException):
+    """Raised inside the property when the kernel faulted on the device (``faults.py``): nothing
+    more can run in this process, so the search ends at once (no shrinking). args: the faulting
+    example's deviations and, when raised while shrinking, the smallest failure found before."""
+
+
 class _Harness(BaseException):
     """Raised inside the property when the harness failed; not an ``Exception``, so hypothesis does
     not shrink it as a failure: the campaign ends with a harness error."""
@@ -193,26 +202,38 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
             if v.ok and v.bounded and v.bound > 0:
                 key = f"{check}/{v.name}"
                 stats["worst"][key] = max(stats["worst"].get(key, 0.0), v.error / v.bound)
+        if any(d.device_fault for d in ex.deviations):
+            raise _DeviceFault(ex.deviations)
         if ex.deviations:
             known[spec] = ex.deviations
             first_failure[0] = first_failure[0] or time.monotonic()
         return ex.deviations
 
+    def smallest_known():
+        smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
+        return known.get(smallest, [])
+
     prop = settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
                     suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
                     phases=(Phase.explicit, Phase.generate, Phase.shrink))(given(strategy)(examine_once))
     try:
-        with _no_local_constants():
-            hyp_seed(seed)(prop)()
-    except _Found as e:
-        return _minimized(e.args[0], target, dtype, device, checks, determinism_runs, max_work, oracle_fns,
-                          min(shrink_seconds, 30.0), deadline, stats)
+        try:
+            with _no_local_constants():
+                hyp_seed(seed)(prop)()
+        except _Found as e:
+            return _minimized(e.args[0], target, dtype, device, checks, determinism_runs, max_work, oracle_fns,
+                              min(shrink_seconds, 30.0), deadline, stats)
+    except _DeviceFault as fault:  # the context is unusable: report what was found, shrink nothing more
+        stats["fault"] = True
+        found = fault.args[1] if len(fault.args) > 1 else smallest_known()
+        before = [d._replace(note=(d.note + "; " if d.note else "") + "not shrunk further: a later candidate "
+                             "faulted on the device") for d in found]
+        return before + list(fault.args[0])
     except _Harness:
         raise
     except (HypothesisException, _OutOfTime) as e:  # a flaky kernel (the failure did not replay), or time
-        smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
         why = "time budget spent" if isinstance(e, _OutOfTime) else type(e).__name__
-        return [d._replace(note=f"{why} during shrinking") for d in known.get(smallest, [])]
+        return [d._replace(note=f"{why} during shrinking") for d in smallest_known()]
     return []
 
 
@@ -236,12 +257,18 @@ def _minimized(devs, target, dtype, device, checks, determinism_runs, max_work, 
         except HarnessError as e:
             raise _Harness(str(e)) from None
         stats["shrink_steps"] = stats.get("shrink_steps", 0) + 1
+        if any(d.device_fault for d in ex.deviations):
+            raise _DeviceFault(ex.deviations)  # _search reports it with the smallest failure so far
         hit = any((d.check, d.tensor) == key for d in ex.deviations)
         if hit:
             seen[spec] = ex.deviations
         return hit
 
-    best = minimize(devs[0].spec, fails, seconds=seconds)
+    try:
+        best = minimize(devs[0].spec, fails, seconds=seconds)
+    except _DeviceFault as fault:  # a shrink candidate faulted: keep the smallest failure seen so far
+        smallest = min(seen, key=lambda s: (s.n_q * s.n_k, s)) if seen else None
+        raise _DeviceFault(fault.args[0], seen.get(smallest, devs)) from None
     return seen.get(best, devs)
 
 
@@ -310,7 +337,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                "torch": torch.__version__, "budget": budget, "seed": seed,
                "profile": profile if isinstance(profile, str) else "custom",
                "dtypes": list(dtypes), "checks": list(checks), "seconds": seconds, "results": [], "deviations": [],
-               "complete": True, "incomplete": "", "harness_error": "", "conventions": _conventions(target),
+               "complete": True, "incomplete": "", "harness_error": "", "device_fault": "",
+               "conventions": _conventions(target),
                "notes": []}
     if profile != "ci" and not isinstance(profile, str):
         summary["profile_caps"] = {k: v for k, v in prof.items()}
@@ -333,17 +361,18 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         now = time.monotonic()
         dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
         stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
-                 "cut": False, "notes": set(), "agreement": Counter()}
+                 "cut": False, "fault": False, "notes": set(), "agreement": Counter()}
         remaining, found = [c for c in checks if _applies(c, target, lacks)], []
         try:
             for r in range(rounds or len(checks)):
                 devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
                                determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
                                frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance))
-                devs = [_diagnosed(target, d, device) if diagnose else d for d in devs]
+                if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
+                    devs = [_diagnosed(target, d, device) for d in devs]
                 found.extend(devs)
                 known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
-                if not devs or stats["cut"]:
+                if not devs or stats["cut"] or stats["fault"]:
                     break
                 failed = {c for d in devs for c in d.check.split("+")}
                 remaining = [c for c in remaining if c not in failed]
@@ -351,12 +380,19 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                     break
         except _Harness as e:
             summary["harness_error"] = f"{dt}: {e}"
+        if stats["fault"]:
+            fault = next(d for d in found if d.device_fault)
+            summary["device_fault"] = f"{dt}: {fault.note}"
+            summary["complete"] = False
+            summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                f"{dt}: stopped at a device fault after {stats['examples']} examples")
         if stats["cut"]:
             summary["complete"] = False
             summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
                 f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
         notes |= stats["notes"]
-        summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not summary["harness_error"],
+        summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not stats["fault"]
+                                   and not summary["harness_error"],
                                    "examples": stats["examples"], "unsupported": stats["unsupported"],
                                    "known_errors": stats["known_errors"],
                                    "oracles": dict(stats["sources"]),
@@ -368,6 +404,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         if summary["harness_error"]:
             summary["complete"] = False
             break
+        if stats["fault"]:
+            break  # the CUDA context is unusable: no further dtype can run in this process
     summary["notes"] = sorted(notes)
     summary["passed"] = not summary["deviations"] and summary["complete"] and not summary["harness_error"]
     summary["elapsed_s"] = round(time.monotonic() - t0, 2)
@@ -425,6 +463,8 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"      reproducer script: {d['script']}")
     for n in summary.get("notes", []):
         lines.append(f"  note: {n}")
+    if summary.get("device_fault"):
+        lines.append(f"  DEVICE FAULT of the kernel (a finding, exit 1): {summary['device_fault']}")
     if summary.get("harness_error"):
         lines.append(f"  HARNESS ERROR (not a finding about the kernel): {summary['harness_error']}")
         lines.append(f"  NO VERDICT in {summary['elapsed_s']} s")

@@ -18,10 +18,11 @@ Checks (``CHECKS``):
   ``deterministic=True`` are bitwise equal (forward, and backward where the target promises it).
 
 Who failed: every call into the kernel (its forward, its backward through autograd, the split and
-determinism calls) goes through ``_call``; an exception there is a finding about the kernel
-(reason ``error``), reported once per example however many checks met it. Any other exception —
-the oracle, the baseline, the comparison — is the harness's, propagates, and ends the campaign as
-a harness error (exit 4), never as a deviation. The oracles must agree before any verdict
+determinism calls) goes through ``_call``, which also waits for the device (``faults.py``); an
+exception there — a device fault included — is a finding about the kernel (reason ``error``),
+reported once per example however many checks met it. After a device fault no further check
+runs. Any other exception — the oracle, the baseline, the comparison — is the harness's,
+propagates, and ends the campaign as a harness error (exit 4), never as a deviation. The oracles must agree before any verdict
 (``oracle.oracles``).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ import torch
 
 import re
 
+from .faults import FAULT_NOTE, is_device_fault, synchronize
 from .oracle import Expected, oracles, read_inputs as oracle_inputs, vjp
 from .problem import Problem, ProblemSpec, build, lse_cotangent
 from .targets import Case, KernelOut, Target, Unsupported
@@ -60,6 +62,7 @@ class Deviation(NamedTuple):
     bound: float
     note: str = ""
     diagnosis: str = ""    # a convention the kernel matches instead (diagnose.py), or ""
+    device_fault: bool = False  # the kernel faulted on the device (faults.py): the context is unusable after it
 
     def reproducer(self) -> str:
         at = "" if self.index is None else f" at {list(self.index)}: got {self.got!r}, expected {self.expected!r}"
@@ -148,18 +151,23 @@ def _inputs(ctx: _Ctx):
 
 
 class _KernelRaised(Exception):
-    """A call into the kernel raised (``label``: the check that made the call)."""
+    """A call into the kernel raised (``label``: the check that made the call; ``fault``: a device
+    fault, after which nothing more runs in this process)."""
 
     def __init__(self, label: str, exc: BaseException):
         super().__init__(label, exc)
         self.label, self.exc = label, exc
+        self.fault = is_device_fault(exc)
 
 
-def _call(label: str, fn, *args):
-    """Call into the kernel: its exceptions become ``_KernelRaised`` (findings), ``Unsupported``
-    passes through (the example is skipped)."""
+def _call(label: str, device: str, fn, *args):
+    """Call into the kernel and wait for the device (``faults.synchronize``: a device fault of the
+    kernel's work surfaces here, not in a later harness op): its exceptions become
+    ``_KernelRaised`` (findings), ``Unsupported`` passes through (the example is skipped)."""
     try:
-        return fn(*args)
+        r = fn(*args)
+        synchronize(device)
+        return r
     except Unsupported:
         raise
     except Exception as exc:
@@ -175,7 +183,7 @@ def error_signature(note: str) -> str:
 def _run(ctx: _Ctx, case: Case, deterministic: bool, label: str) -> KernelOut:
     """One kernel call, its result checked for the shapes of our conventions (a wrong shape is
     the kernel's error, reported as such)."""
-    r = _call(label, ctx.target.run, case, deterministic)
+    r = _call(label, ctx.device, ctx.target.run, case, deterministic)
     B, Hq, Nq = case.q.shape[:3]
     want = (B, Hq, Nq, case.v.shape[3])
     if not isinstance(r, KernelOut) or not isinstance(r.out, torch.Tensor) or tuple(r.out.shape) != want:
@@ -191,7 +199,7 @@ def _grads(ctx: _Ctx, run: KernelOut, leaves, label: str) -> tuple:
     """The kernel's backward (through autograd) for the problem's cotangents."""
     dout = ctx.problem.dout.to(ctx.device, ctx.dtype)
     dlse = ctx.problem.dlse.to(ctx.device) if ctx.lse_grad else None
-    return _call(label, vjp, run.out, run.lse if ctx.lse_grad else None, leaves, dout, dlse)
+    return _call(label, ctx.device, vjp, run.out, run.lse if ctx.lse_grad else None, leaves, dout, dlse)
 
 
 def _dev(ctx: _Ctx, check: str, v: Verdict) -> "Deviation":
@@ -299,8 +307,11 @@ def check_determinism(ctx: _Ctx, with_grads: bool, runs: int = 2):
 
 def _error(target: Target, spec, dtype: str, device: str, raised: _KernelRaised, checks: list) -> Deviation:
     exc = raised.exc
+    text = f"{type(exc).__name__}: {exc}"[:300]
+    if raised.fault:
+        text = f"{text.splitlines()[0]}; {FAULT_NOTE}"
     return Deviation(target.name, "+".join(checks), "-", "error", dtype, device, spec, None, None, None, 0.0, 0.0,
-                     f"{type(exc).__name__}: {exc}"[:300])
+                     text, device_fault=raised.fault)
 
 
 def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, checks=CHECKS,
@@ -346,6 +357,8 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     verdicts, devs, raised_by = [], [], {}
 
     def collect(fn, *args, label):
+        if any(r.fault for r, _ in raised_by.values()):
+            return  # a device fault: the context is unusable, no further check can run
         try:
             v, d = fn(ctx, *args)
         except _KernelRaised as raised:  # the kernel raised: one finding per kind of error

@@ -189,6 +189,12 @@ def run(args: argparse.Namespace) -> int:
         summaries.append(s)
         if args.json is not None:
             args.json.write_text(json.dumps(summaries, indent=1, default=str))
+        if s.get("device_fault"):  # the CUDA context is unusable: nothing more can run in this process
+            rest = [t.name for _, t in jobs[i + 1:]]
+            if rest:
+                print(f"flashproof fuzz: {target.name} faulted on the device; not run in this process: "
+                      f"{', '.join(rest)} (run them again separately)", file=sys.stderr)
+            break
     return exit_status(summaries)
 
 
