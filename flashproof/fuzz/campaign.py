@@ -295,18 +295,22 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
              seed: int = 0, profile: str | dict = "ci", checks=CHECKS, rounds: int | None = None,
              shrink_seconds: float = 60.0, determinism_runs: int = 2, seconds: float | None = None,
              progress=None, diagnose: bool = True, oracle_fns: dict | None = None,
-             tolerance: str = "empirical") -> Campaign:
+             tolerance: str = "empirical", tuning: str = "first") -> Campaign:
     """Fuzz ``kernel`` (a ``targets.names()`` entry, a ``targets.Target`` or any attention callable) on ``device`` (default:
     CUDA when present) in each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"; one the target lacks is
     skipped and the summary says so), ``budget`` examples per search round. ``seconds``: wall-clock
     budget of the whole campaign (None: none); ``progress``: called with a dict per example;
     ``diagnose``: name the convention a deviating kernel matches instead (``diagnose.py``);
     ``oracle_fns``: {"reference_fn": ..., "dense_fn": ...} replacements (tests plant wrong oracles);
-    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``)."""
+    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``);
+    ``tuning``: ``targets.Case.tuning`` of every call, "first" (one configuration per launch key)
+    or "autotune" (the CLI's --all-configs)."""
     from .tolerance import RULES
 
     if tolerance not in RULES:
         raise ValueError(f"tolerance must be one of {RULES}, received {tolerance!r}")
+    if tuning not in targets.TUNINGS:
+        raise ValueError(f"tuning must be one of {targets.TUNINGS}, received {tuning!r}")
     if tolerance == "proved" and "fp64" in dtypes:
         raise ValueError("the proved tolerance covers fp32, bf16 and fp16 (fp32 accumulation); "
                          f"received dtypes {tuple(dtypes)}: pass --dtype fp32/bf16/fp16")
@@ -334,7 +338,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
     prof = campaign_sets(PROFILES[profile] if isinstance(profile, str) else dict(profile), seed)
     summary = {"kernel": target.name, "doc": target.doc, "device": device, "tolerance": tolerance,
                "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
-               "torch": torch.__version__, "budget": budget, "seed": seed,
+               "torch": torch.__version__, "budget": budget, "seed": seed, "tuning": tuning,
                "profile": profile if isinstance(profile, str) else "custom",
                "dtypes": list(dtypes), "checks": list(checks), "seconds": seconds, "results": [], "deviations": [],
                "complete": True, "incomplete": "", "harness_error": "", "device_fault": "",
@@ -367,9 +371,9 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
             for r in range(rounds or len(checks)):
                 devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
                                determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
-                               frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance))
+                               frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning))
                 if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
-                    devs = [_diagnosed(target, d, device) for d in devs]
+                    devs = [_diagnosed(target, d, device, tuning) for d in devs]
                 found.extend(devs)
                 known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
                 if not devs or stats["cut"] or stats["fault"]:
@@ -432,10 +436,10 @@ def _conventions(target) -> dict:
     return {"layout": "bhnd", "causal_alignment": "bottom-right", "lse": "natural", "empty_rows": "zero"}
 
 
-def _diagnosed(target, dev: Deviation, device: str) -> Deviation:
+def _diagnosed(target, dev: Deviation, device: str, tuning: str) -> Deviation:
     from .diagnose import diagnose
 
-    why = diagnose(target, dev, device)
+    why = diagnose(target, dev, device, tuning)
     return dev._replace(diagnosis=why) if why else dev
 
 

@@ -106,6 +106,7 @@ class _Ctx(NamedTuple):
     grad: bool                   # whether the leaves require grad
     lse_grad: bool               # whether the LSE cotangent is fed back
     tolerance: str = "empirical"  # the rule for out and lse (tolerance.RULES)
+    tuning: str = "first"        # Case.tuning of every call
 
 
 #: head-dim padding of poisoned problems' inputs (keeps 16-byte row alignment for fp16/bf16)
@@ -138,11 +139,11 @@ def _case(ctx: _Ctx, q, k, v, keys: slice | None = None) -> Case:
     allowed = p.allowed.to(ctx.device)
     if keys is not None:  # one key partition: its piece of the mask, given explicitly
         return Case(q, k[:, :, keys], v[:, :, keys], allowed[..., keys].contiguous(), p.scale, False, None,
-                    None, None, False)
+                    None, None, False, ctx.tuning)
     structured = s.mask_kind == "none" and not s.empty_rows
     cu_q = None if p.cu_seqlens_q is None else p.cu_seqlens_q.to(ctx.device)
     cu_k = None if p.cu_seqlens_k is None else p.cu_seqlens_k.to(ctx.device)
-    return Case(q, k, v, allowed, p.scale, s.causal, s.window, cu_q, cu_k, structured)
+    return Case(q, k, v, allowed, p.scale, s.causal, s.window, cu_q, cu_k, structured, ctx.tuning)
 
 
 def _inputs(ctx: _Ctx):
@@ -316,12 +317,13 @@ def _error(target: Target, spec, dtype: str, device: str, raised: _KernelRaised,
 
 def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, checks=CHECKS,
             max_work: int | None = None, determinism_runs: int = 2, reference_fn=None,
-            dense_fn=None, tolerance: str = "empirical") -> Examination:
+            dense_fn=None, tolerance: str = "empirical", tuning: str = "first") -> Examination:
     """Run ``checks`` of ``target`` on ``spec`` in ``dtype`` ("fp64", "fp32", "fp16", "bf16").
     Raises ``Unsupported`` when the target cannot take the problem, ``HarnessError`` when the two
     oracles disagree; any other exception outside a kernel call is the harness's and propagates.
     ``reference_fn``/``dense_fn``: replacements of the two oracles (tests plant a wrong one);
-    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``)."""
+    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``); ``tuning``:
+    ``Case.tuning`` of every call ("first" or "autotune")."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dtype!r}")
     unknown = set(checks) - set(CHECKS)
@@ -332,7 +334,7 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     lacks = target.lacks(device)
     notes = set()
     want_grads = "gradients" in checks and "grad" not in lacks
-    stub = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, want_grads, False)
+    stub = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, want_grads, False, tuning=tuning)
     leaves = _inputs(stub)
     try:
         run = _run(stub, _case(stub, *leaves), target.deterministic == "fwd+bwd", "forward")
@@ -353,7 +355,7 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     baseline = naive(dev_t(clean[0]), dev_t(clean[1]), dev_t(clean[2]), problem.allowed.to(device), problem.scale,
                      dev_t(problem.dout) if want_grads else None, problem.dlse.to(device) if lse_grad else None)
     ctx = _Ctx(target, problem, orc.expected, orc.gold, tdtype, dtype, device, baseline, orc.mags, want_grads, lse_grad,
-               tolerance)
+               tolerance, tuning)
     verdicts, devs, raised_by = [], [], {}
 
     def collect(fn, *args, label):
@@ -384,11 +386,12 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     return Examination(spec, orc.expected.source, verdicts, devs, frozenset(notes), orc.agreement)
 
 
-def kernel_forward(target: Target, spec: ProblemSpec, dtype: str, device: str) -> tuple[Problem, KernelOut]:
+def kernel_forward(target: Target, spec: ProblemSpec, dtype: str, device: str,
+                   tuning: str = "first") -> tuple[Problem, KernelOut]:
     """The problem of ``spec`` rounded to ``dtype`` and the kernel's forward on it (no oracle; for
     ``diagnose``). Exceptions of the kernel propagate."""
     tdtype = DTYPES[dtype]
     problem = build(spec).rounded(tdtype)
-    ctx = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, False, False)
+    ctx = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, False, False, tuning=tuning)
     with torch.no_grad():
         return problem, _run(ctx, _case(ctx, *_inputs(ctx)), False, "forward")

@@ -172,7 +172,6 @@ def run(args: argparse.Namespace) -> int:
         if interpreting():  # Triton kernels run in the interpreter: apply its numpy >= 2.4 workaround
             from .interpreter_shim import numpy_2_4_shim
             numpy_2_4_shim()
-    targets.set_tuning("autotune" if args.all_configs else "first")  # one configuration per launch key unless asked
     jobs = [("kernel", t) for t in plan["kernels"]] + [("sampler", s) for s in plan["samplers"]]
     t_end = None if args.seconds is None else time.monotonic() + args.seconds
     summaries = []
@@ -204,6 +203,7 @@ def _run_kernel(target, args, device, share) -> dict:
     c = campaign(target, device=device, dtypes=tuple(args.dtype or DEFAULT_DTYPES), budget=args.budget,
                  seed=args.seed, profile=args.profile, checks=tuple(args.check or CHECKS),
                  determinism_runs=args.determinism_runs, seconds=share, tolerance=args.tolerance,
+                 tuning="autotune" if args.all_configs else "first",  # one configuration per launch key unless asked
                  progress=None if args.quiet else _printer(target.name))
     s = c.summary
     if c.deviations:
