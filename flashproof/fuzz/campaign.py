@@ -38,8 +38,10 @@ from . import targets
 from .checks import CHECKS, DTYPES, Deviation, error_signature, examine
 from .errors import HarnessError
 from .strategies import FAMILIES, SPECIAL_LENGTHS, attention_problems
+from .warm import count_compiles
 
-__all__ = ["run_campaign", "campaign", "Campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES"]
+__all__ = ["run_campaign", "campaign", "Campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES", "specimens",
+           "warm_phase"]
 
 #: Examples per search round. The mutant corpus is caught within this budget (tests/test_fuzz_kernels.py).
 DEFAULT_BUDGET = 40
@@ -51,47 +53,67 @@ DEFAULT_DTYPES = ("fp32", "fp64")
 #: interpreter, so that every stage — masked edge, unmasked interior, masked edge — of the forward,
 #: dQ and dK/dV kernels runs; ``max_work`` keeps the pure-Python oracle fast by capping
 #: B·Hq·Nq·Nk·(D+Dv)). "gpu": large shapes (up to 1025 keys and d = 128), where problems beyond the
-#: reference go to the dense float64 oracle on the device. "gpu" is compile-aware: each campaign
-#: draws its lengths and head dims from ``specialisations`` — a small subset of ``lengths`` and
-#: ``dims`` chosen once per campaign from its seed (``campaign_sets``) — so a compiled kernel variant
-#: (Triton, torch.compile, cuDNN) is reused across the campaign's examples instead of compiled per
-#: example; other seeds cover the other subsets.
+#: reference go to the dense float64 oracle on the device. "gpu" and "gluon" are compile-aware
+#: (``launches.py``): each campaign draws its problems from ``launches`` launch specialisations
+#: (feature combination × head dims × heads × length classes), chosen from its seed so that every
+#: family the kernel takes is on in one of them, and compiles them all in a warm phase before the
+#: timed part (``warm.py``); lengths stay adversarial inside a launch (1, 2, 63 … 1025).
 PROFILES = {
     "ci": dict(max_nq=40, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2, max_work=120_000),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
-                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000,
-                specialisations=dict(lengths=4, dims=2)),
+                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000, launches=8),
     # the shapes our Hopper forward takes (kernels/attention/dispatch.gluon_rule: d = 128, Nq = Nk a multiple
     # of 128, no window/mask/varlen, contiguous), with the families that keep them so; on a GPU
     # without sm_90, or with special_lengths drawn, the same problems go to the Triton kernels
     "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=4, max_batch=2,
-                  lengths=(128, 256, 384, 1024), dims=(128,), square=True, oracle_work=100_000,
+                  lengths=(128, 256, 384, 1024), dims=(128,), square=True, oracle_work=100_000, launches=4,
                   families=("causal", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch")),
 }
 #: profile keys that are not strategy caps
-_RUN_KEYS = ("oracle_work", "specialisations")
+_RUN_KEYS = ("oracle_work", "launches")
 #: Families that need a feature (targets.FEATURES) the target may lack.
 _NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
           "gqa": "gqa", "dv": "dv", "causal": "causal", "huge_logits": "scale"}
 
 
-def campaign_sets(profile: dict, seed: int) -> dict:
-    """The profile with ``lengths`` / ``dims`` cut to the campaign's specialisations: ``n`` of each
-    (``profile["specialisations"]``), picked by ``seed`` (always including the smallest length,
-    the shrink target). Without ``specialisations`` the profile is returned as is."""
-    import random
+class _Plan(NamedTuple):
+    """What a profile means for one target: the strategy's caps and families, and the launch
+    specialisations of a compile-aware profile (empty otherwise)."""
 
-    spec = profile.get("specialisations")
-    if not spec:
-        return profile
-    rng = random.Random(seed)
-    out = dict(profile)
-    for key in ("lengths", "dims"):
-        vals = sorted(profile[key])
-        n = spec.get(key, len(vals))
-        if n < len(vals):
-            out[key] = tuple(sorted({vals[0], *rng.sample(vals[1:], n - 1)}))
-    return out
+    caps: dict
+    families: list
+    blocks: tuple
+    square_causal: bool
+    launches: tuple
+
+
+def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
+    from .launches import choose
+
+    lacks = target.lacks(device)
+    caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
+    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
+    if "gqa" in lacks:
+        caps["max_group"] = 1
+    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
+    square_causal = "causal_rect" in lacks
+    launches = ()
+    if profile.get("launches"):
+        launches = choose(seed, profile["launches"], lengths=caps["lengths"], dims=caps["dims"], families=families,
+                          max_nq=caps["max_nq"], max_nk=caps["max_nk"], max_heads_kv=caps["max_heads_kv"],
+                          max_group=caps["max_group"], max_batch=caps["max_batch"], square=caps.get("square", False),
+                          square_causal=square_causal)
+    return _Plan(caps, families, blocks, square_causal, launches)
+
+
+def specimens(target, device: str, profile: dict, seed: int) -> list:
+    """The smallest problem of each launch specialisation of the campaign (what the warm phase
+    runs); empty for a profile that is not compile-aware."""
+    from .launches import specimen
+
+    p = _plan(target, device, profile, seed)
+    return [specimen(l, lengths=p.caps["lengths"], max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
+            for l in p.launches]
 
 
 class _Found(Exception):
@@ -103,14 +125,16 @@ class _OutOfTime(BaseException):
     hypothesis does not take it for a failure to shrink: it ends the search at once."""
 
 
-def _strategy(target, device: str, profile: dict):
-    lacks = target.lacks(device)
-    caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
-    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
-    if "gqa" in lacks:
-        caps["max_group"] = 1
-    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
-    return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
+def _strategy(target, device: str, profile: dict, seed: int = 0):
+    """The problems of ``profile`` that ``target`` takes on ``device`` (those of the campaign's
+    launch specialisations for a compile-aware profile; ``seed`` picks them)."""
+    from .launches import problems
+
+    p = _plan(target, device, profile, seed)
+    if p.launches:
+        return problems(p.launches, lengths=p.caps["lengths"], families=p.families, blocks=p.blocks,
+                        max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
+    return attention_problems(families=p.families, blocks=p.blocks, square_causal=p.square_causal, **p.caps)
 
 
 class _DeviceFault(BaseException):
@@ -295,7 +319,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
              seed: int = 0, profile: str | dict = "ci", checks=CHECKS, rounds: int | None = None,
              shrink_seconds: float = 60.0, determinism_runs: int = 2, seconds: float | None = None,
              progress=None, diagnose: bool = True, oracle_fns: dict | None = None,
-             tolerance: str = "empirical", tuning: str = "first") -> Campaign:
+             tolerance: str = "empirical", tuning: str = "first", warm: bool | None = None,
+             workers: int | None = None) -> Campaign:
     """Fuzz ``kernel`` (a ``targets.names()`` entry, a ``targets.Target`` or any attention callable) on ``device`` (default:
     CUDA when present) in each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"; one the target lacks is
     skipped and the summary says so), ``budget`` examples per search round. ``seconds``: wall-clock
@@ -304,7 +329,10 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
     ``oracle_fns``: {"reference_fn": ..., "dense_fn": ...} replacements (tests plant wrong oracles);
     ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``);
     ``tuning``: ``targets.Case.tuning`` of every call, "first" (one configuration per launch key)
-    or "autotune" (the CLI's --all-configs)."""
+    or "autotune" (the CLI's --all-configs); ``warm``: run the warm phase of a compile-aware profile
+    (``warm.py``) first, in ``workers`` processes (default: the CPU cores); None: on CUDA devices.
+    The warm phase counts against ``seconds``; the summary reports it apart (``warm``), with the
+    timed part's seconds (``timed_s``) and the Triton compilations it still made (``compiles``)."""
     from .tolerance import RULES
 
     if tolerance not in RULES:
@@ -335,7 +363,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dt!r}")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an int >= 1 (examples per search round), received {budget!r}")
-    prof = campaign_sets(PROFILES[profile] if isinstance(profile, str) else dict(profile), seed)
+    prof = PROFILES[profile] if isinstance(profile, str) else dict(profile)
     summary = {"kernel": target.name, "doc": target.doc, "device": device, "tolerance": tolerance,
                "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
                "torch": torch.__version__, "budget": budget, "seed": seed, "tuning": tuning,
@@ -346,8 +374,6 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                "notes": []}
     if profile != "ci" and not isinstance(profile, str):
         summary["profile_caps"] = {k: v for k, v in prof.items()}
-    elif isinstance(profile, str) and prof.get("specialisations"):
-        summary["specialisations"] = {"lengths": list(prof["lengths"]), "dims": list(prof["dims"])}
     found_all: list = []
     reason = target.unavailable(device)
     if reason is not None:
@@ -355,65 +381,97 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         return Campaign(summary, [])
     summary.update(available=True, reason="", version=target.version())
     lacks = target.lacks(device)
-    strategy = _strategy(target, device, prof)
+    strategy = _strategy(target, device, prof, seed)
+    plan = _plan(target, device, prof, seed)
+    if plan.launches:
+        from .launches import describe
+        summary["specialisations"] = [describe(l, prof["lengths"]) for l in plan.launches]
+        if warm if warm is not None else torch.device(device).type == "cuda":
+            summary["warm"] = warm_phase(target, device, prof, seed, [d for d in dtypes if d not in lacks], checks,
+                                         determinism_runs, tuning, workers, deadline)
     known_errors: set = set()
     notes: set = set()
-    for i, dt in enumerate(dtypes):
-        if dt in lacks:
-            summary["results"].append({"dtype": dt, "skipped": f"the kernel does not take {dt}"})
-            continue
-        now = time.monotonic()
-        dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
-        stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
-                 "cut": False, "fault": False, "notes": set(), "agreement": Counter()}
-        remaining, found = [c for c in checks if _applies(c, target, lacks)], []
-        try:
-            for r in range(rounds or len(checks)):
-                devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
-                               determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
-                               frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning))
-                if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
-                    devs = [_diagnosed(target, d, device, tuning) for d in devs]
-                found.extend(devs)
-                known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
-                if not devs or stats["cut"] or stats["fault"]:
-                    break
-                failed = {c for d in devs for c in d.check.split("+")}
-                remaining = [c for c in remaining if c not in failed]
-                if not remaining:
-                    break
-        except _Harness as e:
-            summary["harness_error"] = f"{dt}: {e}"
-        if stats["fault"]:
-            fault = next(d for d in found if d.device_fault)
-            summary["device_fault"] = f"{dt}: {fault.note}"
-            summary["complete"] = False
-            summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
-                f"{dt}: stopped at a device fault after {stats['examples']} examples")
-        if stats["cut"]:
-            summary["complete"] = False
-            summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
-                f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
-        notes |= stats["notes"]
-        summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not stats["fault"]
-                                   and not summary["harness_error"],
-                                   "examples": stats["examples"], "unsupported": stats["unsupported"],
-                                   "known_errors": stats["known_errors"],
-                                   "oracles": dict(stats["sources"]),
-                                   "oracle_agreement": dict(stats["agreement"]),
-                                   "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
-                                   "deviations": [d.as_dict() for d in found]})
-        summary["deviations"].extend(d.as_dict() for d in found)
-        found_all.extend(found)
-        if summary["harness_error"]:
-            summary["complete"] = False
-            break
-        if stats["fault"]:
-            break  # the CUDA context is unusable: no further dtype can run in this process
+    t_timed = time.monotonic()
+    with count_compiles() as compiled:  # the timed part: what it still compiled is reported
+        for i, dt in enumerate(dtypes):
+            if dt in lacks:
+                summary["results"].append({"dtype": dt, "skipped": f"the kernel does not take {dt}"})
+                continue
+            now = time.monotonic()
+            dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
+            stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
+                     "cut": False, "fault": False, "notes": set(), "agreement": Counter()}
+            remaining, found = [c for c in checks if _applies(c, target, lacks)], []
+            try:
+                for r in range(rounds or len(checks)):
+                    devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
+                                   determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
+                                   frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning))
+                    if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
+                        devs = [_diagnosed(target, d, device, tuning) for d in devs]
+                    found.extend(devs)
+                    known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
+                    if not devs or stats["cut"] or stats["fault"]:
+                        break
+                    failed = {c for d in devs for c in d.check.split("+")}
+                    remaining = [c for c in remaining if c not in failed]
+                    if not remaining:
+                        break
+            except _Harness as e:
+                summary["harness_error"] = f"{dt}: {e}"
+            if stats["fault"]:
+                fault = next(d for d in found if d.device_fault)
+                summary["device_fault"] = f"{dt}: {fault.note}"
+                summary["complete"] = False
+                summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                    f"{dt}: stopped at a device fault after {stats['examples']} examples")
+            if stats["cut"]:
+                summary["complete"] = False
+                summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                    f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
+            notes |= stats["notes"]
+            summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not stats["fault"]
+                                       and not summary["harness_error"],
+                                       "examples": stats["examples"], "unsupported": stats["unsupported"],
+                                       "known_errors": stats["known_errors"],
+                                       "oracles": dict(stats["sources"]),
+                                       "oracle_agreement": dict(stats["agreement"]),
+                                       "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
+                                       "deviations": [d.as_dict() for d in found]})
+            summary["deviations"].extend(d.as_dict() for d in found)
+            found_all.extend(found)
+            if summary["harness_error"]:
+                summary["complete"] = False
+                break
+            if stats["fault"]:
+                break  # the CUDA context is unusable: no further dtype can run in this process
+    summary["compiles"] = dict(compiled)
     summary["notes"] = sorted(notes)
     summary["passed"] = not summary["deviations"] and summary["complete"] and not summary["harness_error"]
+    summary["timed_s"] = round(time.monotonic() - t_timed, 2)
     summary["elapsed_s"] = round(time.monotonic() - t0, 2)
     return Campaign(summary, found_all)
+
+
+def warm_phase(target, device: str, prof: dict, seed: int, dtypes, checks, determinism_runs: int, tuning: str,
+               workers: int | None = None, deadline: float = float("inf")) -> dict:
+    """The warm phase of the campaign of ``seed`` (``warm.warm_up`` on its launches' specimens):
+    its report (``warm.Warm`` as a dict), or {"skipped": why}."""
+    from .user import absolute_ref, is_reference
+    from .warm import warm_up
+
+    if is_reference(target.name):
+        ref = absolute_ref(target.name)
+    elif target.name in targets.names():
+        ref = target.name
+    else:
+        return {"skipped": f"{target.name} cannot be loaded in a worker process (not a built-in name or reference)"}
+    conv = getattr(target, "conventions", None)
+    w = warm_up(ref, specimens(target, device, prof, seed), dtypes, device=device, checks=checks,
+                determinism_runs=determinism_runs, tuning=tuning, workers=workers, deadline=deadline,
+                conventions=None if conv is None else {k: v for k, v in conv._asdict().items()},
+                max_work=prof.get("oracle_work"))
+    return w._asdict()
 
 
 def _applies(check: str, target, lacks) -> bool:
@@ -467,6 +525,18 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"      reproducer script: {d['script']}")
     for n in summary.get("notes", []):
         lines.append(f"  note: {n}")
+    if summary.get("specialisations"):
+        lines.append(f"  {len(summary['specialisations'])} launch specialisations: "
+                     + "; ".join(summary["specialisations"]))
+    w = summary.get("warm")
+    if w:
+        lines.append(f"  warm phase: skipped ({w['skipped']})" if "skipped" in w else
+                     f"  warm phase: {w['tasks']} launch × dtype tasks in {w['seconds']} s over {w['workers']} processes "
+                     f"({w['compiled']} Triton compilations, {w['cached']} cache loads, {w['failed']} failed, "
+                     f"{w['cut']} cut)" + (f"; first failure: {w['errors'][0]}" if w["errors"] else ""))
+    if summary.get("specialisations") and summary.get("timed_s") is not None:
+        lines.append(f"  timed part: {summary['timed_s']} s, {summary['compiles']['compiled']} Triton compilations, "
+                     f"{summary['compiles']['cached']} cache loads")
     if summary.get("device_fault"):
         lines.append(f"  DEVICE FAULT of the kernel (a finding, exit 1): {summary['device_fault']}")
     if summary.get("harness_error"):

@@ -82,6 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a campaign cut short is reported INCOMPLETE (exit 3), never passed")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU (default 1)")
     parser.add_argument("--quiet", action="store_true", help="no per-example progress lines")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes of the warm phase of a compile-aware profile (gpu, gluon): every launch "
+                             "specialisation compiled before the timed part (default: the CPU cores, on CUDA only; "
+                             "0: no warm phase)")
     parser.add_argument("--all-configs", action="store_true",
                         help="let our Triton kernels autotune (default: tuning='first', one configuration)")
 
@@ -146,6 +150,8 @@ def validate(args: argparse.Namespace) -> dict:
         raise UsageError(f"--seconds must be > 0, received {args.seconds}")
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, received {args.threads}")
+    if args.workers is not None and args.workers < 0:
+        raise UsageError(f"--workers must be >= 0 (0: no warm phase), received {args.workers}")
     device = check_device(args.device)
     _check_json(args.json)
     conventions = {"layout": args.layout, "causal_alignment": args.causal_alignment, "lse": args.lse,
@@ -204,6 +210,7 @@ def _run_kernel(target, args, device, share) -> dict:
                  seed=args.seed, profile=args.profile, checks=tuple(args.check or CHECKS),
                  determinism_runs=args.determinism_runs, seconds=share, tolerance=args.tolerance,
                  tuning="autotune" if args.all_configs else "first",  # one configuration per launch key unless asked
+                 warm=None if args.workers is None else args.workers > 0, workers=args.workers or None,
                  progress=None if args.quiet else _printer(target.name))
     s = c.summary
     if c.deviations:
