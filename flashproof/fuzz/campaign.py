@@ -1,7 +1,9 @@
 """The campaign: hypothesis searches of one kernel against the oracle, summarised as a dict.
 
 ``run_campaign(kernel, device=..., dtypes=..., budget=...)`` runs, for each dtype, up to
-``rounds`` hypothesis searches of ``budget`` examples each. A search stops at the first problem
+``rounds`` hypothesis searches of ``budget`` examples each; the first round of each dtype runs the
+design's adversarial problems first (``adversarial.py``; up to ``budget`` of them, as hypothesis
+explicit examples), then its ``budget`` random draws. A search stops at the first problem
 on which some check deviates, shrinks it (within ``shrink_seconds``) and records that problem's
 deviations; the next round leaves the checks that already failed out, so one kernel with several
 bugs reports several minimal reproducers. The summary (JSON-ready) holds, per dtype, the number
@@ -31,7 +33,7 @@ from collections import Counter
 from typing import NamedTuple
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hyp_seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed as hyp_seed, settings
 from hypothesis.errors import HypothesisException
 
 from . import targets
@@ -77,18 +79,22 @@ _NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": 
 
 
 class _Plan(NamedTuple):
-    """What a profile means for one target: the strategy's caps and families, and the launch
-    specialisations of a compile-aware profile (empty otherwise)."""
+    """What a profile means for one target: the strategy's caps and families, the launch
+    specialisations of a compile-aware profile (empty otherwise), and the explicit adversarial
+    problems every campaign runs first (``adversarial.py``; for a compile-aware profile, those
+    inside its launches)."""
 
     caps: dict
     families: list
     blocks: tuple
     square_causal: bool
     launches: tuple
+    explicit: tuple
 
 
 def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
-    from .launches import choose
+    from .adversarial import explicit
+    from .launches import choose, extreme, launch_of
 
     lacks = target.lacks(device)
     caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
@@ -103,7 +109,11 @@ def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
                           max_nq=caps["max_nq"], max_nk=caps["max_nk"], max_heads_kv=caps["max_heads_kv"],
                           max_group=caps["max_group"], max_batch=caps["max_batch"], square=caps.get("square", False),
                           square_causal=square_causal)
-    return _Plan(caps, families, blocks, square_causal, launches)
+    first = explicit(families=families, blocks=blocks, square_causal=square_causal, **caps)
+    if launches:  # the adversarial problems inside the launches, then each launch at its longest lengths
+        first = [s for s in first if {launch_of(s, False), launch_of(s, True)} & set(launches)]
+        first += [extreme(l, lengths=caps["lengths"], max_nq=caps["max_nq"], max_nk=caps["max_nk"]) for l in launches]
+    return _Plan(caps, families, blocks, square_causal, launches, tuple(first))
 
 
 def specimens(target, device: str, profile: dict, seed: int) -> list:
@@ -176,8 +186,10 @@ def _no_local_constants():
 
 
 def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs,
-            deadline=float("inf"), progress=None, max_work=None, known_errors=frozenset(), oracle_fns=None):
-    """One hypothesis search; returns the deviations of the minimal failing example (or []).
+            deadline=float("inf"), progress=None, max_work=None, known_errors=frozenset(), oracle_fns=None,
+            first=()):
+    """One hypothesis search: the first ``budget`` problems of ``first`` (explicit examples), then
+    ``budget`` random draws; returns the deviations of the minimal failing example (or []).
     Past ``deadline`` (time.monotonic()) the search ends before the next example and
     ``stats["cut"]`` is set, so the caller reports it as incomplete (a failure found before that
     is kept, shrunk as far as time allowed)."""
@@ -237,9 +249,12 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
         smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
         return known.get(smallest, [])
 
+    test = given(strategy)(examine_once)
+    for spec in reversed(first[:budget]):  # hypothesis runs explicit examples in the order of their decorators
+        test = example(spec)(test)
     prop = settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
                     suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-                    phases=(Phase.explicit, Phase.generate, Phase.shrink))(given(strategy)(examine_once))
+                    phases=(Phase.explicit, Phase.generate, Phase.shrink))(test)
     try:
         try:
             with _no_local_constants():
@@ -406,7 +421,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                 for r in range(rounds or len(checks)):
                     devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
                                    determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
-                                   frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning))
+                                   frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning),
+                               plan.explicit if r == 0 else ())
                     if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
                         devs = [_diagnosed(target, d, device, tuning) for d in devs]
                     found.extend(devs)

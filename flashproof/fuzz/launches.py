@@ -43,7 +43,7 @@ from .problem import MASK_KINDS, POISONS, ProblemSpec
 from .strategies import HUGE_LOGITS, window_edges
 
 __all__ = ["Launch", "LAUNCH_FAMILIES", "int_class", "side_class", "length_class", "launch_of", "choose",
-           "problems", "specimen", "describe"]
+           "problems", "specimen", "extreme", "describe"]
 
 #: Families that change a launch (the others vary inside one).
 LAUNCH_FAMILIES = ("causal", "window", "varlen", "mask", "empty_rows", "poison", "noncontig", "gqa", "dv", "batch")
@@ -277,3 +277,20 @@ def describe(launch: Launch, lengths) -> str:
     else:
         parts += [f"Nq{members(launch.n_q)}", f"Nk{members(launch.n_k)}"]
     return " ".join(parts)
+
+
+def extreme(launch: Launch, *, lengths, max_nq: int, max_nk: int) -> ProblemSpec:
+    """``launch``'s problem at the longest lengths of its classes (each launch's explicit example
+    at the front of a compile-aware campaign): the widest window sides of their classes, a random
+    mask with empty rows (or empty rows alone), NaN poison, huge logits off, seed 0."""
+    s = specimen(launch, lengths=lengths, max_nq=max_nq, max_nk=max_nk)
+    if launch.seqlens is None:
+        n_q = _by_class(lengths, max_nq)[launch.n_q][-1]
+        n_k = n_q if launch.square else _by_class(lengths, max_nk)[launch.n_k][-1]
+        s = s._replace(n_q=n_q, n_k=n_k)
+    if launch.window is not None:
+        cap = max(s.n_q, s.n_k)
+        s = s._replace(window=tuple(_widths(cls, cap, {})[1][-1] for cls in launch.window))
+    if launch.mask:
+        s = s._replace(empty_rows=True)
+    return s
