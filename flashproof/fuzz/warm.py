@@ -141,17 +141,21 @@ def warm_up(kernel: str, specimens: list, dtypes, *, device: str, checks, determ
         path = os.path.join(folder.name, f"job{i}.json")
         with open(path, "w") as f:
             json.dump(job, f)
-        p = subprocess.Popen([sys.executable, "-P", "-c", code, path], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        procs.append((p, len(chunk)))
+        # output to files, not pipes: a worker must never wait for this process to read it
+        with open(path + ".out", "w") as out, open(path + ".err", "w") as err:
+            p = subprocess.Popen([sys.executable, "-P", "-c", code, path], stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=err, env=env)
+        procs.append((p, len(chunk), path))
     failed = compiled = cached = cut = 0
     errors = []
-    for p, count in procs:
+    for p, count, path in procs:
         try:
-            out, err = p.communicate(timeout=max(deadline - time.monotonic(), 0.1) if deadline != float("inf") else None)
+            p.wait(timeout=max(deadline - time.monotonic(), 0.1) if deadline != float("inf") else None)
         except subprocess.TimeoutExpired:
             p.kill()
-            out, err = p.communicate()
+            p.wait()
+        with open(path + ".out") as f_out, open(path + ".err") as f_err:
+            out, err = f_out.read(), f_err.read()
         lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
         for r in lines:
             compiled, cached = compiled + r["compiled"], cached + r["cached"]
