@@ -130,6 +130,9 @@ def choose(seed: int, count: int, *, lengths, dims, families, max_nq: int, max_n
     level = [f for f in LAUNCH_FAMILIES if f in families]
     order = level[:]
     rng.shuffle(order)
+    home = {f: j % count for j, f in enumerate(order)}  # the launch that is sure to carry each family
+    if count > 1 and "batch" in home and home["batch"] == home.get("varlen"):
+        home["batch"] = (home["batch"] + 1) % count  # a varlen launch is packed (B = 1)
     cq, ck = _by_class(lengths, max_nq), _by_class(lengths, max_nk)
     if not cq or not ck:
         raise ValueError(f"no length of {tuple(lengths)} fits the caps Nq <= {max_nq}, Nk <= {max_nk}")
@@ -138,7 +141,10 @@ def choose(seed: int, count: int, *, lengths, dims, families, max_nq: int, max_n
     off_q, off_k, off_d = rng.randrange(len(classes_q)), rng.randrange(len(classes_k)), rng.randrange(len(dims))
     out = []
     for i in range(count):
-        on = {f for f in level if rng.random() < 0.25} | {f for j, f in enumerate(order) if j % count == i}
+        forced = {f for f, j in home.items() if j == i}
+        on = {f for f in level if rng.random() < 0.25} | forced
+        if "batch" in forced and "varlen" not in forced:
+            on.discard("varlen")
         causal = "causal" in on
         tie = square or (square_causal and causal)
         d = dims[(i + off_d) % len(dims)]
