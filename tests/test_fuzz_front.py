@@ -202,4 +202,5 @@ def test_json_summary_records_conventions_and_oracle_agreement(tmp_path):
     assert _cli(["--kernel", "torch", "--budget", "3", "--dtype", "fp32", "--json", str(out)], tmp_path) == 0
     (s,) = json.loads(out.read_text())
     assert s["conventions"]["causal_alignment"] == "bottom-right"
-    assert s["results"][0]["oracle_agreement"] == {"full": 3}
+    # budget 3: three of the design's adversarial problems first, then three random draws
+    assert s["results"][0]["examples"] == 6 and s["results"][0]["oracle_agreement"] == {"full": 6}

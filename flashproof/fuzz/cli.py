@@ -66,7 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", action="append", choices=sorted(DTYPES), metavar="DTYPE",
                         help=f"repeatable; one of {sorted(DTYPES)} (default: {' '.join(DEFAULT_DTYPES)}; "
                              "a dtype the kernel does not take is skipped)")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="examples per search round (>= 1)")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                        help="random examples per search round (>= 1); the first round of each dtype runs up to as "
+                             "many of the design's adversarial problems before them")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (the run is reproducible)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="size caps of the problems")
     parser.add_argument("--tolerance", choices=("empirical", "proved"), default="empirical",
