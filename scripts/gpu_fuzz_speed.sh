@@ -5,6 +5,7 @@
 #    its own process (a device fault ends a process's CUDA context): the warm phase (every launch
 #    specialisation compiled in parallel worker processes, from an empty Triton cache) and the timed
 #    campaign reported apart, with the Triton compilations the timed part still made (0 expected);
+#    if ours faults on the device (a kernel bug, reported in the log), it is measured again on seed 2's launches;
 # 2. the same bench of ours again with the cache now filled: what a CI job with a persistent Triton
 #    cache pays for the warm phase on later runs;
 # 3. one default campaign of gpu_session.sh's size (flashproof fuzz --kernel triton --dtype bf16
@@ -41,8 +42,16 @@ step() {  # step NAME SECONDS CMD...: logged, time-boxed, rc recorded
 }
 BENCH="$PY -m flashproof fuzz-bench --dtype bf16 --seconds 60"
 step bench_triton_cold 150 $BENCH --kernel triton --json "$OUTDIR/bench_triton_cold.json"
+# a device fault (a kernel bug: the finding is in the log) ends that process's measurement early; the
+# throughput is then measured again on the launches of another seed
+faulted() { $PY -c "import json,sys; sys.exit(0 if any(r.get('device_fault') for r in json.load(open(sys.argv[1]))) else 1)" "$1" 2>/dev/null; }
+if faulted "$OUTDIR/bench_triton_cold.json"; then
+  step bench_triton_seed2 120 $BENCH --kernel triton --seed 2 --json "$OUTDIR/bench_triton_seed2.json"
+fi
 step bench_sdpa_flash 100 $BENCH --kernel sdpa-flash --json "$OUTDIR/bench_sdpa_flash.json"
-step bench_triton_cached 60 $BENCH --kernel triton --seconds 15 --json "$OUTDIR/bench_triton_cached.json"
+if [ $(( 340 - ($(date +%s) - T0) )) -gt 110 ]; then  # else (a retry above took the time) the campaign goes first
+  step bench_triton_cached 60 $BENCH --kernel triton --seconds 15 --json "$OUTDIR/bench_triton_cached.json"
+fi
 LEFT=$(( 340 - ($(date +%s) - T0) ))
 [ "$LEFT" -gt 30 ] || LEFT=30
 step campaign_triton_bf16_s1 "$LEFT" $PY -m flashproof fuzz --kernel triton --dtype bf16 --seed 1 --budget 25 \
@@ -52,10 +61,11 @@ import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 print(f"{'step':<22} {'warm_s':>7} {'warm comp/fail':>14} {'examples':>8} {'timed_s':>7} {'ex/min':>7} {'timed comp':>10} "
       f"{'devs':>4}  verdict")
-for name in ("bench_triton_cold", "bench_sdpa_flash", "bench_triton_cached"):
+for name in ("bench_triton_cold", "bench_triton_seed2", "bench_sdpa_flash", "bench_triton_cached"):
     p = out / f"{name}.json"
     if not p.exists():
-        print(f"{name:<22} (no json: see {name}.log)")
+        if name != "bench_triton_seed2":  # run only after a device fault
+            print(f"{name:<22} (no json: see {name}.log)")
         continue
     for r in json.loads(p.read_text()):
         w = r.get("warm", {})
