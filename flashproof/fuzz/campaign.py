@@ -144,9 +144,12 @@ class _OutOfTime(BaseException):
 def _strategy(target, device: str, profile: dict, seed: int = 0):
     """The problems of ``profile`` that ``target`` takes on ``device`` (those of the campaign's
     launch specialisations for a compile-aware profile; ``seed`` picks them)."""
+    return _problems(_plan(target, device, profile, seed))
+
+
+def _problems(p: _Plan):
     from .launches import problems
 
-    p = _plan(target, device, profile, seed)
     if p.launches:
         return problems(p.launches, lengths=p.caps["lengths"], families=p.families, blocks=p.blocks,
                         max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
@@ -402,8 +405,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         return Campaign(summary, [])
     summary.update(available=True, reason="", version=target.version())
     lacks = target.lacks(device)
-    strategy = _strategy(target, device, prof, seed)
     plan = _plan(target, device, prof, seed)
+    strategy = _problems(plan)
     if plan.launches:
         from .launches import describe
         summary["specialisations"] = [describe(l, prof["lengths"]) for l in plan.launches]
@@ -428,7 +431,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                     devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
                                    determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
                                    frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning),
-                               plan.explicit if r == 0 else ())
+                                   plan.explicit if r == 0 else ())
                     if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
                         devs = [_diagnosed(target, d, device, tuning) for d in devs]
                     found.extend(devs)
@@ -458,7 +461,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                                        "known_errors": stats["known_errors"],
                                        "oracles": dict(stats["sources"]),
                                        "oracle_agreement": dict(stats["agreement"]),
-                                       "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
+                                       "worst_error_over_bound": {k: round(v, 4)
+                                                                  for k, v in sorted(stats["worst"].items())},
                                        "deviations": [d.as_dict() for d in found]})
             summary["deviations"].extend(d.as_dict() for d in found)
             found_all.extend(found)
