@@ -129,3 +129,15 @@ def test_fuzz_bench_reports_the_warm_phase_and_the_timed_part_apart(tmp_path, ca
     import json
     (row,) = json.loads((tmp_path / "b.json").read_text())
     assert row["examples"] >= 1 and row["warm_s"] is None and row["timed_compiles"] == 0
+
+
+def test_compilations_are_counted_through_tritons_listener_and_it_is_restored():
+    triton = pytest.importorskip("triton")
+    from flashproof.fuzz.warm import count_compiles
+
+    knobs = triton.knobs.compilation
+    before = knobs.listener
+    with count_compiles() as n:
+        for hit in (False, False, True):  # what triton's compiler calls on a compilation / a cache load
+            knobs.listener(src=None, metadata=None, metadata_group=None, times=None, cache_hit=hit)
+    assert n == {"compiled": 2, "cached": 1} and knobs.listener is before
