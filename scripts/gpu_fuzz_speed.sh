@@ -73,6 +73,10 @@ for name in ("bench_triton_cold", "bench_triton_seed2", "bench_sdpa_flash", "ben
         verdict = r.get("device_fault") or r.get("harness_error") or ("deviations" if r["deviations"] else "ok")
         print(f"{name:<22} {str(r.get('warm_s')):>7} {wc:>14} {r['examples']:>8} {r['seconds']:>7} "
               f"{r['examples_per_min']:>7} {r['timed_compiles']:>10} {r['deviations']:>4}  {verdict[:80]}")
+        for line in r.get("timed_compiled_on", [])[:3]:
+            print("    compiled in the timed part while examining", line)
+        for line in r.get("deviation_lines", [])[:2]:
+            print("    DEVIATION", line[:300])
 p = out / "campaign_triton_bf16_s1.json"
 if p.exists():
     for s in json.loads(p.read_text()):

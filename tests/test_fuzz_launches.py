@@ -104,7 +104,8 @@ def test_the_warm_phase_runs_every_launch_in_worker_processes_and_reports_it():
                      workers=2)
     w = s["warm"]
     assert (w["tasks"], w["workers"], w["failed"], w["cut"]) == (2, 2, 0, 0), w
-    assert s["passed"] and len(s["specialisations"]) == 2 and s["compiles"] == {"compiled": 0, "cached": 0}
+    assert s["passed"] and len(s["specialisations"]) == 2
+    assert (s["compiles"]["compiled"], s["compiles"]["cached"], s["compiles"]["examples"]) == (0, 0, [])
     assert 0 < s["timed_s"] <= s["elapsed_s"]
 
 
@@ -140,4 +141,4 @@ def test_compilations_are_counted_through_tritons_listener_and_it_is_restored():
     with count_compiles() as n:
         for hit in (False, False, True):  # what triton's compiler calls on a compilation / a cache load
             knobs.listener(src=None, metadata=None, metadata_group=None, times=None, cache_hit=hit)
-    assert n == {"compiled": 2, "cached": 1} and knobs.listener is before
+    assert (n["compiled"], n["cached"], len(n["kernels"])) == (2, 1, 2) and knobs.listener is before

@@ -72,6 +72,8 @@ def measure(kernel: str, dtype: str, *, device: str, profile: str, seconds: floa
             "examples_per_min": round(60.0 * n / wall, 1) if wall > 0 else 0.0,
             "timed_compiles": s.get("compiles", {}).get("compiled", 0),
             "timed_cache_loads": s.get("compiles", {}).get("cached", 0),
+            "timed_compiled_on": s.get("compiles", {}).get("examples", []),
+            "timed_kernels": s.get("compiles", {}).get("kernels", []),
             "deviations": len(s["deviations"]), "device_fault": s.get("device_fault", ""),
             "harness_error": s.get("harness_error", ""), "oracles": r.get("oracles", {}),
             "specialisations": s.get("specialisations", []), "notes": s.get("notes", []),
@@ -121,10 +123,17 @@ def run(args: argparse.Namespace) -> int:
                 break  # the CUDA context is unusable: nothing more can be measured in this process
     print("warm_s: the warm phase (every launch specialisation compiled in parallel processes; paid once per Triton "
           "cache); wcomp/f: its Triton compilations / failed tasks; seconds, ex/min: the timed campaign, complete "
-          "examples (every check); compiles: Triton compilations during the timed part", flush=True)
+          "examples (every check); compiles: Triton compilations during the timed part (shrinking a deviation "
+          "compiles the new shapes it tries)", flush=True)
     for row in rows:
         for line in row.get("specialisations", []):
             print(f"  [{row['kernel']} {row['dtype']}] launch: {line}")
+        for line in row.get("timed_compiled_on", []):
+            print(f"  [{row['kernel']} {row['dtype']}] compiled in the timed part while examining: {line}")
+        for line in row.get("timed_kernels", []):
+            print(f"  [{row['kernel']} {row['dtype']}] compiled in the timed part: {line}")
+        for line in row.get("deviation_lines", []):
+            print(f"  [{row['kernel']} {row['dtype']}] DEVIATION {line}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1, default=str))

@@ -218,6 +218,7 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
         if first_failure[0] is not None and now - first_failure[0] > shrink_seconds:
             return []  # shrink budget spent: treat further candidates as passing, keep the best so far
         kw = {} if max_work is None else {"max_work": max_work}
+        compiled = stats["compiles"]["compiled"]
         try:
             ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs,
                          **kw, **(oracle_fns or {}))
@@ -231,6 +232,8 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
             import traceback
             raise _Harness(f"{type(e).__name__}: {e} while examining {spec.describe()}\n"
                            + "".join(traceback.format_exception(e)[-6:])) from None
+        if stats["compiles"]["compiled"] > compiled and len(stats["compiles"]["examples"]) < 10:
+            stats["compiles"]["examples"].append(spec.describe())  # a launch the warm phase did not cover
         stats["notes"].update(ex.notes)
         stats["agreement"][ex.agreement] += 1
         errors = [d for d in ex.deviations if d.reason == "error"]
@@ -424,7 +427,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
             now = time.monotonic()
             dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
             stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
-                     "cut": False, "fault": False, "notes": set(), "agreement": Counter()}
+                     "cut": False, "fault": False, "notes": set(), "agreement": Counter(), "compiles": compiled}
             remaining, found = [c for c in checks if _applies(c, target, lacks)], []
             try:
                 for r in range(rounds or len(checks)):
@@ -563,6 +566,8 @@ def format_summary(summary: dict) -> str:
     if summary.get("specialisations") and summary.get("timed_s") is not None:
         lines.append(f"  timed part: {summary['timed_s']} s, {summary['compiles']['compiled']} Triton compilations, "
                      f"{summary['compiles']['cached']} cache loads")
+        for spec in summary["compiles"].get("examples", [])[:3]:
+            lines.append(f"    compiled while examining {spec}")
     if summary.get("device_fault"):
         lines.append(f"  DEVICE FAULT of the kernel (a finding, exit 1): {summary['device_fault']}")
     if summary.get("harness_error"):

@@ -51,8 +51,11 @@ def default_workers() -> int:
 
 @contextlib.contextmanager
 def count_compiles():
-    """Yields a dict {"compiled": n, "cached": m} updated while open (no-op counts without triton)."""
-    counts = {"compiled": 0, "cached": 0}
+    """Yields a dict updated while open: "compiled" / "cached" (Triton compilations, on-disk cache
+    loads), "kernels" (the first 20 compiled: kernel name and its integer/pointer attributes) and
+    "examples" (filled by the campaign: problems whose examination compiled). No-op counts without
+    triton."""
+    counts = {"compiled": 0, "cached": 0, "kernels": [], "examples": []}
     try:
         import triton
         knobs = triton.knobs.compilation
@@ -63,6 +66,10 @@ def count_compiles():
 
     def listen(*, cache_hit: bool, **kw):
         counts["cached" if cache_hit else "compiled"] += 1
+        if not cache_hit and len(counts["kernels"]) < 20:
+            src = kw.get("src")
+            name = getattr(getattr(src, "fn", None), "__name__", None) or getattr(src, "name", "?")
+            counts["kernels"].append(f"{name} {getattr(src, 'attrs', '')}"[:300])
         if previous is not None:
             previous(cache_hit=cache_hit, **kw)
     knobs.listener = listen
@@ -108,7 +115,7 @@ def _worker() -> None:
                 err = ""
             except Exception as e:  # not a finding here: the campaign meets the same problem itself
                 err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
-        print(json.dumps({"error": err, **n}), flush=True)
+        print(json.dumps({"error": err, "compiled": n["compiled"], "cached": n["cached"]}), flush=True)
 
 
 def warm_up(kernel: str, specimens: list, dtypes, *, device: str, checks, determinism_runs: int, tuning: str,
