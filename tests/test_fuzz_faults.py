@@ -79,7 +79,7 @@ def test_a_device_fault_is_a_deviation_with_a_reproducer_and_stops_the_campaign(
     (s,) = json.loads(out_json.read_text())  # the torch job after it was not run in the dead process
     assert "not run in this process: torch" in text.err
     assert not s["harness_error"] and "HARNESS ERROR" not in text.out
-    assert s["device_fault"] and "did not shrink" in s["device_fault"] and "DEVICE FAULT" in text.out
+    assert s["device_fault"] and "not shrunk in this process" in s["device_fault"] and "DEVICE FAULT" in text.out
     assert not s["complete"] and not s["passed"]
     assert [r["dtype"] for r in s["results"]] == ["fp32"]  # fp64 never ran on the dead context
     (d,) = [d for d in s["deviations"] if d["device_fault"]]
@@ -108,3 +108,19 @@ def test_a_fault_while_shrinking_keeps_the_deviation_found_before(monkeypatch):
     faults = [d for d in s["deviations"] if d["device_fault"]]
     assert len(faults) == 1 and dev.calls_after_fault == 0
     assert any(d["check"] == "forward" and d["reason"] != "error" for d in s["deviations"])
+
+
+def test_a_device_fault_is_shrunk_in_fresh_processes():
+    """The campaign's own context is unusable after the fault; the candidates run in fresh
+    processes (each loads the kernel by its path), and the simplest that still faults is reported."""
+    import pathlib
+
+    from flashproof.fuzz.user import resolve
+
+    ref = str(pathlib.Path(__file__).parent / "fuzz" / "kernels" / "faulting.py") + ":attention"
+    s = run_campaign(resolve(ref), device="cpu", dtypes=("fp32",), rounds=1, shrink_seconds=90, workers=2)
+    (d,) = [d for d in s["deviations"] if d["device_fault"]]
+    assert not s["harness_error"] and s["device_fault"]
+    assert "shrunk in fresh processes" in d["note"], d["note"]
+    spec = d["spec"]
+    assert spec["n_k"] == 3 and spec["n_q"] == 1 and spec["d"] == 1, spec  # the smallest problem that faults

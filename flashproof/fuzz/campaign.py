@@ -196,12 +196,13 @@ def _no_local_constants():
 
 def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs,
             deadline=float("inf"), progress=None, max_work=None, known_errors=frozenset(), oracle_fns=None,
-            first=()):
+            first=(), fresh_shrink=None):
     """One hypothesis search: the first ``budget`` problems of ``first`` (explicit examples), then
     ``budget`` random draws; returns the deviations of the minimal failing example (or []).
     Past ``deadline`` (time.monotonic()) the search ends before the next example and
     ``stats["cut"]`` is set, so the caller reports it as incomplete (a failure found before that
-    is kept, shrunk as far as time allowed)."""
+    is kept, shrunk as far as time allowed). ``fresh_shrink``: shrinks a device-faulting example in
+    fresh processes (``_fresh_shrinker``), or None."""
     known: dict = {}
     first_failure = [None]
 
@@ -279,13 +280,27 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
         found = fault.args[1] if len(fault.args) > 1 else smallest_known()
         before = [d._replace(note=(d.note + "; " if d.note else "") + "not shrunk further: a later candidate "
                              "faulted on the device") for d in found]
-        return before + list(fault.args[0])
+        faults = [_shrunk(d, fresh_shrink, dtype, checks, deadline) if d.device_fault and fresh_shrink else d
+                  for d in fault.args[0]]
+        return before + faults
     except _Harness:
         raise
     except (HypothesisException, _OutOfTime) as e:  # a flaky kernel (the failure did not replay), or time
         why = "time budget spent" if isinstance(e, _OutOfTime) else type(e).__name__
         return [d._replace(note=f"{why} during shrinking") for d in smallest_known()]
     return []
+
+
+def _shrunk(dev: Deviation, fresh_shrink, dtype: str, checks, deadline: float) -> Deviation:
+    """``dev`` (a device fault) with its spec shrunk in fresh processes, as far as they fault."""
+    try:
+        spec, steps = fresh_shrink(dev.spec, dtype, checks, deadline)
+    except Exception as e:  # the shrink is a convenience: the unshrunk finding stands
+        return dev._replace(note=f"{dev.note}; shrinking in fresh processes failed ({type(e).__name__}: {e})"[:600])
+    if not steps:
+        return dev._replace(note=f"{dev.note}; no simpler variant faulted in a fresh process")
+    return dev._replace(spec=spec, note=f"{dev.note}; shrunk in fresh processes ({steps} steps) from "
+                                        f"{dev.spec.describe()}")
 
 
 def _minimized(devs, target, dtype, device, checks, determinism_runs, max_work, oracle_fns, seconds, deadline, stats):
@@ -418,6 +433,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                                          determinism_runs, tuning, workers, deadline)
     known_errors: set = set()
     notes: set = set()
+    fresh_shrink = _fresh_shrinker(target, device, prof, determinism_runs, tuning, workers, shrink_seconds)
     t_timed = time.monotonic()
     with count_compiles() as compiled:  # the timed part: what it still compiled is reported
         for i, dt in enumerate(dtypes):
@@ -434,7 +450,7 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                     devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
                                    determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
                                    frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning),
-                                   plan.explicit if r == 0 else ())
+                                   plan.explicit if r == 0 else (), fresh_shrink)
                     if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
                         devs = [_diagnosed(target, d, device, tuning) for d in devs]
                     found.extend(devs)
@@ -482,25 +498,63 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
     return Campaign(summary, found_all)
 
 
+def _worker_ref(target) -> str | None:
+    """What loads ``target`` in a fresh process (a built-in name or a user reference), or None."""
+    from .user import absolute_ref, is_reference
+
+    if is_reference(target.name):
+        return absolute_ref(target.name)
+    return target.name if target.name in targets.names() else None
+
+
+def _conventions_of(target) -> dict | None:
+    conv = getattr(target, "conventions", None)
+    return None if conv is None else dict(conv._asdict())
+
+
 def warm_phase(target, device: str, prof: dict, seed: int, dtypes, checks, determinism_runs: int, tuning: str,
                workers: int | None = None, deadline: float = float("inf")) -> dict:
     """The warm phase of the campaign of ``seed`` (``warm.warm_up`` on its launches' specimens):
     its report (``warm.Warm`` as a dict), or {"skipped": why}."""
-    from .user import absolute_ref, is_reference
     from .warm import warm_up
 
-    if is_reference(target.name):
-        ref = absolute_ref(target.name)
-    elif target.name in targets.names():
-        ref = target.name
-    else:
+    ref = _worker_ref(target)
+    if ref is None:
         return {"skipped": f"{target.name} cannot be loaded in a worker process (not a built-in name or reference)"}
-    conv = getattr(target, "conventions", None)
     w = warm_up(ref, specimens(target, device, prof, seed), dtypes, device=device, checks=checks,
                 determinism_runs=determinism_runs, tuning=tuning, workers=workers, deadline=deadline,
-                conventions=None if conv is None else {k: v for k, v in conv._asdict().items()},
-                max_work=prof.get("oracle_work"))
+                conventions=_conventions_of(target), max_work=prof.get("oracle_work"))
     return w._asdict()
+
+
+def _fresh_shrinker(target, device: str, prof: dict, determinism_runs: int, tuning: str, workers: int | None,
+                    seconds: float):
+    """``shrink(spec, dtype, checks, deadline) -> (spec, steps)``: the simplest variant of a
+    device-faulting ``spec`` that still faults, each candidate examined in a fresh process
+    (``fresh.py``; ``workers`` at a time) within ``seconds``; None when the kernel cannot be loaded
+    in a fresh process or ``seconds`` is 0."""
+    from .fresh import run_fresh
+    from .shrink import minimize_batched
+    from .warm import default_workers
+
+    ref = _worker_ref(target)
+    if ref is None or not seconds > 0:
+        return None
+
+    def shrink(spec, dtype, checks, deadline):
+        end = min(time.monotonic() + seconds, deadline)
+
+        def fails_many(cands):
+            runs = run_fresh(ref, [[(c, dtype)] for c in cands], device=device, checks=checks,
+                             determinism_runs=determinism_runs, tuning=tuning, conventions=_conventions_of(target),
+                             max_work=prof.get("oracle_work"), deadline=end)
+            broken = [r for r in runs if not r.results and not r.killed]
+            if broken:  # the process could not examine anything (the kernel does not load there, ...)
+                raise RuntimeError(f"a fresh process exited with {broken[0].returncode}: {broken[0].stderr_tail}")
+            return [bool(r.results) and bool(r.results[0]["fault"]) for r in runs]
+        return minimize_batched(spec, fails_many, seconds=max(end - time.monotonic(), 0.0),
+                                batch=workers or default_workers())
+    return shrink
 
 
 def _applies(check: str, target, lacks) -> bool:

@@ -8,8 +8,11 @@ harness's own copies (``x.to(device)`` of the next example) and reads as a failu
 
 After such a fault the process's CUDA context is unusable (these errors are sticky: every later
 call fails), so nothing more can run in it: the campaign records the example as a deviation
-(reason ``error``, ``Deviation.device_fault``), writes its reproducer, and stops there without
-shrinking; the reproducer replays the example in a fresh process. Which CUDA errors are sticky is
+(reason ``error``, ``Deviation.device_fault``), stops there, and shrinks the example in fresh
+processes (``fresh.py``: each candidate examined in a new process, as many at once as there are
+workers; the simplest that still faults is reported) when the kernel can be loaded in one (a
+built-in name or a ``MODULE:FUNCTION`` / ``PATH.py:FUNCTION`` reference), else reports it
+unshrunk; its reproducer replays it in a fresh process. Which CUDA errors are sticky is
 not decided here: every device fault ends the campaign (a non-sticky one would be stopped on needlessly,
 never hidden).
 """
@@ -24,8 +27,9 @@ __all__ = ["is_device_fault", "synchronize", "FAULT_NOTE"]
 _ACCELERATOR_ERROR = getattr(torch, "AcceleratorError", None)
 
 #: what the summary and each device-fault deviation say about the stop
-FAULT_NOTE = ("device fault: the CUDA context is unusable after it, so the campaign stopped here and did not "
-              "shrink the example in-process; the reproducer script replays it in a fresh process")
+FAULT_NOTE = ("device fault: the CUDA context is unusable after it, so the campaign stopped here; the example "
+              "is not shrunk in this process (its candidates run in fresh processes, where the kernel loads); "
+              "the reproducer script replays it in a fresh process")
 
 
 def is_device_fault(exc: BaseException) -> bool:
