@@ -10,7 +10,8 @@
 #    cache pays for the warm phase on later runs;
 # 3. one default campaign of gpu_session.sh's size (flashproof fuzz --kernel triton --dtype bf16
 #    --profile gpu --budget 25, another seed, so other launches: its warm phase compiles again),
-#    inside a time box: it should complete (exit 0), or report a deviation / device fault (exit 1).
+#    inside a time box: it should complete (exit 0), or report a deviation / device fault (exit 1);
+# 4. a user kernel with a real asynchronous CUDA fault: the fault must be the kernel's finding (below).
 # Everything is logged under OUTDIR (one .log and .json per step); the last lines are a summary table.
 # The package is installed from the checkout into /tmp/fp (no network) and run from /tmp.
 set -u
@@ -52,10 +53,17 @@ step bench_sdpa_flash 100 $BENCH --kernel sdpa-flash --json "$OUTDIR/bench_sdpa_
 if [ $(( 340 - ($(date +%s) - T0) )) -gt 110 ]; then  # else (a retry above took the time) the campaign goes first
   step bench_triton_cached 60 $BENCH --kernel triton --seconds 15 --json "$OUTDIR/bench_triton_cached.json"
 fi
-LEFT=$(( 340 - ($(date +%s) - T0) ))
-[ "$LEFT" -gt 30 ] || LEFT=30
+LEFT=$(( 340 - 80 - ($(date +%s) - T0) ))
+[ "$LEFT" -gt 45 ] || LEFT=45
 step campaign_triton_bf16_s1 "$LEFT" $PY -m flashproof fuzz --kernel triton --dtype bf16 --seed 1 --budget 25 \
     --profile gpu --seconds $(( LEFT - 12 )) --repro-dir "$OUTDIR/repro" --json "$OUTDIR/campaign_triton_bf16_s1.json"
+# 4. a real asynchronous device fault (tests/fuzz/kernels/cuda_fault.py: an illegal address on Nk >= 3) must be
+#    the kernel's finding: exit 1, DEVICE FAULT, a reproducer (shrunk in fresh processes), no harness error;
+#    then the reproducer script itself, in a fresh process (exit 1 while it faults)
+step fault_attribution 75 $PY -m flashproof fuzz --kernel "$ROOT/tests/fuzz/kernels/cuda_fault.py:attention" \
+    --dtype bf16 --budget 5 --seconds 55 --workers 8 --repro-dir "$OUTDIR/fault_repro" --json "$OUTDIR/fault_attribution.json"
+REPRO=$(ls "$OUTDIR"/fault_repro/repro_*.py 2>/dev/null | head -1)
+[ -n "$REPRO" ] && step fault_repro 40 $PY "$REPRO"
 $PY - "$OUTDIR" <<'EOF' | tee "$OUTDIR/summary.txt"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
@@ -89,6 +97,15 @@ if p.exists():
               f"{len(s['deviations']):>4}  {verdict[:80]}")
         for d in s["deviations"][:3]:
             print("   ", d["reproducer"][:300])
+p = out / "fault_attribution.json"
+if p.exists():
+    for s in json.loads(p.read_text()):
+        faults = [d for d in s["deviations"] if d.get("device_fault")]
+        print(f"fault_attribution: device_fault={'yes' if s.get('device_fault') else 'NO'} "
+              f"harness_error={'YES' if s.get('harness_error') else 'no'} fault deviations={len(faults)} "
+              f"script={'yes' if faults and faults[0].get('script') else 'no'}")
+        for d in faults[:1]:
+            print("   ", d["reproducer"][:400])
 print((out / "steps.txt").read_text())
 EOF
 echo "total $(( $(date +%s) - T0 ))s"
