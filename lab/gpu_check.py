@@ -206,15 +206,14 @@ def check_determinism(runs=8):
 
 def fuzz(budget, mutants, deadline):
     """The flashproof.fuzz campaign of our kernel, then of each mutant (each must be caught)."""
-    from flashproof.fuzz import campaign, targets
+    from flashproof.fuzz import campaign
 
-    targets.set_tuning(TUNING)
     out = []
     if time.time() > deadline:
         return [{"case": f"fuzz:{n}", "skipped": "time budget spent"} for n in ["triton", *mutants]]
     left = lambda: max(deadline - time.time(), 1.0)  # noqa: E731
     s = campaign.run_campaign("triton", device=DEVICE, dtypes=("bf16", "fp16"), budget=budget, profile="gpu",
-                              seconds=left() / (1 + len(mutants)))
+                              seconds=left() / (1 + len(mutants)), tuning=TUNING)
     out.append({"case": "fuzz:triton", "passed": bool(s.get("passed")), "summary": s,
                 **({} if s.get("complete", True) else {"skipped": "incomplete: " + s.get("incomplete", "")})})
     for name in mutants:
@@ -222,7 +221,8 @@ def fuzz(budget, mutants, deadline):
             out.append({"case": f"fuzz:{name}", "skipped": "time budget spent"})
             continue
         s = campaign.run_campaign(name, device=DEVICE, dtypes=("fp16",), budget=budget, profile="gpu",
-                                  shrink_seconds=10.0, seconds=left() / (len(mutants) - mutants.index(name)))
+                                  shrink_seconds=10.0, seconds=left() / (len(mutants) - mutants.index(name)),
+                                  tuning=TUNING)
         caught = bool(s.get("available")) and not s.get("passed")
         out.append({"case": f"fuzz:{name}", "passed": caught, "caught": caught,
                     "deviations": [d.get("check") for d in s.get("deviations", [])][:5]})
