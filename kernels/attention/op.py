@@ -15,19 +15,26 @@ including the checks that read tensor values, such as ``cu_seqlens.tolist()``), 
 for the kernels and runs them; so nothing data-dependent is traced. The fake (meta) implementations
 give the output shapes; the autograd formula calls the backward op.
 
-The backward op re-validates and re-plans (``plan`` is a pure function of the call, so it picks the
-backward that the forward's plan named); the launch data a Triton call derives (``prob.cache``) is
-rebuilt by the backward instead of being shared with the forward.
+The backward reuses its forward's validated problem and plan (``Launch``), and with them the launch
+data the forward derived (``prob.cache``: the Triton arguments, the block-sparse walk lists): the
+forward op body leaves them in a per-thread slot that ``setup_context`` moves onto ``ctx`` when the
+output there is the one the body returned, and the autograd formula hands them to the backward op body
+the same way, which takes them only when its ``q`` and ``lse`` are the tensors it was handed (an op
+body reached another way — ``torch.compile``'s graphs, ``opcheck``, a direct call — finds no match and
+re-validates and re-plans: ``plan`` is a pure function of the call, so it picks the backward the
+forward's plan named). Nothing but identity decides, so a stale slot is never used.
 """
 from __future__ import annotations
 
-from typing import Optional
+import threading
+import weakref
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
 from . import api
-from .dispatch import device_of, plan
+from .dispatch import Plan, device_of, plan
 
 if __name__ != "flashproof.kernels.attention.op":  # a checkout's kernels/ imported by another name
     raise ImportError(f"the flashproof custom ops must be imported as flashproof.kernels.attention.op, not {__name__} "
@@ -50,6 +57,19 @@ def _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seql
                         deterministic=deterministic, bugs=frozenset(b for b in bugs.split(",") if b),
                         requires_grad=requires_grad, dropout_p=dropout_p, dropout_seed=dropout_seed)
     return prob, plan(prob, device_of(q))
+
+
+class Launch(NamedTuple):
+    """A forward's validated call and the kernels its plan named, reused by its backward."""
+
+    prob: api.AttentionProblem
+    route: Plan
+
+
+#: the per-thread hand-over slots: ``forward`` = (weakref to the forward's lse, Launch), left by the
+#: forward op body for ``_setup_context``; ``backward`` = (q, lse, Launch), set by ``_backward`` around
+#: its call of the backward op
+_SLOTS = threading.local()
 
 
 def _kernels(direction, name):
@@ -77,7 +97,9 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
                            right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed)
     out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
-    return out.contiguous(), lse.contiguous()
+    out, lse = out.contiguous(), lse.contiguous()
+    _SLOTS.forward = (weakref.ref(lse), Launch(prob, route)) if requires_grad else None
+    return out, lse
 
 
 def _lse_dtype(q):
@@ -100,8 +122,13 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                           backend: str, tuning: str, bugs: str, dropout_p: float,
                           dropout_seed: Optional[int]) -> tuple[Tensor, Tensor, Tensor]:
     """The gradients (dq, dk, dv), shaped and typed like (q, k, v), contiguous."""
-    prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
-                           right, causal, deterministic, True, backend, tuning, bugs, dropout_p, dropout_seed)
+    handed = getattr(_SLOTS, "backward", None)
+    if handed is not None and handed[0] is q and handed[1] is lse:
+        prob, route = handed[2]  # the forward's (``_backward`` checked nothing else changed: autograd did)
+    else:
+        prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale,
+                               left, right, causal, deterministic, True, backend, tuning, bugs, dropout_p,
+                               dropout_seed)
     if route.backward == "none":
         raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
     dq, dk, dv = _kernels("backward", route.backward).backward(q, k, v, out, lse, dout, dlse, prob, route)
@@ -126,16 +153,24 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, args["mask"], args["bias"], args["tiles"], args["cu_seqlens_q"],
                           args["cu_seqlens_k"])
     ctx.args = {n: a for n, a in args.items() if n not in ("mask", "bias", "tiles", "cu_seqlens_q", "cu_seqlens_k")}
+    handed = getattr(_SLOTS, "forward", None)
+    _SLOTS.forward = None
+    ctx.launch = handed[1] if handed is not None and handed[0]() is lse else None
 
 
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, mask, bias, tiles, cu_q, cu_k = ctx.saved_tensors
+    q, k, v, out, lse, mask, bias, tiles, cu_q, cu_k = ctx.saved_tensors  # autograd checks their versions
     if dout is None:
         dout = torch.zeros_like(out)
     a = ctx.args
-    dq, dk, dv = attention_backward_op(q, k, v, out, lse, dout, dlse, mask, bias, tiles, a["block_q"], a["block_k"],
-                                       cu_q, cu_k, a["scale"], a["left"], a["right"], a["causal"], a["deterministic"],
-                                       True, a["backend"], a["tuning"], a["bugs"], a["dropout_p"], a["dropout_seed"])
+    _SLOTS.backward = None if ctx.launch is None else (q, lse, ctx.launch)
+    try:
+        dq, dk, dv = attention_backward_op(q, k, v, out, lse, dout, dlse, mask, bias, tiles, a["block_q"],
+                                           a["block_k"], cu_q, cu_k, a["scale"], a["left"], a["right"], a["causal"],
+                                           a["deterministic"], True, a["backend"], a["tuning"], a["bugs"],
+                                           a["dropout_p"], a["dropout_seed"])
+    finally:
+        _SLOTS.backward = None
     return (dq, dk, dv) + (None,) * len(_ARGS)
 
 
