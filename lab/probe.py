@@ -134,6 +134,59 @@ def _host_without_launches(step, reps=20):
     return ms, per_step
 
 
+def _launch_costs(step, reps=100):
+    """Host µs per launch of each autotuned kernel one call of ``step`` launches through
+    ``host._launch`` (recorded, then re-launched ``reps`` times with the same arguments), three ways:
+    ``ours`` (``_launch``: the chosen configuration, its pre-hook, ``JITFunction.run``), ``jit``
+    (``JITFunction.run`` alone: binding, specialisation, cache key, launcher) and ``launcher`` (the
+    compiled kernel's launcher alone, with the bound arguments prepared once). -> {kernel: (ours, jit,
+    launcher)}, or {kernel: note} where a way fails."""
+    from flashproof.kernels.attention.triton import host as at
+    seen = []
+    real = at._launch
+
+    def record(tuner, grid, *args, **kwargs):
+        seen.append((tuner, grid, args, kwargs))
+        return real(tuner, grid, *args, **kwargs)
+    at._launch = record
+    try:
+        step()
+    finally:
+        at._launch = real
+    torch.cuda.synchronize()
+
+    def per_call_us(fn):
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        us = (time.perf_counter() - t0) / reps * 1e6
+        torch.cuda.synchronize()
+        return us
+    costs = {}
+    for tuner, grid, args, kwargs in seen:
+        jit = tuner.fn
+        name = getattr(getattr(jit, "fn", None), "__name__", str(jit))
+        try:
+            dtype = getattr(args[0], "base", args[0]).dtype
+            cfg = at._CHOSEN[(tuner, dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))]
+            full = {**kwargs, **cfg.all_kwargs()}
+            ours = per_call_us(lambda: real(tuner, grid, *args, **kwargs))
+            jit_us = per_call_us(lambda: jit[grid](*args, **full))
+            kernel = jit[grid](*args, **full)
+            params = jit.signature.parameters
+            bound = list(args) + [full[n] if n in full else params[n].default for n in jit.arg_names[len(args):]]
+            g = tuple(grid(full)) + (1, 1)
+            stream = torch.cuda.current_stream().cuda_stream
+            launcher = per_call_us(lambda: kernel.run(g[0], g[1], g[2], stream, kernel.function,
+                                                      kernel.packed_metadata, None, None, None, *bound))
+            costs[name] = (ours, jit_us, launcher)
+        except Exception as e:  # noqa: BLE001 - a way that fails is reported
+            costs[name] = f"{type(e).__name__}: {str(e)[:160]}"
+    return costs
+
+
 def _graphed(step, leaves):
     """``step`` captured in a CUDA graph (after warm-up calls on a side stream: autotuning, compiling and
     the walk lists happen there) -> (graph, the gradients its replay writes)."""
@@ -219,6 +272,8 @@ def sparse_breakdown(rows, frac=0.1, dims=(128,), deadline=None):
                     if not rebuild:  # (clearing the cache resets its counters)
                         row["list_builds_per_step"] = (plan_lists.WALK_LISTS.misses - builds0) / 23
                     row["host_nolaunch_ms"], row["launches"] = _host_without_launches(step)
+                    if label == "sparse" and not causal:
+                        row["launch_us"] = _launch_costs(step)
                     eager = _grads(step, leaves)
                     if mask is not None and not rebuild:
                         plan_lists.WALK_LISTS.clear()
@@ -279,7 +334,13 @@ def sparse_table(rows):
                      f"{'; '.join(checks)} | {r.get('note', '')} |")
     builds = [r for r in rows if r["part"] == "sparse" and r["variant"] == "plan-build"]
     lines += [""] + [f"walk-list build (both directions, fresh cache), d = {r['d']}, causal = {r['causal']}: "
-                     f"{r['step_ms']:.3f} ms" for r in builds] + ["(end of the sparse table)"]
+                     f"{r['step_ms']:.3f} ms" for r in builds]
+    for r in rows:
+        if r["part"] == "sparse" and "launch_us" in r:
+            lines.append(f"host µs per launch, d = {r['d']} sparse step (ours / JITFunction.run / launcher alone): "
+                         + "; ".join(f"{k}: " + (" / ".join(f"{x:.0f}" for x in v) if isinstance(v, tuple) else v)
+                                     for k, v in r["launch_us"].items()))
+    lines.append("(end of the sparse table)")
     return "\n".join(lines)
 
 
