@@ -194,3 +194,11 @@ def test_no_stale_hand_over_between_steps():
     got = _step(_tiles(12))
     plan.WALK_LISTS.clear()
     _assert_bitwise(got, _step(_tiles(12)))
+
+
+def test_host_pow2_is_tritons_next_power_of_2():
+    """The host's own power of two (``host._pow2``, which replaced ``triton.next_power_of_2`` on the
+    per-launch path) gives Triton's value."""
+    import triton
+    ns = list(range(1, 5000)) + [2 ** 20 - 1, 2 ** 20, 2 ** 20 + 1, 2 ** 29, 2 ** 29 + 1]
+    assert [at._pow2(n) for n in ns] == [triton.next_power_of_2(n) for n in ns]
