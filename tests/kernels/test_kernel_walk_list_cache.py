@@ -202,3 +202,52 @@ def test_host_pow2_is_tritons_next_power_of_2():
     import triton
     ns = list(range(1, 5000)) + [2 ** 20 - 1, 2 ** 20, 2 ** 20 + 1, 2 ** 29, 2 ** 29 + 1]
     assert [at._pow2(n) for n in ns] == [triton.next_power_of_2(n) for n in ns]
+
+
+def _custom_op_only(monkeypatch):
+    """Every call through the custom op, as when something traces it (``op.traced`` True)."""
+    monkeypatch.setattr(op, "traced", lambda args: True)
+
+
+def test_eager_call_skips_the_custom_op_and_equals_it_bitwise(monkeypatch):
+    """A plain eager call runs the op bodies without the custom op's dispatch (``op.run``), with the
+    results of the custom op bitwise; through the op, the backward still runs on the forward's problem
+    (handed over by ``setup_context``)."""
+    dispatched = []
+    real_op = op.attention_op
+    monkeypatch.setattr(op, "attention_op", lambda *a: dispatched.append(1) or real_op(*a))
+    tiles = _tiles(13)
+    eager = _step(tiles, causal=True)
+    assert not dispatched, "an eager call went through the custom op's dispatch"
+    calls = []
+    real = op._problem
+    monkeypatch.setattr(op, "_problem", lambda *a: calls.append(a) or real(*a))
+    _custom_op_only(monkeypatch)
+    _assert_bitwise(_step(tiles, causal=True), eager)
+    assert dispatched and len(calls) == 1, f"{len(calls)} validations in the op bodies (want the forward's only)"
+
+
+def test_traced_calls_take_the_custom_op():
+    """Under a dispatch mode (what FakeTensorMode, make_fx and non-strict export push), a tensor subclass
+    or a functorch transform, ``traced`` is True; a plain call is not traced."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+    q, k, v, _ = _inputs()
+    args = (q, k, v, None, None, None, 0, 0, None, None, None, None, None, False, False, False, "triton", "first", "",
+            0.0, None)
+    assert not op.traced(args)
+    with Seen() as mode:
+        assert op.traced(args)
+        attention(q, k, v, backend="triton", tuning="first")
+    assert "flashproof.attention.default" in mode.ops
+    view = torch.Tensor._make_subclass(type("Sub", (torch.Tensor,), {}), q)
+    assert op.traced((view,) + args[1:])
+    assert torch.func.vmap(lambda x: torch.tensor(op.traced((x,) + args[1:])))(q[None]).all()
