@@ -200,6 +200,17 @@ def _host_through_custom_op(step, reps=20):
         op.traced = real
 
 
+def _torch_ops(step):
+    """{aten op: calls} of one call of ``step`` (torch.profiler, CPU events; nested ops counted too)."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    torch.cuda.synchronize()
+    return {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")}
+
+
 def _graphed(step, leaves):
     """``step`` captured in a CUDA graph (after warm-up calls on a side stream: autotuning, compiling and
     the walk lists happen there) -> (graph, the gradients its replay writes)."""
@@ -286,8 +297,12 @@ def sparse_breakdown(rows, frac=0.1, dims=(128,), deadline=None):
                         row["list_builds_per_step"] = (plan_lists.WALK_LISTS.misses - builds0) / 23
                     row["host_nolaunch_ms"], row["launches"] = _host_without_launches(step)
                     row["host_nolaunch_op_ms"] = _host_through_custom_op(step)
-                    if label == "sparse" and not causal:
-                        row["launch_us"] = _launch_costs(step)
+                    if label == "sparse" and not causal:  # diagnostics: a failure here loses nothing else
+                        try:
+                            row["launch_us"] = _launch_costs(step)
+                            row["torch_ops"] = _torch_ops(step)
+                        except Exception as e:  # noqa: BLE001
+                            row["diagnostics_error"] = f"{type(e).__name__}: {str(e)[:200]}"
                     eager = _grads(step, leaves)
                     if mask is not None and not rebuild:
                         plan_lists.WALK_LISTS.clear()
@@ -346,7 +361,7 @@ def sparse_table(rows):
                      f"{f(r, 'gpu_ms')} | {f(r, 'host_ms')} | {f(r, 'host_nolaunch_ms')} | {f(r, 'host_nolaunch_op_ms')} | "
                      f"{f(r, 'launches', '.1f')} | "
                      f"{f(r, 'graph_ms')} | {f(r, 'wall_ratio')} | {f(r, 'gpu_ratio')} | {f(r, 'graph_ratio')} | "
-                     f"{'; '.join(checks)} | {r.get('note', '')} |")
+                     f"{'; '.join(checks)} | {r.get('note', '')} {r.get('diagnostics_error', '')} |")
     builds = [r for r in rows if r["part"] == "sparse" and r["variant"] == "plan-build"]
     lines += [""] + [f"walk-list build (both directions, fresh cache), d = {r['d']}, causal = {r['causal']}: "
                      f"{r['step_ms']:.3f} ms" for r in builds]
@@ -355,6 +370,10 @@ def sparse_table(rows):
             lines.append(f"host µs per launch, d = {r['d']} sparse step (ours / JITFunction.run / launcher alone): "
                          + "; ".join(f"{k}: " + (" / ".join(f"{x:.0f}" for x in v) if isinstance(v, tuple) else v)
                                      for k, v in r["launch_us"].items()))
+        if r["part"] == "sparse" and "torch_ops" in r:
+            ops = sorted(r["torch_ops"].items(), key=lambda x: -x[1])
+            lines.append(f"torch ops in one d = {r['d']} sparse step (profiler, nested counted): "
+                         f"{sum(r['torch_ops'].values())}: " + ", ".join(f"{k} {n}" for k, n in ops[:12]))
     lines.append("(end of the sparse table)")
     return "\n".join(lines)
 
