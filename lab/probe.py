@@ -22,6 +22,8 @@ import argparse
 import json
 import os
 import platform
+import signal
+import sys
 import time
 
 import torch
@@ -74,10 +76,11 @@ def _best(autotuner):
     return None if cfg is None else (cfg.kwargs.get("BLOCK_M"), cfg.kwargs.get("BLOCK_N"), cfg.num_warps, cfg.num_stages)
 
 
-def _sparse_problem(frac=0.1):
-    """(q, k, v, mask, dO) of the block-sparse probes: d = 128, N = 8192, ``frac`` of 128×128 tiles."""
+def _sparse_problem(frac=0.1, d=128):
+    """(q, k, v, mask, dO) of the block-sparse probes: N = 8192, B·N = 16k tokens, H·d = 2048, ``frac``
+    of 128×128 tiles (one draw per head, shared by the batch)."""
     from flashproof.kernels.attention.api import BlockSparseMask
-    (q, k, v), B, H = _qkv(128, 8192, seed=3)
+    (q, k, v), B, H = _qkv(d, 8192, seed=3)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     t = torch.rand(1, H, 64, 64, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3)) < frac
     return q, k, v, BlockSparseMask(t, 128, 128), torch.randn_like(q)
@@ -101,39 +104,278 @@ def _enqueue_ms(step, reps, profiler=None):
     return ms
 
 
-def sparse_breakdown(rows, frac=0.1):
+class _NoLaunch:
+    """Stands in for a Triton kernel (``kernel[grid](...)``) and counts the launches it swallowed."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.n += 1
+        return launch
+
+
+def _host_without_launches(step, reps=20):
+    """(host ms of ``step`` with every Triton launch of the attention host (``_launch``, δ, the walk-list
+    kernel) replaced by a counter, launches per step): the host time our Python, torch's custom-op
+    and autograd machinery take without Triton's launch path. The results of these steps are garbage."""
+    from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.triton import plan as plan_lists
+    saved = at._launch, at.attn_bwd_delta, plan_lists.tile_plan
+    stub = _NoLaunch()
+    try:
+        at._launch = lambda tuner, grid, *a, **k: stub[grid](*a, **k)
+        at.attn_bwd_delta = plan_lists.tile_plan = stub
+        ms = _enqueue_ms(step, reps)
+        per_step = stub.n / (reps + 3)
+    finally:
+        at._launch, at.attn_bwd_delta, plan_lists.tile_plan = saved
+    return ms, per_step
+
+
+def _launch_costs(step, reps=100):
+    """Host µs per launch of each autotuned kernel one call of ``step`` launches through
+    ``host._launch`` (recorded, then re-launched ``reps`` times with the same arguments), three ways:
+    ``ours`` (``_launch``: the chosen configuration, its pre-hook, ``JITFunction.run``), ``jit``
+    (``JITFunction.run`` alone: binding, specialisation, cache key, launcher) and ``launcher`` (the
+    compiled kernel's launcher alone, with the bound arguments prepared once). -> {kernel: (ours, jit,
+    launcher)}, or {kernel: note} where a way fails."""
+    from flashproof.kernels.attention.triton import host as at
+    seen = []
+    real = at._launch
+
+    def record(tuner, grid, *args, **kwargs):
+        seen.append((tuner, grid, args, kwargs))
+        return real(tuner, grid, *args, **kwargs)
+    at._launch = record
+    try:
+        step()
+    finally:
+        at._launch = real
+    torch.cuda.synchronize()
+
+    def per_call_us(fn):
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        us = (time.perf_counter() - t0) / reps * 1e6
+        torch.cuda.synchronize()
+        return us
+    costs = {}
+    for tuner, grid, args, kwargs in seen:
+        jit = tuner.fn
+        name = getattr(getattr(jit, "fn", None), "__name__", str(jit))
+        try:
+            dtype = getattr(args[0], "base", args[0]).dtype
+            cfg = at._CHOSEN[(tuner, dtype, *(kwargs[k] for k in tuner.keys if k in kwargs))]
+            full = {**kwargs, **cfg.all_kwargs()}
+            ours = per_call_us(lambda: real(tuner, grid, *args, **kwargs))
+            jit_us = per_call_us(lambda: jit[grid](*args, **full))
+            kernel = jit[grid](*args, **full)
+            params = jit.signature.parameters
+            bound = list(args) + [full[n] if n in full else params[n].default for n in jit.arg_names[len(args):]]
+            g = tuple(grid(full)) + (1, 1)
+            stream = torch.cuda.current_stream().cuda_stream
+            launcher = per_call_us(lambda: kernel.run(g[0], g[1], g[2], stream, kernel.function,
+                                                      kernel.packed_metadata, None, None, None, *bound))
+            costs[name] = (ours, jit_us, launcher)
+        except Exception as e:  # noqa: BLE001 - a way that fails is reported
+            costs[name] = f"{type(e).__name__}: {str(e)[:160]}"
+    return costs
+
+
+def _host_through_custom_op(step, reps=20):
+    """Host ms of ``step`` with launches stubbed (as ``_host_without_launches``) and every call sent
+    through the custom op (``op.traced`` forced True, as under ``torch.compile``), against which the
+    eager path that skips torch's custom-op dispatch (``op.run``) is measured."""
+    from flashproof.kernels.attention import op
+    real = op.traced
+    op.traced = lambda args: True
+    try:
+        return _host_without_launches(step, reps)[0]
+    finally:
+        op.traced = real
+
+
+def _torch_ops(step):
+    """{aten op: calls} of one call of ``step`` (torch.profiler, CPU events; nested ops counted too)."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    torch.cuda.synchronize()
+    return {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")}
+
+
+def _graphed(step, leaves):
+    """``step`` captured in a CUDA graph (after warm-up calls on a side stream: autotuning, compiling and
+    the walk lists happen there) -> (graph, the gradients its replay writes)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    for t in leaves:
+        t.grad = None
+    with torch.cuda.graph(g):
+        step(keep_grads=True)
+    return g, [t.grad for t in leaves]
+
+
+def _grads(step, leaves):
+    """The gradients one call of ``step`` gives (fresh: the leaves' grads are cleared first)."""
+    for t in leaves:
+        t.grad = None
+    step(keep_grads=True)
+    torch.cuda.synchronize()
+    out = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    return out
+
+
+def sparse_breakdown(rows, frac=0.1, dims=(128,), deadline=None):
+    """Per head dim in ``dims`` (N = 8192), causal and not, dense and block-sparse (``frac`` of 128×128
+    tiles): forward alone and forward + backward wall time (``do_bench``, L2 flushed), the kernels' GPU
+    time (profiler), the host time to enqueue one step, the same with Triton's launches stubbed out
+    (``_host_without_launches``), and the step captured in a CUDA graph and replayed (the launches
+    without host work: what capturing the launches in a harness would give). Sparse steps also: the
+    step with the walk-list cache cleared before each call (the per-call build the cache replaced),
+    list builds per steady-state step, and bitwise checks: the cached step's gradients against the
+    rebuilding step's and the graph replay's against eager. ``deadline``: time.time() after which
+    the remaining head dims are skipped (and said so)."""
     from triton.testing import do_bench
 
     from flashproof.bench.attention import gpu_ms as _gpu_ms
 
     from flashproof.kernels.attention.triton import host as at
+    from flashproof.kernels.attention.triton import plan as plan_lists
     from flashproof.kernels.attention.api import attention, validate
-    q, k, v, bm, do = _sparse_problem(frac)
-    B, H, n, d = q.shape
-    for causal in (False, True):
-        for label, mask in (("dense", None), ("sparse", bm)):
-            def fwd():
-                with torch.no_grad():
-                    attention(q, k, v, causal=causal, mask=mask, backend="triton")
-
-            def step():
-                q.grad = k.grad = v.grad = None  # no gradient-accumulation kernel in the profile
-                attention(q, k, v, causal=causal, mask=mask, backend="triton").backward(do)
-            fwd_ms = do_bench(fwd, warmup=10, rep=50, return_mode="median")
-            step_ms = do_bench(step, warmup=10, rep=50, grad_to_none=[q, k, v], return_mode="median")
-            kern = _gpu_ms(step)
-            host_ms = _enqueue_ms(step, 20)  # time to enqueue (the GPU may still be busy)
-            rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant=label, fwd_ms=fwd_ms, step_ms=step_ms,
-                             gpu_ms=sum(kern.values()), host_ms=host_ms, kernels={k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]},
-                             present=bm.tiles.float().mean().item() if mask is not None else 1.0))
+    for d in dims:
+        if deadline is not None and time.time() > deadline:
+            rows.append(dict(part="sparse", d=d, n=8192, causal=False, variant="skipped", note="time budget spent"))
             print(rows[-1], flush=True)
+            continue
+        q, k, v, bm, do = _sparse_problem(frac, d)
+        B, H, n, _ = q.shape
+        leaves = [q, k, v]
+        for causal in (False, True):
+            dense_wall = dense_graph = dense_gpu = None
+            for label, mask in (("dense", None), ("sparse", bm), ("sparse, lists rebuilt", bm)):
+                rebuild = label.endswith("rebuilt")
 
-        def plan():
-            prob = validate(q, k, v, causal=causal, mask=bm, backend="triton")
-            at._tile_plan(prob, B, H, n, n)
-        rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
-                         step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
-        print(rows[-1], flush=True)
+                def fwd():
+                    if rebuild:
+                        plan_lists.WALK_LISTS.clear()
+                    with torch.no_grad():
+                        attention(q, k, v, causal=causal, mask=mask, backend="triton")
+
+                def step(keep_grads=False):
+                    if rebuild:
+                        plan_lists.WALK_LISTS.clear()
+                    if not keep_grads:
+                        q.grad = k.grad = v.grad = None  # no gradient-accumulation kernel in the profile
+                    attention(q, k, v, causal=causal, mask=mask, backend="triton").backward(do)
+                row = dict(part="sparse", d=d, n=n, causal=causal, variant=label,
+                           present=bm.tiles.float().mean().item() if mask is not None else 1.0)
+                try:
+                    row["fwd_ms"] = do_bench(fwd, warmup=10, rep=50, return_mode="median")
+                    row["step_ms"] = do_bench(step, warmup=10, rep=50, grad_to_none=leaves, return_mode="median")
+                    kern = _gpu_ms(step)
+                    row["gpu_ms"] = sum(kern.values())
+                    row["kernels"] = {k_: round(v_, 4) for k_, v_ in sorted(kern.items(), key=lambda x: -x[1])[:8]}
+                    builds0 = plan_lists.WALK_LISTS.misses
+                    row["host_ms"] = _enqueue_ms(step, 20)  # time to enqueue (the GPU may still be busy)
+                    if not rebuild:  # (clearing the cache resets its counters)
+                        row["list_builds_per_step"] = (plan_lists.WALK_LISTS.misses - builds0) / 23
+                    row["host_nolaunch_ms"], row["launches"] = _host_without_launches(step)
+                    row["host_nolaunch_op_ms"] = _host_through_custom_op(step)
+                    if label == "sparse" and not causal:  # diagnostics: a failure here loses nothing else
+                        try:
+                            row["launch_us"] = _launch_costs(step)
+                            row["torch_ops"] = _torch_ops(step)
+                        except Exception as e:  # noqa: BLE001
+                            row["diagnostics_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    eager = _grads(step, leaves)
+                    if mask is not None and not rebuild:
+                        plan_lists.WALK_LISTS.clear()
+                        rebuilt = _grads(step, leaves)  # lists built afresh by this step
+                        row["same_as_rebuilt"] = all(torch.equal(a, b) for a, b in zip(eager, rebuilt))
+                    if not rebuild:
+                        g, graph_grads = _graphed(step, leaves)
+                        row["graph_ms"] = do_bench(g.replay, warmup=10, rep=50, return_mode="median")
+                        g.replay()
+                        torch.cuda.synchronize()
+                        row["graph_same_as_eager"] = all(torch.equal(a, b) for a, b in zip(eager, graph_grads))
+                        del g, graph_grads
+                        for t in leaves:
+                            t.grad = None
+                except Exception as e:  # noqa: BLE001 - a failure is reported in its row
+                    row["note"] = f"{type(e).__name__}: {str(e)[:200]}"
+                if label == "dense":
+                    dense_wall, dense_graph, dense_gpu = row.get("step_ms"), row.get("graph_ms"), row.get("gpu_ms")
+                elif dense_wall:
+                    row["wall_ratio"] = row.get("step_ms", float("nan")) / dense_wall
+                    row["gpu_ratio"] = row.get("gpu_ms", float("nan")) / dense_gpu
+                    if dense_graph and "graph_ms" in row:
+                        row["graph_ratio"] = row["graph_ms"] / dense_graph
+                rows.append(row)
+                print(row, flush=True)
+
+            def plan():
+                prob = validate(q, k, v, causal=causal, mask=bm, backend="triton")
+                at._tile_plan(prob, B, H, n, n, cache=plan_lists.WalkListCache())  # a fresh cache: built
+            rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
+                             step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
+            print(rows[-1], flush=True)
+        del q, k, v, bm, do, leaves
+        torch.cuda.empty_cache()
+        print("\n" + sparse_table(rows), flush=True)  # after each head dim: a run cut short keeps a table
+
+
+def sparse_table(rows):
+    """The block-sparse rows as one markdown table: wall / GPU / host ms and the ratios to dense."""
+    def f(r, key, fmt=".3f"):
+        return "" if r.get(key) is None else format(r[key], fmt)
+    lines = ["| d | causal | variant | step wall ms | GPU ms | host ms | host ms, no launches | "
+             "same, through the custom op | launches | graph ms | wall / dense | GPU / dense | graph / dense graph | checks | "
+             "note |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["part"] != "sparse" or r["variant"] == "plan-build":
+            continue
+        checks = []
+        if "same_as_rebuilt" in r:
+            checks.append(f"cached = rebuilt: {r['same_as_rebuilt']}")
+        if "graph_same_as_eager" in r:
+            checks.append(f"graph = eager: {r['graph_same_as_eager']}")
+        if "list_builds_per_step" in r:
+            checks.append(f"list builds/step {r['list_builds_per_step']:.2f}")
+        lines.append(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['variant']} | {f(r, 'step_ms')} | "
+                     f"{f(r, 'gpu_ms')} | {f(r, 'host_ms')} | {f(r, 'host_nolaunch_ms')} | {f(r, 'host_nolaunch_op_ms')} | "
+                     f"{f(r, 'launches', '.1f')} | "
+                     f"{f(r, 'graph_ms')} | {f(r, 'wall_ratio')} | {f(r, 'gpu_ratio')} | {f(r, 'graph_ratio')} | "
+                     f"{'; '.join(checks)} | {r.get('note', '')} {r.get('diagnostics_error', '')} |")
+    builds = [r for r in rows if r["part"] == "sparse" and r["variant"] == "plan-build"]
+    lines += [""] + [f"walk-list build (both directions, fresh cache), d = {r['d']}, causal = {r['causal']}: "
+                     f"{r['step_ms']:.3f} ms" for r in builds]
+    for r in rows:
+        if r["part"] == "sparse" and "launch_us" in r:
+            lines.append(f"host µs per launch, d = {r['d']} sparse step (ours / JITFunction.run / launcher alone): "
+                         + "; ".join(f"{k}: " + (" / ".join(f"{x:.0f}" for x in v) if isinstance(v, tuple) else v)
+                                     for k, v in r["launch_us"].items()))
+        if r["part"] == "sparse" and "torch_ops" in r:
+            ops = sorted(r["torch_ops"].items(), key=lambda x: -x[1])
+            lines.append(f"torch ops in one d = {r['d']} sparse step (profiler, nested counted): "
+                         f"{sum(r['torch_ops'].values())}: " + ", ".join(f"{k} {n}" for k, n in ops[:12]))
+    lines.append("(end of the sparse table)")
+    return "\n".join(lines)
 
 
 def host_profile(rows, reps=20):
@@ -286,6 +528,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python lab/probe.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/probe")
     p.add_argument("--parts", default="fwd,sparse,launch,gluon,gluon-bwd")
+    p.add_argument("--sparse-dims", default="128", help="head dims of the sparse part, comma-separated")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="time budget: the sparse part skips the head dims it has not started after this")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("probe: needs a CUDA GPU")
@@ -297,6 +542,8 @@ def main(argv=None) -> int:
     print(json.dumps(meta), flush=True)
     rows = []
     parts = args.parts.split(",")
+    t_start = time.time()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # a time box's kill still writes probe.json
     try:
         if "host" in parts:
             host_profile(rows)
@@ -307,7 +554,8 @@ def main(argv=None) -> int:
         if "launch" in parts:
             launch_overhead(rows)
         if "sparse" in parts:
-            sparse_breakdown(rows)
+            sparse_breakdown(rows, dims=tuple(int(x) for x in args.sparse_dims.split(",")),
+                             deadline=None if args.seconds is None else t_start + args.seconds)
         if "fwd" in parts:
             forward_triton([(128, 8192, False), (128, 8192, True), (64, 8192, False), (128, 4096, False)], rows)
     finally:

@@ -33,7 +33,8 @@ Conventions (``docs/kernel.md`` has the long form):
 
 The call runs as the custom op ``flashproof::attention`` (``op.py``): ``torch.compile`` and
 ``torch.export`` see one op, whose body validates the call (also what reads tensor values) and runs
-the plan.
+the plan. An eager call that nothing traces runs the same bodies without the custom op's dispatch
+(``op.run``; ``op.py`` says what that dispatch costs).
 
 Backends: ``backend="auto" | "gluon" | "triton" | "torch"``; ``dispatch.plan`` is the one place
 that routes a call (its docstring states the rules). A backend asked for by name runs the call or
@@ -151,7 +152,7 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale
 def _attention(q, k, v, *, bugs, **kwargs):
     """``attention`` with deliberate bugs switched on (``BUGS``): the entry of the fuzzer's kernel
     mutants (``flashproof/fuzz/kernel_mutants.py``), never of users."""
-    from .op import attention_op
+    from .op import run
 
     return_lse = kwargs.pop("return_lse", False)
     prob = validate(q, k, v, bugs=bugs, return_lse=return_lse, check_values=False, **kwargs)
@@ -159,7 +160,7 @@ def _attention(q, k, v, *, bugs, **kwargs):
     tiles = mask if isinstance(mask, BlockSparseMask) else None
     left, right = _window(kwargs.get("window"))
     scale = kwargs.get("scale")
-    out, lse = attention_op(
+    out, lse = run(
         q, k, v, tiles.dense if tiles is not None else mask, kwargs.get("bias"),
         None if tiles is None else tiles.tiles, 0 if tiles is None else tiles.block_q,
         0 if tiles is None else tiles.block_k, kwargs.get("cu_seqlens_q"), kwargs.get("cu_seqlens_k"),

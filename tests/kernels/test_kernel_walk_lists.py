@@ -18,6 +18,7 @@ if not interpreting():
 from flashproof.kernels.attention import dispatch  # noqa: E402
 from flashproof.kernels.attention.api import BlockSparseMask, validate  # noqa: E402
 from flashproof.kernels.attention.triton import host as at  # noqa: E402
+from flashproof.kernels.attention.triton import plan  # noqa: E402
 
 
 def _prob(tiles, Nq, Nk, causal=False, window=None, dense=None, bq=16, bk=16, Hq=None):
@@ -107,7 +108,8 @@ def test_long_rows_take_several_chunks():
     TQ, TK = 3, -(-Nk // 16)
     tiles = torch.rand(1, 2, TQ, TK, generator=torch.Generator().manual_seed(4)) < 0.6
     prob = _prob(tiles, Nq, Nk, window=(200, 5))
-    _check_lists(at._tile_plan(prob, 1, 2, Nq, Nk, block=4), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 2)
+    lists = at._tile_plan(prob, 1, 2, Nq, Nk, block=4, cache=plan.WalkListCache())  # fresh: built with block=4
+    _check_lists(lists, tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 2)
 
 
 def test_one_walk_list_per_direction_per_call():
@@ -119,12 +121,14 @@ def test_one_walk_list_per_direction_per_call():
     tiles = torch.tensor([[True, False, True], [True, True, False], [False, True, True]])[None, None]
     call = validate(q, k, v, mask=BlockSparseMask(tiles, 16, 16), backend="triton")
     route = dispatch.plan(call, dispatch.device_of(q))
+    plan.WALK_LISTS.clear()
     out, lse = at.forward(q, k, v, call, route)
-    lists = {key: val for key, val in call.cache.items() if key != "common"}
-    assert [key[0] for key in lists] == ["KV"]
     common = call.cache["common"]
+    placeholder = at._dummies(q.device)[0]
+    assert plan.WALK_LISTS.misses == 1 and common["Q_IDX"] is placeholder, "a forward alone builds only its lists"
+    kv = common["KV_NUM"], common["KV_IDX"]
     dq, _, _ = at.backward(q, k, v, out, lse, torch.ones_like(out), None, call, route)
     assert call.cache["common"] is common, "the backward recomputed the forward's launch arguments"
-    assert sorted(key[0] for key in call.cache if key != "common") == ["KV", "Q"]
-    assert all(call.cache[key] is lists[key] for key in lists), "the backward rebuilt the forward's lists"
+    assert common["KV_NUM"] is kv[0] and common["KV_IDX"] is kv[1], "the backward rebuilt the forward's lists"
+    assert plan.WALK_LISTS.misses == 2 and common["Q_IDX"] is not placeholder
     assert torch.isfinite(dq).all()

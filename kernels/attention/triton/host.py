@@ -21,7 +21,7 @@ import triton
 from ...interpreter import interpreting
 from .bwd import attn_bwd_delta, attn_bwd_dkdv, attn_bwd_dq
 from .fwd import LOG2E, attn_fwd
-from .plan import tile_plan
+from . import plan as plan_lists
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -196,12 +196,18 @@ def _launch(tuner, grid, *args, **kwargs):
     tuner.fn[grid](*args, **full)
 
 
+def _pow2(n: int) -> int:
+    """The smallest power of two >= n >= 1 (``triton.next_power_of_2``'s value, without its ~7 µs of
+    call overhead a time; the host calls this for every launch)."""
+    return 1 << (n - 1).bit_length()
+
+
 def _pad(d):
-    return max(16, triton.next_power_of_2(d))
+    return max(16, _pow2(d))
 
 
 def _bucket(n):
-    return triton.next_power_of_2(max(n, 1))
+    return _pow2(max(n, 1))
 
 
 _DUMMIES: dict = {}
@@ -274,37 +280,19 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     return c
 
 
-def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024):
-    """The walk lists ``names`` of a block-sparse call (``plan.py``), each built on the device once
-    per call and kept in ``prob.cache`` (the forward builds KV, the backward of the same call reuses
-    it and builds Q; a forward without a backward never builds Q):
-
-    * KV_NUM (B, Hq, TQ, 2) int32: per query tile, how many present key tiles need the predicate
-      (partial) and how many do not (full); KV_IDX (B, Hq, TQ, TK) int32: their column indices,
-      the partial ones first, then the full ones, each ascending (entries past those: unspecified).
-    * Q_NUM (B, Hq, TK, 2), Q_IDX (B, Hq, TK, TQ): the same per key tile (the dK/dV kernel's walk).
-
-    Tiles that the window excludes entirely are not listed (a causal mask's tiles above the
-    diagonal are never visited). ``block``: columns per step of the list kernel (a test makes it small
-    to take several steps)."""
-    t = prob.tiles.tiles
-    TQ, TK = t.shape[2], t.shape[3]
-    u = t.expand(B, Hq, TQ, TK).view(torch.uint8)  # broadcast dims keep stride 0
+def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024, cache=plan_lists.WALK_LISTS):
+    """The walk lists ``names`` of a block-sparse call (``plan.walk_lists``: KV_NUM, KV_IDX per query
+    tile, Q_NUM, Q_IDX per key tile), from the per-mask ``cache``: built on the device the first time a
+    mask is seen with this geometry (the forward builds KV, the first backward adds Q), reused by every
+    later call with the same, unmodified tiles tensor. Tiles that the window excludes entirely are not
+    listed (a causal mask's tiles above the diagonal are never visited). ``block``: columns per step of
+    the list kernel (a test makes it small, with a fresh ``cache``, to take several steps)."""
+    t = prob.tiles
     left, right = prob.window
-    plan = {}
-    for name in names:
-        key = (name, B, Hq, Nq, Nk)
-        if key not in prob.cache:
-            R, C, transposed = (TQ, TK, False) if name == "KV" else (TK, TQ, True)
-            num = torch.empty(B, Hq, R, 2, dtype=torch.int32, device=t.device)
-            idx = torch.empty(B, Hq, R, C, dtype=torch.int32, device=t.device)
-            tile_plan[(R, B * Hq)](u, num, idx, *u.stride(), Hq, R, C, Nq, Nk, prob.tiles.block_q,
-                                   prob.tiles.block_k, *_index_args(prob.window, Nq, Nk), HAS_LEFT=left is not None,
-                                   HAS_RIGHT=right is not None, HAS_DENSE=prob.tiles.dense is not None,
-                                   TRANSPOSED=transposed, BLOCK=min(triton.next_power_of_2(C), block))
-            prob.cache[key] = {f"{name}_NUM": num, f"{name}_IDX": idx}
-        plan.update(prob.cache[key])
-    return plan
+    geom = plan_lists.Geometry(B, Hq, Nq, Nk, t.block_q, t.block_k, *_index_args(prob.window, Nq, Nk),
+                               left is not None, right is not None, t.dense is not None, tuple(t.tiles.shape),
+                               tuple(t.tiles.stride()), t.tiles.device)
+    return plan_lists.walk_lists(t.tiles, geom, names, cache, block)
 
 
 def _common_once(q, k, v, prob, lists):
