@@ -115,10 +115,19 @@ def compile_all(compiled: list) -> list:
     return failures
 
 
+def _gluon_signature(fn, typed: dict, consts: dict) -> dict:
+    """``typed`` (descriptors, pointers, floats), then every other runtime argument as i32 (lengths,
+    head counts, the group size and the row views' coordinates and strides: unspecialised, so one
+    cubin stands for every layout and group size), then the constexprs."""
+    return {p.name: "constexpr" if p.is_constexpr else typed.get(p.name, "i32") for p in fn.params} | \
+        {n: "constexpr" for n in consts}
+
+
 def compile_gluon(compiled: list) -> list:
-    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not) down to sm_90 cubins:
-    the forward's register split (setmaxnreg); the backward's dQ by 16-byte vector reductions
-    (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32 atomic add left); no spills."""
+    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not; the backward with
+    G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
+    16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32
+    atomic add left); no spills. Layouts and group sizes are runtime arguments (``_gluon_signature``)."""
     from triton.experimental.gluon import language as gl
 
     from flashproof.kernels.attention.gluon import bwd as GB
@@ -138,26 +147,29 @@ def compile_gluon(compiled: list) -> list:
                 for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
         consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
                       CONSUMER_REGS=G.CONSUMER_REGS)
-        sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
-               **{n: "constexpr" for n in consts}}
+        sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
         compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
     def bwd_check(ptx):
         assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
         assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
+        assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{GB.CONSUMER_REGS};", ptx), "no consumer register raise"
+        assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{GB.PRODUCER_REGS};", ptx), "no producer register drop"
         _no_spills(ptx)
 
-    for dt, causal in variants:
+    # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
+    # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
+    for (dt, causal), group in ((v, g) for v in variants for g in ("gqa", "G=1")):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS)
-        sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
-               "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
-               **{n: "constexpr" for n in consts}}
-        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}", compiled,
+                      PRODUCER_REGS=GB.PRODUCER_REGS, **({"G": 1} if group == "G=1" else {}))
+        sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
+                                                 "lse_desc": vd, "delta_desc": vd, "dq_ptr": "*fp32",
+                                                 "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32"}, consts)
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=bwd_check)
     return failures
 

@@ -54,7 +54,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import AVAILABLE, gl_dtype, jit as _jit
+from . import layout
+from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -74,49 +75,57 @@ PRODUCER_REGS = 24
 # Producer: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
-                        do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem,
-                        delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
+                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem,
+                        delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph,
+                        q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph, dq_ch, dk_row, dk_col,
+                        dv_row, dv_col, dq_rs, dk_rs, dv_rs):
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [kv_row, 0], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [kv_row, 0], kv_bar, v_smem)
-    for t in range(n_iter):
-        slot = t % NUM_STAGES
-        phase = (t // NUM_STAGES) & 1
-        qb = (i0 + t) % n_qblk
-        row = q_base + qb * BM
-        mbarrier.wait(q_empty.index(slot), phase ^ 1)
-        mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [row, 0], q_ready.index(slot), q_smem.index(slot))
-        tma.async_copy_global_to_shared(lse_desc, [row], q_ready.index(slot), lse_smem.index(slot))
-        mbarrier.wait(do_empty.index(slot), phase ^ 1)
-        mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(do_desc, [row, 0], do_ready.index(slot), do_smem.index(slot))
-        tma.async_copy_global_to_shared(delta_desc, [row], do_ready.index(slot), delta_smem.index(slot))
+    tma.async_copy_global_to_shared(k_desc, [k_row, k_col], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [v_row, v_col], kv_bar, v_smem)
+    for g in range(G):  # the query heads of this KV head, one after the other
+        h = hk * G + g
+        q_row0 = b * q_pb + h * q_ph  # row of (b, h, 0) in Q's view; its columns start at h·q_ch
+        do_row0 = b * do_pb + h * do_ph
+        vec_row0 = (b * Hq + h) * N_CTX  # lse, Δ (B, Hq, N) contiguous
+        for t in range(n_iter):
+            it = g * n_iter + t  # the ring's counter runs on across heads
+            slot = it % NUM_STAGES
+            phase = (it // NUM_STAGES) & 1
+            qrow = ((i0 + t) % n_qblk) * BM
+            mbarrier.wait(q_empty.index(slot), phase ^ 1)
+            mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [q_row0 + qrow, h * q_ch], q_ready.index(slot), q_smem.index(slot))
+            tma.async_copy_global_to_shared(lse_desc, [vec_row0 + qrow], q_ready.index(slot), lse_smem.index(slot))
+            mbarrier.wait(do_empty.index(slot), phase ^ 1)
+            mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(do_desc, [do_row0 + qrow, h * do_ch], do_ready.index(slot),
+                                            do_smem.index(slot))
+            tma.async_copy_global_to_shared(delta_desc, [vec_row0 + qrow], do_ready.index(slot),
+                                            delta_smem.index(slot))
 
 
 # ----------------------------------------------------------------------------------------
 # Consumer warpgroup.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
-              q_empty, do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0, i0,
-              n_qblk, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem, delta_smem, qk_scale, seq_row0,
+              s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+    """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
+    (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
+    dQ[b, h, 0, WG·64] (row stride ``dq_rs``)."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
-    D: gl.constexpr = q_smem.type.shape[2]
     BNW: gl.constexpr = k_w.type.shape[0]  # keys of this warpgroup (64)
     DQW: gl.constexpr = k_cols.type.shape[1]  # dQ columns of this warpgroup (64)
-    LOG2E: gl.constexpr = 1.4426950408889634
 
-    slot = t % NUM_STAGES
-    phase = (t // NUM_STAGES) & 1
-    buf = t % 2
-    bphase = (t // 2) & 1
-    qb = (i0 + t) % n_qblk
-    qrow = q_base + qb * BM  # global row (in the (B·H·N) view) of the first query
+    slot = it % NUM_STAGES
+    phase = (it // NUM_STAGES) & 1
+    buf = it % 2
+    bphase = (it // 2) & 1
 
     q_s = q_smem.index(slot)
     do_s = do_smem.index(slot)
@@ -131,7 +140,7 @@ def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols,
 
     # P^T = exp2(S^T·scale·log2e − lse·log2e) while dP^T is still in flight
     sT = warpgroup_mma_wait(num_outstanding=1, deps=[s_tok])
-    lse2 = lse_smem.index(slot).load(col_layout) * LOG2E
+    lse2 = lse_smem.index(slot).load(col_layout) * 1.4426950408889634  # log2 e
     pT = gl.exp2(sT * qk_scale - gl.expand_dims(lse2, 0))
     if MASK:
         keys = seq_row0 + WG * BNW + gl.arange(0, BNW, layout=gl.SliceLayout(1, s_layout))
@@ -166,34 +175,34 @@ def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols,
     mbarrier.arrive(do_empty.index(slot), count=1)
 
     # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
-    dq_base = dq_ptr + qrow.to(gl.int64) * D + WG * DQW  # scalar base; per-element i32 offsets
-    _dq_red_v4(dq_base, dq, D)
+    _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * dq_rs, dq, dq_rs)  # scalar base; per-element i32 offsets
     return dk, dv
 
 
 @_jit
-def _dq_red_v4(dq_base, dq, D: gl.constexpr):
-    """dq_base[r·D + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
+def _dq_red_v4(dq_base, dq, rs):
+    """dq_base[r·rs + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
     16-byte ``red.relaxed.gpu.global.add.v4.f32`` per 4 consecutive columns.  Gluon 3.6 emits scalar
     fp32 atomics only, so: convert dq (whose threads hold column PAIRS) to a layout whose first two
     register bits are columns +1, +2 (4 consecutive columns per 4 consecutive registers; each warp
     keeps its 16 rows, so the conversion is warp-local), and hand each 4-register pack to inline PTX
     (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
-    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
-    column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
-    allocation).  The values go in as their i32 bit patterns: inline_asm_elementwise broadcasts its
-    arguments with the binary-operator type check, which rejects pointer ⊕ float.  The asm must
+    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since the row
+    stride rs (D, or H·D for a (B, N, H, D) accumulator), the column base (h·D or 0) + WG·DQW and the
+    pack's first column are multiples of 4 floats (and dq_ptr is a torch allocation).  The values go
+    in as their i32 bit patterns: inline_asm_elementwise broadcasts its arguments with the
+    binary-operator type check, which rejects pointer ⊕ float.  The asm must
     have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
     BM: gl.constexpr = dq.type.shape[0]
     DQW: gl.constexpr = dq.type.shape[1]
-    gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
+    gl.static_assert(BM == 64 and DQW == 64, "the reduction layouts below assume a 64×64 tile")
     # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
     red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
                                                 warps_per_cta=[4, 1], order=[1, 0])
     dq4 = gl.convert_layout(dq, red_layout)
     r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
     c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
-    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
+    offs = gl.expand_dims(r * rs, 1) + gl.expand_dims(c, 0)
     gl.inline_asm_elementwise(
         "red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};\n"
         "mov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;",
@@ -202,9 +211,11 @@ def _dq_red_v4(dq_base, dq, D: gl.constexpr):
 
 
 @_jit
-def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
-                  do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem,
-                  qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
+                  q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale,
+                  sm_scale, seq_row0, i0, n_iter, n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch,
+                  k_row, k_col, v_row, v_col, dq_pb, dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs,
+                  dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -225,76 +236,107 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     dv = gl.zeros([BNW, D], gl.float32, acc_layout)
     mbarrier.wait(kv_bar, 0)
 
-    if CAUSAL:
-        # query blocks 2j and 2j+1 overlap the diagonal: masked
-        for t in gl.static_range(2):
-            dk, dv = _bwd_iter(t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
-                               i0, n_qblk, s_layout, a_layout, dq_layout)
-        for t in range(2, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
-                               i0, n_qblk, s_layout, a_layout, dq_layout)
-    else:
-        for t in range(0, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
-                               i0, n_qblk, s_layout, a_layout, dq_layout)
+    for g in range(G):  # GQA: dK, dV sum over the G query heads of this KV head, in registers
+        h = hk * G + g
+        dq_head = dq_ptr + (b * dq_pb + h * dq_ph).to(gl.int64) * dq_rs + h * dq_ch + WG * DQW
+        it0 = g * n_iter
+        if CAUSAL:
+            # query blocks 2j and 2j+1 overlap the diagonal: masked
+            for t in gl.static_range(2):
+                dk, dv = _bwd_iter(it0 + t, i0 + t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
+                                   do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem,
+                                   delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
+            for t in range(2, n_iter):
+                dk, dv = _bwd_iter(it0 + t, i0 + t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
+                                   do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem,
+                                   delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
+        else:
+            for t in range(0, n_iter):
+                dk, dv = _bwd_iter(it0 + t, (i0 + t) % n_qblk, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem,
+                                   q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem,
+                                   delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
 
-    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout)
+    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout), each in its
+    # row view: row (dk_row + key) · row stride + dk_col + column
     r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout))
     c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-    offs = gl.expand_dims((kv_row + WG * BNW + r).to(gl.int64) * D, 1) + gl.expand_dims(c, 0)
-    gl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty))
-    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty))
+    dk_base = dk_ptr + (dk_row + WG * BNW).to(gl.int64) * dk_rs + dk_col
+    gl.store(dk_base + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), (dk * sm_scale).to(dk_ptr.dtype.element_ty))
+    dv_base = dv_ptr + (dv_row + WG * BNW).to(gl.int64) * dv_rs + dv_col
+    gl.store(dv_base + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_ptr.dtype.element_ty))
 
 
 @_jit
-def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                  dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
+                  hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
+                  dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
+                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
+                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
 
 
 @_jit
-def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
+                    hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
+                    dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
+                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
+                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
 
 
 @_jit
-def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                  dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
+                  hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
+                  dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
+                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
+                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
 
 
 @_jit
-def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
+                    hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
+                    dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
+                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
+                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX,
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
+                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dq_pb, dq_ph, dq_ch,
+                 dk_pb, dk_ph, dk_ch, dv_pb, dv_ph, dv_ch, dq_rs, dk_rs, dv_rs,
                  NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                  PRODUCER_REGS: gl.constexpr):
+    """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
+    columns start at h·*_ch; the results' row strides are dq_rs (dQ: the fp32 accumulator), dk_rs, dv_rs."""
     BM: gl.constexpr = q_desc.block_type.shape[0]
     BN: gl.constexpr = k_desc.block_type.shape[0]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
     dt: gl.constexpr = q_desc.dtype
 
     j = gl.program_id(0)  # key block (heaviest first under causal)
-    bh = gl.program_id(1)
+    bk = gl.program_id(1)  # (batch, KV head)
+    Hkv = Hq // G
+    b = bk // Hkv
+    hk = bk % Hkv
     seq_row0 = j * BN  # first key (within the sequence)
-    kv_row = bh * N_CTX + seq_row0
-    q_base = bh * N_CTX
+    k_row = b * k_pb + hk * k_ph + seq_row0
+    k_col = hk * k_ch
+    v_row = b * v_pb + hk * v_ph + seq_row0
+    v_col = hk * v_ch
+    dk_row = b * dk_pb + hk * dk_ph + seq_row0
+    dk_col = hk * dk_ch
+    dv_row = b * dv_pb + hk * dv_ph + seq_row0
+    dv_col = hk * dv_ch
     n_qblk = N_CTX // BM
     i0 = seq_row0 // BM  # first query block: the diagonal
     if CAUSAL:
@@ -324,12 +366,14 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
         mbarrier.init(do_ready.index(s), count=1)
         mbarrier.init(q_empty.index(s), count=2)
         mbarrier.init(do_empty.index(s), count=2)
-    for b in gl.static_range(2):
-        mbarrier.init(ds_ready.index(b), count=2)
+    for i in gl.static_range(2):
+        mbarrier.init(ds_ready.index(i), count=2)
     fence_async_shared()
 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-            dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk)
+            dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b, hk, G, Hq,
+            N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph, dq_ch, dk_row,
+            dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
     if CAUSAL:
@@ -361,27 +405,32 @@ def vec_layout():
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
-    """(dq, dk, dv) shaped like (q, k, v) (B, H, N, 128), for a call the router sends here (the Gluon
-    forward's calls with Hq = Hkv and deterministic=False). δ = rowsum(out · dout) − dlse comes from
-    the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused here)."""
+    """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, 128), k, v (B, Hkv, N, 128), each in its input's
+    layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the router sends
+    here (the Gluon forward's calls with deterministic=False; Hq = G·Hkv). δ = rowsum(out · dout) −
+    dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
     from ..triton.host import delta as _delta
 
-    B, H, N, D = q.shape
-    dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
+    B, Hq, N, D = q.shape
+    Hkv = k.shape[1]
+    if layout.tma_kind(dout) is None:
+        dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
     lse = lse.contiguous()
-    delta = _delta(out, dout, lse, dlse)
-    dq_acc = torch.zeros(B, H, N, D, dtype=torch.float32, device=q.device)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    delta = _delta(out, dout, lse, dlse)  # (B, Hq, N) contiguous, like lse
     gdt = gl_dtype(q.dtype)
     q_layout, kv_layout = desc_layouts(gdt)
-    rows = lambda t: t.view(-1, D)  # noqa: E731
-    descs = (TensorDescriptor.from_tensor(rows(q), [BLOCK_M, D], q_layout),
-             TensorDescriptor.from_tensor(rows(k), [BLOCK_N, D], kv_layout),
-             TensorDescriptor.from_tensor(rows(v), [BLOCK_N, D], kv_layout),
-             TensorDescriptor.from_tensor(rows(dout), [BLOCK_M, D], q_layout),
-             TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
+    (qd, qc), (kd, kc), (vd, vc), (dod, doc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
+        (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
+    # the results laid out as empty_like gives (the input's strides when it is dense, else contiguous:
+    # what op.py returns, no copy); each has a row view (compact bhnd or bnhd) with its own coordinates
+    dq_acc = torch.zeros_like(q, dtype=torch.float32)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dqc, dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dq_acc, dk, dv))
+    descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
-    _attn_bwd_ws[(N // BLOCK_N, B * H)](*descs, dq_acc, dk, dv, float(prob.scale), N, NUM_STAGES=NUM_STAGES,
-                                        CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
+                                          *doc, *dqc, *dkc, *dvc, dq_acc.stride(2), dk.stride(2), dv.stride(2),
+                                          NUM_STAGES=NUM_STAGES,
+                                          CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
+                                          PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return (dq_acc * prob.scale).to(q.dtype), dk, dv
