@@ -72,12 +72,29 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
                  cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int], right: Optional[int],
                  causal: bool, deterministic: bool, requires_grad: bool, backend: str, tuning: str,
                  bugs: str, dropout_p: float, dropout_seed: Optional[int]) -> tuple[Tensor, Tensor]:
-    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype,
-    lse (B, Hq, Nq) float32 (float64 for float64 inputs)."""
+    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype and
+    layout (``_like``), lse (B, Hq, Nq) float32 (float64 for float64 inputs), contiguous."""
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
                            right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed)
     out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
-    return out.contiguous(), lse.contiguous()
+    return _laid_out_like(out, q), lse.contiguous()
+
+
+def _like(x_shape, ref, dtype=None):
+    """An empty tensor of ``x_shape`` laid out as ``torch.empty_like(ref)`` lays ``ref`` out (its strides
+    when ref is dense, e.g. a (B, N, H, D) transposed view; else contiguous) when the shapes agree, else
+    contiguous: the layout of every result of these ops (out like q, dq/dk/dv like q/k/v), in the real
+    and the fake implementations alike."""
+    if tuple(x_shape) == tuple(ref.shape):
+        return torch.empty_like(ref, dtype=dtype)
+    return ref.new_empty(x_shape, dtype=dtype)
+
+
+def _laid_out_like(x, ref):
+    """``x`` itself when it already has ``_like``'s layout (the Gluon and Triton kernels allocate so),
+    else a copy in it."""
+    want = _like(x.shape, ref, x.dtype)
+    return x if want.stride() == x.stride() else want.copy_(x)
 
 
 def _lse_dtype(q):
@@ -88,7 +105,7 @@ def _lse_dtype(q):
 def _(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left, right, causal,
       deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
     B, Hq, Nq, _ = q.shape
-    return q.new_empty(B, Hq, Nq, v.shape[3]), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
+    return _like((B, Hq, Nq, v.shape[3]), q), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
 
 
 @torch.library.custom_op("flashproof::attention_backward", mutates_args=())
@@ -99,19 +116,19 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                           right: Optional[int], causal: bool, deterministic: bool, requires_grad: bool,
                           backend: str, tuning: str, bugs: str, dropout_p: float,
                           dropout_seed: Optional[int]) -> tuple[Tensor, Tensor, Tensor]:
-    """The gradients (dq, dk, dv), shaped and typed like (q, k, v), contiguous."""
+    """The gradients (dq, dk, dv), shaped, typed and laid out like (q, k, v) (``_like``)."""
     prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
                            right, causal, deterministic, True, backend, tuning, bugs, dropout_p, dropout_seed)
     if route.backward == "none":
         raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
     dq, dk, dv = _kernels("backward", route.backward).backward(q, k, v, out, lse, dout, dlse, prob, route)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+    return _laid_out_like(dq, q), _laid_out_like(dk, k), _laid_out_like(dv, v)
 
 
 @attention_backward_op.register_fake
 def _(q, k, v, out, lse, dout, dlse, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
       right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
-    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
+    return _like(q.shape, q), _like(k.shape, k), _like(v.shape, v)
 
 
 #: the forward op's arguments after (q, k, v), in schema order
