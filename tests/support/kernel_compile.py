@@ -5,7 +5,9 @@ tests/support/kernel_compile.py``) by tests/kernels/test_kernel_compile.py in a 
 TRITON_INTERPRET (interpreted kernels cannot be compiled); prints "compiled N of M"."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 
 import torch
 
@@ -62,8 +64,8 @@ VARIANTS = {
 def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_needs=None, *, gluon=False,
                  options=None, check=None):
     """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``, and passes
-    ``check(ptx)``, which raises AssertionError otherwise); ``name`` goes to ``compiled``, and to
-    ``failures`` with the error if it fails. ``gluon``: ``fn`` is a Gluon kernel."""
+    ``check(asm)`` — asm: the PTX, cubin, ... by name — which raises AssertionError otherwise);
+    ``name`` goes to ``compiled``, and to ``failures`` with the error if it fails. ``gluon``: ``fn`` is a Gluon kernel."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -78,13 +80,25 @@ def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_need
         if ptx_needs:
             assert ptx_needs in k.asm["ptx"], f"no {ptx_needs} in the PTX"
         if check:
-            check(k.asm["ptx"])
+            check(k.asm)
     except Exception as e:  # noqa: BLE001 - reported by the test
         failures.append((name, f"{type(e).__name__}: {e}"[:400]))
 
 
-def _no_spills(ptx):
-    assert "ld.local" not in ptx, "spills (local loads) in the PTX"
+def _no_spills(asm):
+    """No local memory in the PTX and no stack frame in the cubin (ptxas' register spills land there:
+    ``cuobjdump -res-usage`` reports them as STACK, which the PTX cannot show)."""
+    assert "ld.local" not in asm["ptx"], "spills (local loads) in the PTX"
+    import tempfile
+
+    import triton.backends.nvidia as nv
+    tool = os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(asm["cubin"])
+        f.flush()
+        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    stacks = [int(x) for x in re.findall(r"STACK:(\d+)", usage)]
+    assert stacks and not any(stacks), f"ptxas spilled registers: {usage.strip()[-300:]}"
 
 
 def compile_all(compiled: list) -> list:
@@ -136,9 +150,10 @@ def compile_gluon(compiled: list) -> list:
     failures = []
     variants = [("bf16", False), ("bf16", True), ("fp16", False), ("fp16", True)]  # (dtype, causal)
 
-    def fwd_check(ptx):
+    def fwd_check(asm):
+        ptx = asm["ptx"]
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
-        _no_spills(ptx)
+        _no_spills(asm)
 
     for dt, causal in variants:
         gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dt]
@@ -150,12 +165,13 @@ def compile_gluon(compiled: list) -> list:
         sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
         compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
-    def bwd_check(ptx):
+    def bwd_check(asm):
+        ptx = asm["ptx"]
         assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
         assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{GB.CONSUMER_REGS};", ptx), "no consumer register raise"
         assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{GB.PRODUCER_REGS};", ptx), "no producer register drop"
-        _no_spills(ptx)
+        _no_spills(asm)
 
     # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
     # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)

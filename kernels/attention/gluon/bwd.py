@@ -1,6 +1,6 @@
 """Warp-specialised Hopper backward (sm_90) in Gluon: the ``deterministic=False`` backward of the calls
-the Gluon forward takes, when Hq = Hkv (``dispatch.plan`` says which); everything else, and every
-``deterministic=True`` call, runs the Triton kernels (two kernels, no atomics).
+the Gluon forward takes, GQA included (``dispatch.plan`` says which); every ``deterministic=True``
+call runs the Triton kernels (two kernels, no atomics).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
 dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in): one 16-byte
@@ -9,7 +9,14 @@ scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:
 N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
 scalar atomic per element, which was deleted (it lived until commit 62d839a).
 
-Grid: (N / BLOCK_N, B·H).  One CTA = one key block of BLOCK_N = 128 keys of one (batch, head).
+Grid: (N / BLOCK_N, B·Hkv).  One CTA = one key block of BLOCK_N = 128 keys of one (batch, KV head),
+and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
+CTA walks the query blocks of all G heads, so dK, dV sum over the group in registers and are
+written once (no reduction pass), and each head's dQ gets its own reductions. Iteration it is query
+block t = it // G of head g = it % G (the heads fastest): one counter drives the ring slots and
+phases and the dS buffers on both sides, so nothing restarts between heads. (A loop over heads with
+the per-head schedule inside, masked diagonal iterations unrolled per head, spilled registers in
+the consumers: its extra loop state did not fit in 240.)
 Partitions (``gl.warp_specialize``):
 
 * 2 consumer warpgroups (default partition + one 4-warp worker, ``CONSUMER_REGS`` registers after
@@ -46,9 +53,15 @@ dQ accumulates un-scaled (dS K) in fp32; the wrapper multiplies by sm_scale when
 dK is scaled by sm_scale in the epilogue.  lse is the natural-log logsumexp; Δ = rowsum(o·do).
 
 Causal (Nq = Nk, top-left = bottom-right): key block j sees query blocks i ≥ 2j (64-row query
-blocks); only t = 0, 1 (query blocks 2j, 2j+1) are masked.  Non-causal: every CTA visits all
-query blocks starting at its own diagonal (2j) and wrapping, so CTAs of one head do not all
-hammer the same dQ rows with atomics at the same time.
+blocks); only query blocks 2j, 2j+1 are masked, behind a uniform branch on the block index (one
+loop body: two copies of it, masked and not, made the consumers spill).  Non-causal: every CTA
+visits all query blocks starting at its own diagonal (2j) and wrapping, so CTAs of one head do not
+all hammer the same dQ rows with atomics at the same time.
+
+Layouts: Q, K, V, dO are read in place through TMA descriptors over their row views (``layout.py``:
+a (B·H·N, D) or a (B·N, H·D) matrix, each tensor its own); dK, dV are stored through the same kind
+of view (laid out as ``torch.empty_like`` of K, V); dQ accumulates in a contiguous fp32 buffer and
+is converted into Q's layout by the wrapper.
 """
 from __future__ import annotations
 
@@ -76,35 +89,35 @@ PRODUCER_REGS = 24
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
-                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem,
-                        delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph,
-                        q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph, dq_ch, dk_row, dk_col,
-                        dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
+                        sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch,
+                        dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
+    q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_row, k_col], kv_bar, k_smem)
     tma.async_copy_global_to_shared(v_desc, [v_row, v_col], kv_bar, v_smem)
-    for g in range(G):  # the query heads of this KV head, one after the other
-        h = hk * G + g
-        q_row0 = b * q_pb + h * q_ph  # row of (b, h, 0) in Q's view; its columns start at h·q_ch
-        do_row0 = b * do_pb + h * do_ph
-        vec_row0 = (b * Hq + h) * N_CTX  # lse, Δ (B, Hq, N) contiguous
-        for t in range(n_iter):
-            it = g * n_iter + t  # the ring's counter runs on across heads
-            slot = it % NUM_STAGES
-            phase = (it // NUM_STAGES) & 1
-            qrow = ((i0 + t) % n_qblk) * BM
-            mbarrier.wait(q_empty.index(slot), phase ^ 1)
-            mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [q_row0 + qrow, h * q_ch], q_ready.index(slot), q_smem.index(slot))
-            tma.async_copy_global_to_shared(lse_desc, [vec_row0 + qrow], q_ready.index(slot), lse_smem.index(slot))
-            mbarrier.wait(do_empty.index(slot), phase ^ 1)
-            mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(do_desc, [do_row0 + qrow, h * do_ch], do_ready.index(slot),
-                                            do_smem.index(slot))
-            tma.async_copy_global_to_shared(delta_desc, [vec_row0 + qrow], do_ready.index(slot),
-                                            delta_smem.index(slot))
+    for it in range(G * n_iter):  # the consumers' order: query block t of head g, g fastest
+        t = it // G
+        g = it - t * G
+        qrow = ((i0 + t) % n_qblk) * BM
+        slot = it % NUM_STAGES
+        phase = (it // NUM_STAGES) & 1
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)
+        mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row0 + g * q_ph + qrow, q_col0 + g * q_ch], q_ready.index(slot),
+                                        q_smem.index(slot))
+        tma.async_copy_global_to_shared(lse_desc, [vec_row0 + g * N_CTX + qrow], q_ready.index(slot),
+                                        lse_smem.index(slot))  # lse, Δ: (B, Hq, N) contiguous
+        mbarrier.wait(do_empty.index(slot), phase ^ 1)
+        mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(do_desc, [do_row0 + g * do_ph + qrow, do_col0 + g * do_ch],
+                                        do_ready.index(slot), do_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [vec_row0 + g * N_CTX + qrow], do_ready.index(slot),
+                                        delta_smem.index(slot))
 
 
 # ----------------------------------------------------------------------------------------
@@ -112,13 +125,14 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem, delta_smem, qk_scale, seq_row0,
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, lse_smem, delta_smem, qk_scale, seq_row0,
               s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
     """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
     (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
-    dQ[b, h, 0, WG·64] (row stride ``dq_rs``)."""
+    dQ[b, h, 0, WG·64] of the contiguous (B, Hq, N, D) fp32 accumulator."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
+    D: gl.constexpr = q_smem.type.shape[2]
     BNW: gl.constexpr = k_w.type.shape[0]  # keys of this warpgroup (64)
     DQW: gl.constexpr = k_cols.type.shape[1]  # dQ columns of this warpgroup (64)
 
@@ -143,10 +157,11 @@ def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_
     lse2 = lse_smem.index(slot).load(col_layout) * 1.4426950408889634  # log2 e
     pT = gl.exp2(sT * qk_scale - gl.expand_dims(lse2, 0))
     if MASK:
-        keys = seq_row0 + WG * BNW + gl.arange(0, BNW, layout=gl.SliceLayout(1, s_layout))
-        qrs = qb * BM + gl.arange(0, BM, layout=col_layout)
-        keep = gl.expand_dims(keys, 1) <= gl.expand_dims(qrs, 0)
-        pT = gl.where(keep, pT, gl.zeros_like(pT))
+        if qb * BM < seq_row0 + 2 * BNW:  # the block's two diagonal query blocks (a uniform branch)
+            keys = seq_row0 + WG * BNW + gl.arange(0, BNW, layout=gl.SliceLayout(1, s_layout))
+            qrs = qb * BM + gl.arange(0, BM, layout=col_layout)
+            keep = gl.expand_dims(keys, 1) <= gl.expand_dims(qrs, 0)
+            pT = gl.where(keep, pT, gl.zeros_like(pT))
 
     dpT = warpgroup_mma_wait(num_outstanding=0, deps=[dp_tok])
     delta = delta_smem.index(slot).load(col_layout)
@@ -175,34 +190,35 @@ def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_
     mbarrier.arrive(do_empty.index(slot), count=1)
 
     # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
-    _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * dq_rs, dq, dq_rs)  # scalar base; per-element i32 offsets
+    _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * D, dq, D)  # scalar base; per-element i32 offsets
     return dk, dv
 
 
 @_jit
-def _dq_red_v4(dq_base, dq, rs):
-    """dq_base[r·rs + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
+def _dq_red_v4(dq_base, dq, D: gl.constexpr):
+    """dq_base[r·D + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
     16-byte ``red.relaxed.gpu.global.add.v4.f32`` per 4 consecutive columns.  Gluon 3.6 emits scalar
     fp32 atomics only, so: convert dq (whose threads hold column PAIRS) to a layout whose first two
     register bits are columns +1, +2 (4 consecutive columns per 4 consecutive registers; each warp
     keeps its 16 rows, so the conversion is warp-local), and hand each 4-register pack to inline PTX
     (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
-    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since the row
-    stride rs (D, or H·D for a (B, N, H, D) accumulator), the column base (h·D or 0) + WG·DQW and the
-    pack's first column are multiples of 4 floats (and dq_ptr is a torch allocation).  The values go
+    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
+    column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
+    allocation). D is a constexpr on purpose: with a run-time row stride the 32 per-thread offsets
+    are loop-invariant registers, and the consumers spilled.  The values go
     in as their i32 bit patterns: inline_asm_elementwise broadcasts its arguments with the
     binary-operator type check, which rejects pointer ⊕ float.  The asm must
     have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
     BM: gl.constexpr = dq.type.shape[0]
     DQW: gl.constexpr = dq.type.shape[1]
-    gl.static_assert(BM == 64 and DQW == 64, "the reduction layouts below assume a 64×64 tile")
+    gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
     # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
     red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
                                                 warps_per_cta=[4, 1], order=[1, 0])
     dq4 = gl.convert_layout(dq, red_layout)
     r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
     c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
-    offs = gl.expand_dims(r * rs, 1) + gl.expand_dims(c, 0)
+    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
     gl.inline_asm_elementwise(
         "red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};\n"
         "mov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;",
@@ -211,11 +227,16 @@ def _dq_red_v4(dq_base, dq, rs):
 
 
 @_jit
+def _dq_head(dq_grp, g, N_CTX, WG: gl.constexpr, D: gl.constexpr):
+    """&dQ[b, h0 + g, 0, WG·D/2] in the contiguous (B, Hq, N, D) fp32 accumulator (dq_grp: &dQ[b, h0])."""
+    return dq_grp + (g * N_CTX).to(gl.int64) * D + WG * (D // 2)
+
+
+@_jit
 def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
-                  q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale,
-                  sm_scale, seq_row0, i0, n_iter, n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch,
-                  k_row, k_col, v_row, v_col, dq_pb, dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs,
-                  dv_rs):
+                  q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
+                  n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
+                  v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -236,90 +257,88 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     dv = gl.zeros([BNW, D], gl.float32, acc_layout)
     mbarrier.wait(kv_bar, 0)
 
-    for g in range(G):  # GQA: dK, dV sum over the G query heads of this KV head, in registers
-        h = hk * G + g
-        dq_head = dq_ptr + (b * dq_pb + h * dq_ph).to(gl.int64) * dq_rs + h * dq_ch + WG * DQW
-        it0 = g * n_iter
+    # GQA: iteration it is query block t = it // G of head g = it % G (heads fastest), so dK, dV sum
+    # over the group in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
+    for it in range(0, G * n_iter):
+        t = it // G
         if CAUSAL:
-            # query blocks 2j and 2j+1 overlap the diagonal: masked
-            for t in gl.static_range(2):
-                dk, dv = _bwd_iter(it0 + t, i0 + t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-                                   do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem,
-                                   delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
-            for t in range(2, n_iter):
-                dk, dv = _bwd_iter(it0 + t, i0 + t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-                                   do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem,
-                                   delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
+            qb = i0 + t
         else:
-            for t in range(0, n_iter):
-                dk, dv = _bwd_iter(it0 + t, (i0 + t) % n_qblk, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem,
-                                   q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_rs, lse_smem,
-                                   delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
+            qb = (i0 + t) % n_qblk
+        dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+                           do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), lse_smem,
+                           delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
 
-    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout), each in its
-    # row view: row (dk_row + key) · row stride + dk_col + column
-    r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout))
+    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout), each through its
+    # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
+    # from the program ids and the kernel's arguments, not carried through the loop in registers.
+    bk = gl.program_id(1)
+    Hkv = Hq // G
+    b = bk // Hkv
+    hk = bk % Hkv
+    dk_blk = dk_ptr + (b * dk_pb + hk * dk_ph + seq_row0).to(gl.int64) * dk_rs + hk * dk_ch
+    dv_blk = dv_ptr + (b * dv_pb + hk * dv_ph + seq_row0).to(gl.int64) * dv_rs + hk * dv_ch
+    r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout)) + WG * BNW
     c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-    dk_base = dk_ptr + (dk_row + WG * BNW).to(gl.int64) * dk_rs + dk_col
-    gl.store(dk_base + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), (dk * sm_scale).to(dk_ptr.dtype.element_ty))
-    dv_base = dv_ptr + (dv_row + WG * BNW).to(gl.int64) * dv_rs + dv_col
-    gl.store(dv_base + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_ptr.dtype.element_ty))
+    gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), (dk * sm_scale).to(dk_blk.dtype.element_ty))
+    gl.store(dv_blk + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_blk.dtype.element_ty))
 
 
 @_jit
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                  dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
-                  hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
-                  dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+                  lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
-                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
-                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                    dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
-                    hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
-                    dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
-                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
-                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                  dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
-                  hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
-                  dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+                  lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
-                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
-                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                    dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b,
-                    hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph,
-                    dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs):
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
-                  n_qblk, b, hk, G, Hq, N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb,
-                  dq_ph, dq_ch, dk_row, dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
-                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dq_pb, dq_ph, dq_ch,
-                 dk_pb, dk_ph, dk_ch, dv_pb, dv_ph, dv_ch, dq_rs, dk_rs, dv_rs,
-                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr):
+                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb,
+                 dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
-    columns start at h·*_ch; the results' row strides are dq_rs (dQ: the fp32 accumulator), dk_rs, dv_rs."""
+    columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
+    (B, Hq, N, D) accumulator."""
     BM: gl.constexpr = q_desc.block_type.shape[0]
     BN: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
     dt: gl.constexpr = q_desc.dtype
 
@@ -329,14 +348,17 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     b = bk // Hkv
     hk = bk % Hkv
     seq_row0 = j * BN  # first key (within the sequence)
+    h0 = hk * G  # the group's first query head
     k_row = b * k_pb + hk * k_ph + seq_row0
     k_col = hk * k_ch
     v_row = b * v_pb + hk * v_ph + seq_row0
     v_col = hk * v_ch
-    dk_row = b * dk_pb + hk * dk_ph + seq_row0
-    dk_col = hk * dk_ch
-    dv_row = b * dv_pb + hk * dv_ph + seq_row0
-    dv_col = hk * dv_ch
+    q_row0 = b * q_pb + h0 * q_ph
+    q_col0 = h0 * q_ch
+    do_row0 = b * do_pb + h0 * do_ph
+    do_col0 = h0 * do_ch
+    vec_row0 = (b * Hq + h0) * N_CTX
+    dq_grp = dq_ptr + vec_row0.to(gl.int64) * HEAD_D
     n_qblk = N_CTX // BM
     i0 = seq_row0 // BM  # first query block: the diagonal
     if CAUSAL:
@@ -370,10 +392,10 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
         mbarrier.init(ds_ready.index(i), count=2)
     fence_async_shared()
 
-    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-            dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, b, hk, G, Hq,
-            N_CTX, q_pb, q_ph, q_ch, do_pb, do_ph, do_ch, k_row, k_col, v_row, v_col, dq_pb, dq_ph, dq_ch, dk_row,
-            dk_col, dv_row, dv_col, dq_rs, dk_rs, dv_rs)
+    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
+            delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
     if CAUSAL:
@@ -421,16 +443,18 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     q_layout, kv_layout = desc_layouts(gdt)
     (qd, qc), (kd, kc), (vd, vc), (dod, doc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
         (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
-    # the results laid out as empty_like gives (the input's strides when it is dense, else contiguous:
-    # what op.py returns, no copy); each has a row view (compact bhnd or bnhd) with its own coordinates
-    dq_acc = torch.zeros_like(q, dtype=torch.float32)
+    # dK, dV laid out as empty_like gives (the input's strides when it is dense, else contiguous: what
+    # op.py returns, no copy), each with its own row view (compact bhnd or bnhd); dQ accumulates in a
+    # contiguous fp32 buffer (a constexpr row stride: see _dq_red_v4), converted into q's layout below
+    dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dqc, dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dq_acc, dk, dv))
+    dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
     _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
-                                          *doc, *dqc, *dkc, *dvc, dq_acc.stride(2), dk.stride(2), dv.stride(2),
-                                          NUM_STAGES=NUM_STAGES,
+                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
                                           PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
-    return (dq_acc * prob.scale).to(q.dtype), dk, dv
+    dq = torch.empty_like(q)
+    dq.copy_(dq_acc.mul_(prob.scale))  # one conversion pass, written in q's layout
+    return dq, dk, dv
