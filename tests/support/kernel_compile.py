@@ -65,7 +65,8 @@ def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_need
                  options=None, check=None):
     """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``, and passes
     ``check(asm)`` — asm: the PTX, cubin, ... by name — which raises AssertionError otherwise);
-    ``name`` goes to ``compiled``, and to ``failures`` with the error if it fails. ``gluon``: ``fn`` is a Gluon kernel."""
+    ``name`` goes to ``compiled``, and to ``failures`` with the error if it fails. ``gluon``: ``fn`` is a
+    Gluon kernel."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
