@@ -149,6 +149,18 @@ def _tensor(B, H, n, d, layout, g):
     return torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
 
 
+def _gqa_or_repeated(fn, q, k, v, group):
+    """(fn, "") when the SDPA backend takes enable_gqa for these inputs, else (fn on K/V repeated to Hq
+    heads inside the timed call, a note saying so)."""
+    try:
+        with torch.no_grad():
+            fn(q, k, v)
+        return fn, ""
+    except RuntimeError as e:
+        return (lambda q, k, v: fn(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)),
+                f"K/V repeated in the call (enable_gqa refused: {str(e)[:60]}) ")
+
+
 def bench_one(shape, providers, tokens, width, do_bwd):
     from triton.testing import do_bench
     d, n, causal, heads, layout = shape
@@ -165,6 +177,9 @@ def bench_one(shape, providers, tokens, width, do_bwd):
         if isinstance(fn, str):
             rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, fn, **tag))
             continue
+        pre = ""
+        if Hq != Hkv and name.startswith("sdpa-"):
+            fn, pre = _gqa_or_repeated(fn, q, k, v, Hq // Hkv)
         try:
             with torch.no_grad():
                 err = _ref_err(fn, q, k, v, causal)
@@ -178,7 +193,7 @@ def bench_one(shape, providers, tokens, width, do_bwd):
                                   grad_to_none=[q, k, v], return_mode="median")
                 bwd = 2.5 * flops / bwd_ms * 1e-9
                 del out
-            note = ""
+            note = pre
             if base_err is not None and err > 5 * max(base_err, 1e-3):
                 note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}"
             rows.append(Row(d, n, causal, name, flops / fwd_ms * 1e-9, bwd, err, note, **tag))
