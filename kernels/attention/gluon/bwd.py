@@ -52,8 +52,9 @@ Double-buffering dS is enough without an "empty" barrier: a warpgroup writes ds[
 iteration t+2 only after it waited ds_ready[buf^1] of iteration t+1, which the other warpgroup
 arrives on after its wait-all of iteration t (which retired its dQ read of ds[buf]).
 
-dQ accumulates un-scaled (dS K) in fp32; the wrapper multiplies by sm_scale when converting.
-dK is scaled by sm_scale in the epilogue.  lse is the natural-log logsumexp; Δ = rowsum(o·do).
+dS is scaled by sm_scale before it is rounded for the two products that read it, so dK and dQ come
+out scaled: dQ accumulates scale · dS K in fp32 and the wrapper's conversion to q's dtype and layout
+is one pass (an fp32 multiply of the dQ tile before its reductions spilled registers).  lse is the natural-log logsumexp; Δ = rowsum(o·do).
 
 Causal (Nq = Nk, top-left = bottom-right): key block j sees query blocks i ≥ 2j (64-row query
 blocks); only query blocks 2j, 2j+1 are masked, behind a uniform branch on the block index (one
@@ -128,8 +129,8 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, lse_smem, delta_smem, qk_scale, seq_row0,
-              s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, lse_smem, delta_smem, qk_scale, sm_scale,
+              seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
     """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
     (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
     dQ[b, h, 0, WG·64] of the contiguous (B, Hq, N, D) fp32 accumulator."""
@@ -168,7 +169,7 @@ def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_
 
     dpT = warpgroup_mma_wait(num_outstanding=0, deps=[dp_tok])
     delta = delta_smem.index(slot).load(col_layout)
-    dsT = pT * (dpT - gl.expand_dims(delta, 0))
+    dsT = pT * (dpT - gl.expand_dims(delta, 0)) * sm_scale  # dS·scale: dK = dSᵀQ·scale, dQ = dS K·scale
     pT_op = gl.convert_layout(pT.to(q_smem.dtype), a_layout)
     # dV += P^T dO   (A = P^T from registers)
     dv_tok = warpgroup_mma(pT_op, do_s, dv, is_async=True)
@@ -270,9 +271,9 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
             qb = (i0 + t) % n_qblk
         dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
                            do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), lse_smem,
-                           delta_smem, qk_scale, seq_row0, s_layout, a_layout, dq_layout)
+                           delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout, dq_layout)
 
-    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout), each through its
+    # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
     # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
     # from the program ids and the kernel's arguments, not carried through the loop in registers.
     bk = gl.program_id(0)
@@ -283,7 +284,7 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     dv_blk = dv_ptr + (b * dv_pb + hk * dv_ph + seq_row0).to(gl.int64) * dv_rs + hk * dv_ch
     r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout)) + WG * BNW
     c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-    gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), (dk * sm_scale).to(dk_blk.dtype.element_ty))
+    gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), dk.to(dk_blk.dtype.element_ty))
     gl.store(dv_blk + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_blk.dtype.element_ty))
 
 
@@ -459,5 +460,5 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
                                           PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     dq = torch.empty_like(q)
-    dq.copy_(dq_acc.mul_(prob.scale))  # one conversion pass, written in q's layout
+    dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv
