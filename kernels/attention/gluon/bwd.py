@@ -12,8 +12,8 @@ scalar atomic per element, which was deleted (it lived until commit 62d839a).
 Grid: (B·Hkv, N / BLOCK_N), the heads fastest: CTAs launch in order of the key block, so under causal
 the heaviest (j = 0: all query blocks) go first for every head and the light ones fill the tail (with
 the key block fastest, head h's heavy block launched only after every block of heads < h: with G
-query heads per CTA that tail is G times longer).  One CTA = one key block of BLOCK_N = 128 keys of one (batch, KV head),
-and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
+query heads per CTA that tail is G times longer).  One CTA = one key block of BLOCK_N = 128 keys of
+one (batch, KV head), and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
 CTA walks the query blocks of all G heads, so dK, dV sum over the group in registers and are
 written once (no reduction pass), and each head's dQ gets its own reductions. Iteration it is query
 block t = it // G of head g = it % G (the heads fastest): one counter drives the ring slots and
@@ -54,7 +54,8 @@ arrives on after its wait-all of iteration t (which retired its dQ read of ds[bu
 
 dS is scaled by sm_scale before it is rounded for the two products that read it, so dK and dQ come
 out scaled: dQ accumulates scale · dS K in fp32 and the wrapper's conversion to q's dtype and layout
-is one pass (an fp32 multiply of the dQ tile before its reductions spilled registers).  lse is the natural-log logsumexp; Δ = rowsum(o·do).
+is one pass (an fp32 multiply of the dQ tile before its reductions spilled registers).  lse is the
+natural-log logsumexp; Δ = rowsum(o·do).
 
 Causal (Nq = Nk, top-left = bottom-right): key block j sees query blocks i ≥ 2j (64-row query
 blocks); only query blocks 2j, 2j+1 are masked, behind a uniform branch on the block index (one
