@@ -82,9 +82,10 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
 
 def _like(x_shape, ref, dtype=None):
     """An empty tensor of ``x_shape`` laid out as ``torch.empty_like(ref)`` lays ``ref`` out (its strides
-    when ref is dense, e.g. a (B, N, H, D) transposed view; else contiguous) when the shapes agree, else
-    contiguous: the layout of every result of these ops (out like q, dq/dk/dv like q/k/v), in the real
-    and the fake implementations alike."""
+    when ref is dense, e.g. a (B, N, H, D) transposed view; else compact in ref's stride order, e.g.
+    (B, N, H, D) for a slice of a packed QKV buffer, as SDPA's cuDNN path allocates) when the shapes
+    agree, else contiguous: the layout of every result of these ops (out like q, dq/dk/dv like
+    q/k/v), in the real and the fake implementations alike."""
     if tuple(x_shape) == tuple(ref.shape):
         return torch.empty_like(ref, dtype=dtype)
     return ref.new_empty(x_shape, dtype=dtype)

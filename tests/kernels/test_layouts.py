@@ -1,5 +1,6 @@
 """The ops' layout rule (``op.py``: out, dq, dk, dv laid out as ``torch.empty_like`` of q, q, k, v — the
-input's strides when it is dense, e.g. a (B, N, H, D) transposed view, else contiguous), in the real
+input's strides when it is dense, e.g. a (B, N, H, D) transposed view, else compact in its stride
+order), in the real
 and the fake implementations, on the CPU routes (torch; Triton in the interpreter). The Gluon kernels
 allocate their results by the same rule (``gluon/fwd.py``, ``gluon/bwd.py``); on the GPU
 ``lab/gpu_check.py`` asserts it for its cases."""
@@ -21,7 +22,7 @@ def _inputs(layout, B=2, Hq=4, Hkv=2, N=40, D=16, dtype=torch.float32):
     q, k, v = (torch.randn(B, h, N, D, generator=g, dtype=dtype) for h in (Hq, Hkv, Hkv))
     if layout == "bnhd":
         q, k, v = (_bnhd(t) for t in (q, k, v))
-    elif layout == "packed":  # slices of one (B, N, 3, H, D) buffer: not dense, results contiguous
+    elif layout == "packed":  # slices of one (B, N, 3, H, D) buffer: not dense; results compact (B, N, H, D)
         buf = torch.stack([t.transpose(1, 2) for t in (q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))], 2)
         q, k, v = (buf[:, :, i].transpose(1, 2) for i in range(3))
     return q, k, v
@@ -44,6 +45,8 @@ def test_results_are_laid_out_like_the_inputs_and_equal_the_contiguous_call(layo
     ref_grads = torch.autograd.grad(ref, dense, dout)
     for name, got, like in zip(("out", "dq", "dk", "dv"), (out, *grads), leaves[:1] + leaves):
         assert got.stride() == torch.empty_like(like).stride(), (name, got.stride(), like.stride())
+        if layout != "mixed" or name in ("out", "dq", "dv"):  # (B, N, H, D) inputs: compact (B, N, H, D) results
+            assert got.transpose(1, 2).is_contiguous(), (name, got.stride())
     for name, a, b in zip(("out", "dq", "dk", "dv"), (out, *grads), (ref, *ref_grads)):
         assert torch.equal(a, b), name  # the same kernels on the same values: bitwise
 

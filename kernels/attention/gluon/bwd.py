@@ -448,8 +448,9 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     q_layout, kv_layout = desc_layouts(gdt)
     (qd, qc), (kd, kc), (vd, vc), (dod, doc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
         (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
-    # dK, dV laid out as empty_like gives (the input's strides when it is dense, else contiguous: what
-    # op.py returns, no copy), each with its own row view (compact bhnd or bnhd); dQ accumulates in a
+    # dK, dV laid out as empty_like gives (the input's strides when it is dense, else compact in its
+    # stride order: what op.py returns, no copy), each with its own row view (compact bhnd or bnhd); dQ
+    # accumulates in a
     # contiguous fp32 buffer (a constexpr row stride: see _dq_red_v4), converted into q's layout below
     dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)

@@ -303,7 +303,8 @@ def forward(q, k, v, prob, route=None):
     """q (B, H, N, 128), k, v (B, Hkv, N, 128) fp16/bf16, each contiguous or a (B, N, H, D) transposed
     view (``layout.py``) -> (out (B, H, N, 128), lse (B, H, N) fp32 contiguous), for a call that
     ``dispatch.gluon_rule`` accepts. out is laid out as ``torch.empty_like(q)`` (q's strides when q is
-    dense, e.g. a (B, N, H, D) transposed view; else contiguous), what ``op.py`` returns (no copy).
+    dense, e.g. a (B, N, H, D) transposed view; else compact in q's stride order, e.g. (B, N, H, D) for
+    a packed QKV slice), what ``op.py`` returns (no copy).
     ``route``: the plan (unused here)."""
     B, H, N, D = q.shape
     out = torch.empty_like(q)
