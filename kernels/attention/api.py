@@ -130,7 +130,7 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), or
     ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (B, Hq, Nq)). See the module docstring
     for the masking conventions. ``deterministic=True`` promises bitwise-identical gradients run to
-    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls with Hq = Hkv) add dQ with
+    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls, GQA included) add dQ with
     fp32 reductions (5 instead of 7 N²d products; dQ may differ in its last bits between runs).
     backend: "auto" | "gluon" | "triton" | "torch" (``dispatch.plan`` states the rules; a backend
     that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
