@@ -149,6 +149,13 @@ def _tensor(B, H, n, d, layout, g):
     return torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
 
 
+def _plan_note(q, k, v, causal, deterministic):
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.api import validate
+    route = dispatch.plan(validate(q, k, v, causal=causal, deterministic=deterministic), dispatch.device_of(q))
+    return f"plan {route.forward}/{route.backward} "
+
+
 def _gqa_or_repeated(fn, q, k, v, group):
     """(fn, "") when the SDPA backend takes enable_gqa for these inputs, else (fn on K/V repeated to Hq
     heads inside the timed call, a note saying so)."""
@@ -180,6 +187,8 @@ def bench_one(shape, providers, tokens, width, do_bwd):
         pre = ""
         if Hq != Hkv and name.startswith("sdpa-"):
             fn, pre = _gqa_or_repeated(fn, q, k, v, Hq // Hkv)
+        if name in ("ours", "ours-det"):  # which kernels ran: the router's plan for this call
+            pre = _plan_note(q, k, v, causal, name == "ours-det")
         try:
             with torch.no_grad():
                 err = _ref_err(fn, q, k, v, causal)
@@ -195,7 +204,7 @@ def bench_one(shape, providers, tokens, width, do_bwd):
                 del out
             note = pre
             if base_err is not None and err > 5 * max(base_err, 1e-3):
-                note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}"
+                note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}; {pre}"
             rows.append(Row(d, n, causal, name, flops / fwd_ms * 1e-9, bwd, err, note, **tag))
         except Exception as e:  # a provider that cannot run this shape is reported, not fatal
             rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, f"{type(e).__name__}: {str(e)[:120]}",

@@ -101,7 +101,8 @@ by = {(r["n"], r["causal"], r.get("heads", ""), r.get("layout", "bhnd"), r["prov
 f = lambda x: "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0f}"  # noqa: E731
 q = lambda a, b: "" if not a or not b or math.isnan(a) or math.isnan(b) else f"{a / b:.3f}"  # noqa: E731
 print("\n| d=128 | N | causal | Hq/Hkv | layout | ours fwd | cuDNN fwd | fwd ratio | ours bwd | cuDNN bwd | bwd ratio "
-      "| ours vs bhnd (fwd / bwd) | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| ours vs bhnd (fwd / bwd) | max err vs fp32 (ours / cuDNN) | note |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (n, c, h, lay, prov), r in by.items():
     if prov != "ours":
         continue
@@ -110,7 +111,11 @@ for (n, c, h, lay, prov), r in by.items():
     vs = f"{q(r['fwd_tflops'], base.get('fwd_tflops'))} / {q(r['bwd_tflops'], base.get('bwd_tflops'))}" if base else ""
     print(f"| | {n} | {'yes' if c else 'no'} | {h or '='} | {lay} | {f(r['fwd_tflops'])} | {f(cd.get('fwd_tflops'))} | "
           f"{q(r['fwd_tflops'], cd.get('fwd_tflops'))} | {f(r['bwd_tflops'])} | {f(cd.get('bwd_tflops'))} | "
-          f"{q(r['bwd_tflops'], cd.get('bwd_tflops'))} | {vs} | {(r.get('note') or '')[:80]} {(cd.get('note') or '')[:80]} |")
+          f"{q(r['bwd_tflops'], cd.get('bwd_tflops'))} | {vs} | {r.get('max_err', math.nan):.2e} / "
+          f"{cd.get('max_err', math.nan):.2e} | {(r.get('note') or '')[:80]} {(cd.get('note') or '')[:80]} |")
+    if not r.get("max_err", math.nan) <= 5 * max(cd.get("max_err", math.nan), 1e-3):  # NaN fails too
+        ok = False
+        print(f"  ^ ours' error {r.get('max_err')} is not within 5x cuDNN's {cd.get('max_err')} (or one is missing)")
 print(f"\ngpu_gluon: {'PASSED' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
 PYEOF
