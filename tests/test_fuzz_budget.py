@@ -91,7 +91,9 @@ def _gluon_strategy():
 @given(_gluon_strategy())
 def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
     """Every problem of ``--profile gluon`` is routed to the Gluon kernels on an sm_90 GPU: the
-    validated call of the built problem, in bf16, passes ``dispatch.gluon_rule`` for an H200."""
+    validated call of the built problem, in bf16 and with the leaves the campaign hands the kernel
+    ((B, N, H, D) transposed views under ``noncontig``), plans the Gluon forward and backward for an
+    H200 (the default call, deterministic=False)."""
     import torch
 
     from flashproof.fuzz.problem import build
@@ -100,8 +102,11 @@ def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
 
     p = build(spec)
     q, k, v = (t.to(torch.bfloat16) for t in (p.q, p.k, p.v))
-    prob = validate(q, k, v, causal=spec.causal, window=spec.window, scale=p.scale)
-    assert dispatch.gluon_rule(prob, dispatch.Device("cuda", (9, 0), False, True, True)) is None, spec
+    if spec.noncontig:  # as flashproof/fuzz/checks.py's _leaf builds them
+        q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    prob = validate(q, k, v, causal=spec.causal, window=spec.window, scale=p.scale, requires_grad=True)
+    route = dispatch.plan(prob, dispatch.Device("cuda", (9, 0), False, True, True))
+    assert (route.forward, route.backward) == ("gluon", "gluon"), (spec, route.reasons)
 
 
 def test_gluon_profile_reaches_its_families():
@@ -109,5 +114,7 @@ def test_gluon_profile_reaches_its_families():
     for fam, pred in {"causal": lambda s: s.causal, "huge_logits": lambda s: s.huge_logits > 0,
                       "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q, "late_max": lambda s: s.late_max,
                       "gqa": lambda s: s.heads_q > s.heads_kv, "batch": lambda s: s.batch > 1,
+                      "gqa8": lambda s: s.heads_q == 8 * s.heads_kv, "noncontig": lambda s: s.noncontig,
+                      "noncontig_gqa": lambda s: s.noncontig and s.heads_q > s.heads_kv,
                       "long": lambda s: s.n_q == 1024}.items():
         assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None), random=Random(0))), fam

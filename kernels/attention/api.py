@@ -51,6 +51,7 @@ import torch
 
 from . import dropout as _dropout
 from .dispatch import BACKENDS, TUNINGS
+from .gluon import layout as _layout
 
 __all__ = ["AttnOut", "BlockSparseMask", "AttentionProblem", "attention", "validate", "BUGS"]
 
@@ -92,8 +93,8 @@ class AttentionProblem(NamedTuple):
     pairs are exactly the causal triangle (window (None, 0), no mask, no varlen: Gluon's CAUSAL);
     mask: None or a bool (B|1, Hq|1, Nq, Nk) view; tiles: None or a BlockSparseMask; seqlens: None
     or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device; groups = Hq // Hkv; deterministic;
-    requires_grad: some input needs a gradient; dense_layout: q, k, v contiguous on 16-byte
-    boundaries; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
+    requires_grad: some input needs a gradient; layouts: for q, k, v, the row view a TMA
+    descriptor reads it through in place ("bhnd" | "bnhd", ``gluon/layout.py``) or None; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
     derives once per call (the Triton arguments and block-sparse walk lists), which a backward run
     on the same problem reuses; bias: None or a float (B|1, Hq|1, Nq, Nk) view added to the scaled
     scores (the torch and Triton kernels); dropout: None (no dropout) or the call's ``dropout.Dropout``
@@ -116,7 +117,7 @@ class AttentionProblem(NamedTuple):
     groups: int
     deterministic: bool
     requires_grad: bool
-    dense_layout: bool
+    layouts: tuple
     bugs: frozenset
     backend: str
     tuning: str
@@ -134,7 +135,7 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), or
     ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (B, Hq, Nq)). See the module docstring
     for the masking conventions. ``deterministic=True`` promises bitwise-identical gradients run to
-    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls with Hq = Hkv) add dQ with
+    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls, GQA included) add dQ with
     fp32 reductions (5 instead of 7 N²d products; dQ may differ in its last bits between runs).
     backend: "auto" | "gluon" | "triton" | "torch" (``dispatch.plan`` states the rules; a backend
     that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
@@ -252,10 +253,10 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=
     pure_causal = (left, right) == (None, 0) and mask is None and tiles is None and seqlens is None and bias is None
     if requires_grad is None:
         requires_grad = bias_grad or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
-    dense_layout = check_values and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+    layouts = tuple(_layout.tma_kind(t) for t in (q, k, v)) if check_values else (None,) * 3
     scale = float(scale) if check_values else scale  # a traced front may hold a symbolic default scale
     return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, scale, (left, right), pure_causal, mask, tiles,
-                            seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {},
+                            seqlens, Hq // Hkv, deterministic, requires_grad, layouts, bugs, backend, tuning, {},
                             bias, dropout, bool(bias_grad))
 
 

@@ -13,9 +13,10 @@ Rules (each choice is recorded in ``Plan.reasons``):
 * Dropout (``dropout_p > 0``) runs on the torch and Triton kernels only: the Gluon kernels have no
   dropout in their score loop (``gluon_rule``), so ``auto`` sends such a call to Triton.
 * ``backend="gluon"``: the warp-specialised sm_90 forward (``gluon_rule`` says which calls it takes);
-  its backward is the Gluon one when ``deterministic=False`` and Hq = Hkv. A call it cannot take
-  raises with the rule that failed — also when a gradient is needed and the Gluon backward cannot
-  give it (``deterministic=True`` or GQA): it never runs another kernel in its place.
+  its backward is the Gluon one when ``deterministic=False`` (GQA included: one CTA per KV head's
+  key block loops over the group's query heads). A call it cannot take raises with the rule that
+  failed — also when a gradient is needed and the Gluon backward cannot give it
+  (``deterministic=True``): it never runs another kernel in its place.
 * ``backend="auto"`` (the default): Gluon where ``gluon_rule`` accepts the call (its backward under
   the same condition as above, else the Triton backward), else Triton for CUDA tensors, else torch
   (CPU tensors, float64, triton not installed).
@@ -145,8 +146,10 @@ def gluon_rule(p, d: Device) -> str | None:
         return "dropout: the Gluon kernels generate no dropout bits (torch and Triton do)"
     if p.scale <= 0:
         return f"scale {p.scale} <= 0: the Gluon forward needs a positive scale"
-    if not p.dense_layout:
-        return "layout: the Gluon kernels need contiguous (B, H, N, D) q, k, v on 16-byte boundaries"
+    bad = [name for name, kind in zip("qkv", p.layouts) if kind is None]
+    if bad:
+        return (f"layout of {', '.join(bad)}: the Gluon kernels read q, k, v (B, H, N, D) in place through the rows "
+                "of a (B*H*N, D) or a (B*N, H*D) matrix (last dim contiguous, 16-byte aligned rows and base)")
     return None
 
 
@@ -154,8 +157,6 @@ def gluon_backward_rule(p) -> str | None:
     """None if the Gluon backward computes the gradients of a call the Gluon forward takes."""
     if p.deterministic:
         return "deterministic=True: the Gluon backward adds dQ with atomics (order varies run to run)"
-    if p.Hq != p.Hkv:
-        return f"GQA (Hq={p.Hq}, Hkv={p.Hkv}): the Gluon backward takes Hq = Hkv only"
     return None
 
 

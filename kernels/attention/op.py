@@ -109,8 +109,8 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
                  causal: bool, deterministic: bool, requires_grad: bool, backend: str, tuning: str,
                  bugs: str, dropout_p: float, dropout_seed: Optional[Tensor],
                  bias_grad: bool = False) -> tuple[Tensor, Tensor]:
-    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype,
-    lse (B, Hq, Nq) float32 (float64 for float64 inputs)."""
+    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype and
+    layout (``_like``), lse (B, Hq, Nq) float32 (float64 for float64 inputs), contiguous."""
     out, lse, launch = _forward(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale,
                                 left, right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p,
                                 dropout_seed, bias_grad)
@@ -122,7 +122,25 @@ def _forward(q, k, v, *args):
     """The forward op's body: ``args`` as the schema's after (q, k, v) -> (out, lse, Launch)."""
     prob, route = _problem(q, k, v, *args)
     out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
-    return out.contiguous(), lse.contiguous(), Launch(prob, route)
+    return _laid_out_like(out, q), lse.contiguous(), Launch(prob, route)
+
+
+def _like(x_shape, ref, dtype=None):
+    """An empty tensor of ``x_shape`` laid out as ``torch.empty_like(ref)`` lays ``ref`` out (its strides
+    when ref is dense, e.g. a (B, N, H, D) transposed view; else compact in ref's stride order, e.g.
+    (B, N, H, D) for a slice of a packed QKV buffer, as SDPA's cuDNN path allocates) when the shapes
+    agree, else contiguous: the layout of every result of these ops (out like q, dq/dk/dv like
+    q/k/v), in the real and the fake implementations alike."""
+    if tuple(x_shape) == tuple(ref.shape):
+        return torch.empty_like(ref, dtype=dtype)
+    return ref.new_empty(x_shape, dtype=dtype)
+
+
+def _laid_out_like(x, ref):
+    """``x`` itself when it already has ``_like``'s layout (the Gluon and Triton kernels allocate so),
+    else a copy in it."""
+    want = _like(x.shape, ref, x.dtype)
+    return x if want.stride() == x.stride() else want.copy_(x)
 
 
 def _lse_dtype(q):
@@ -133,7 +151,7 @@ def _lse_dtype(q):
 def _(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left, right, causal,
       deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed, bias_grad=False):
     B, Hq, Nq, _ = q.shape
-    return q.new_empty(B, Hq, Nq, v.shape[3]), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
+    return _like((B, Hq, Nq, v.shape[3]), q), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
 
 
 @torch.library.custom_op("flashproof::attention_backward", mutates_args=())
@@ -158,29 +176,31 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
 
 
 def _backward_kernels(q, k, v, out, lse, dout, dlse, bias, launch):
-    """The backward op's body once the call is validated and planned -> (dq, dk, dv, dbias), contiguous
-    (dbias: like ``bias`` when the call asked for its gradient, else an empty tensor)."""
+    """The backward op's body once the call is validated and planned -> (dq, dk, dv, dbias): the
+    gradients laid out like (q, k, v) (``_like``); dbias like ``bias`` when the call asked for its
+    gradient, else an empty tensor."""
     prob, route = launch
     if route.backward == "none":
         raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
     mod = _kernels("backward", route.backward)
     if not prob.bias_grad:
         dq, dk, dv = mod.backward(q, k, v, out, lse, dout, dlse, prob, route)
-        return dq.contiguous(), dk.contiguous(), dv.contiguous(), q.new_empty(0)
+        return _laid_out_like(dq, q), _laid_out_like(dk, k), _laid_out_like(dv, v), q.new_empty(0)
     # dS, the gradient of the scaled scores (B, Hq, Nq, Nk), written by the torch / Triton backward (the only
     # backends a bias reaches: dispatch.gluon_rule), then summed over the dims the bias broadcasts
     ds = torch.zeros(*q.shape[:3], k.shape[2], dtype=_lse_dtype(q), device=q.device)
     dq, dk, dv = mod.backward(q, k, v, out, lse, dout, dlse, prob, route, ds=ds)
     dims = [i for i in range(4) if prob.bias.shape[i] == 1]
     dbias = ds.sum(dim=dims, keepdim=True) if dims else ds  # (sum over an empty dim list sums everything)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous(), dbias.reshape(bias.shape).to(bias.dtype)
+    return (_laid_out_like(dq, q), _laid_out_like(dk, k), _laid_out_like(dv, v),
+            dbias.reshape(bias.shape).to(bias.dtype))
 
 
 @attention_backward_op.register_fake
 def _(q, k, v, out, lse, dout, dlse, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
       right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed, bias_grad=False):
     dbias = bias.new_empty(bias.shape) if bias_grad else q.new_empty(0)
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), dbias
+    return _like(q.shape, q), _like(k.shape, k), _like(v.shape, v), dbias
 
 
 #: the forward op's arguments after (q, k, v), in schema order
