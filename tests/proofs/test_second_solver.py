@@ -194,6 +194,44 @@ def test_vacuity_raised_in_process_and_satisfiable_hypotheses_pass():
     assert core.QUERY_LOG[1].z3 == "sat"
 
 
+def test_export_is_z3s_own_text():
+    """``smt.smt2_text`` (the fast export every recorded query uses) gives z3's ``to_smt2`` text,
+    with pushed formulas, for an empty solver and for one formula."""
+    from flashproof.proofs.engine.smt import smt2_text
+
+    x, y = z3.Reals("x y")
+    n = z3.Int("n")
+    s = z3.Solver()
+    for k in range(4):
+        s.add(x + k > y * z3.ToReal(n))
+    s.push()
+    s.add(z3.Or(x == 1, y == 2))
+    one = z3.Solver()
+    one.add(x > 1)
+    for solver in (s, z3.Solver(), one):
+        assert smt2_text(solver) == solver.to_smt2()
+
+
+def test_vacuity_checked_once_per_solver_and_still_caught():
+    """A solver asked several goals between push and pop (the kernel obligations' pattern) checks
+    its fixed hypotheses once: one 'hypotheses' query beside every goal; contradictory fixed
+    hypotheses are still caught on the first unsat goal."""
+    x = z3.Real("x")
+    core.QUERY_LOG.clear()
+    s = core.fresh_solver([x > 0, x < 5], CTX)
+    for bound in (6, 7, 8):
+        s.push()
+        s.add(z3.Not(x < bound).translate(s.ctx))
+        assert s.check() == z3.unsat
+        s.pop()
+    assert [q.purpose for q in core.QUERY_LOG] == ["goal", "hypotheses", "goal", "goal"]
+    bad = core.fresh_solver([x > 1, x < 0, x < 5], CTX)
+    bad.push()
+    bad.add(z3.Not(x == 7).translate(bad.ctx))
+    with pytest.raises(core.VacuousHypotheses):
+        bad.check()
+
+
 def test_real_obligation_agrees(tmp_path):
     """One real obligation and its control through the full path (cvc5 on the reference's merge)."""
     from flashproof.proofs.engine.discover import collect

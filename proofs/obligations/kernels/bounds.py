@@ -279,9 +279,8 @@ class _Prover:
     def __init__(self, ctx):
         self.ctx, self.memo, self.n, self.solvers = ctx, {}, 0, {}
 
-    def _ask(self, part, premise, base, path):
-        bkey = tuple(h.get_id() for h in base)
-        key = (bkey, part.get_id(), premise.get_id(), tuple(h.get_id() for h in path))
+    def _ask(self, part, premise, base, path, bkey, pkey):
+        key = (bkey, part.get_id(), premise.get_id(), pkey)
         if key in self.memo:
             return self.memo[key]
         if bkey not in self.solvers:
@@ -303,8 +302,9 @@ class _Prover:
         return out
 
     def prove(self, claim, premise, base, path, where):
+        bkey, pkey = tuple(h.get_id() for h in base), tuple(h.get_id() for h in path)
         for part in _conjuncts(claim):
-            out = self._ask(part, premise, base, path)
+            out = self._ask(part, premise, base, path, bkey, pkey)
             if out.status != "proved":
                 return _fail(out, f"{where}: {part.sexpr()[:200]}")
         return None
