@@ -99,7 +99,7 @@ def _line(rec: dict, k: int, n: int) -> str:
         extra = f" (counterexample {cx[:70]}{'…' if len(cx) > 70 else ''})"
     elif not rec["ok"] and rec["detail"]:
         extra = f" ({rec['detail'][:90]})"
-    cached = " cached" if rec.get("cached") else ""
+    cached = f" cached from run {rec.get('cached_from')}" if rec.get("cached") else ""
     return f"[{k:>3}/{n}] {mark} {st:<8} {rec['seconds']:7.2f}s{cached}  {rec['obligation']}{extra}"
 
 

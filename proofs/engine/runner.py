@@ -16,6 +16,7 @@ otherwise, "no SMT" without z3 queries) and ``disagreements`` (which make the re
 """
 from __future__ import annotations
 
+import datetime as _dt
 import gc
 import multiprocessing as mp
 import time
@@ -107,8 +108,11 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
 
 
 def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, deep: bool, key: str,
-                cached: bool = False, queries: list | None = None, verdicts: list | None = None) -> dict:
-    """The JSON record of one run (see ``docs/proofs.md`` for the schema)."""
+                cached: bool = False, queries: list | None = None, verdicts: list | None = None,
+                cpu_seconds: float | None = None) -> dict:
+    """The JSON record of one run (see ``docs/proofs.md`` for the schema). ``seconds`` is the
+    obligation's wall time in its worker, ``cpu_seconds`` that worker's CPU time (None when it was
+    killed): on a shared machine the wall time grows with the load, the CPU time much less."""
     vers = cache.versions()
     solver = out.solver or ob.solver
     queries = list(queries or [])
@@ -136,6 +140,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
         "bounds": bounds,
         "deep": deep,
         "seconds": round(seconds, 4),
+        "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 4),
         "counterexample": out.counterexample,
         "witness": out.witness,
         "detail": detail,
@@ -147,6 +152,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
         "disagreements": disagreements,
         "content_hash": key,
         "cached": cached,
+        "cached_from": None,
         "command": command_for(ob.id, deep),
         "module": ob.module,
     }
@@ -159,7 +165,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
 
 def _child(conn, ob: Obligation, ctx: Context) -> None:
     core.QUERY_LOG.clear()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         out = ob.fn(ctx)
         if not isinstance(out, Outcome):
@@ -174,10 +180,11 @@ def _child(conn, ob: Obligation, ctx: Context) -> None:
         tb = traceback.format_exc(limit=4).strip().splitlines()
         out = Outcome("error", detail=f"{type(e).__name__}: {e} | " + " / ".join(tb[-3:]))
     queries = [tuple(q) for q in core.QUERY_LOG]
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     try:
-        conn.send((out, time.perf_counter() - t0, queries))
+        conn.send((out, secs, cpu, queries))
     except Exception as e:  # noqa: BLE001 — e.g. an unpicklable counterexample
-        conn.send((Outcome("error", detail=f"result not transferable: {e}"), time.perf_counter() - t0, queries))
+        conn.send((Outcome("error", detail=f"result not transferable: {e}"), secs, cpu, queries))
     conn.close()
 
 
@@ -203,19 +210,22 @@ def _cross_child(conn, texts: list, timeout: float) -> None:
 def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: float = 30.0, deep: bool = False,
             force: bool = False, cache_dir: Path | None = cache.DEFAULT_DIR, cross_check: bool = False,
             progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """Run ``obs`` (controls already resolved) and return their records."""
+    """Run ``obs`` (controls already resolved) and return their records. A record taken from the
+    cache says so (``cached``) and names the run that computed it (``cached_from``: that run's
+    start, UTC); a record computed now has ``cached_from`` None."""
     ctx_mp = mp.get_context("fork")
     records: list[dict] = []
     durations: dict = {}
+    run_started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
     def done(rec):
         records.append(rec)
         if cache_dir is not None and _cacheable(rec):
-            cache.store(cache_dir, rec["content_hash"], rec)
+            cache.store(cache_dir, rec["content_hash"], dict(rec, cached_from=run_started))
         if progress:
             progress(rec)
 
-    queue = []  # jobs: ("ob", ob, bounds, key) or ("cross", ob, bounds, key, out, secs, queries)
+    queue = []  # jobs: ("ob", ob, bounds, key) or ("cross", ob, bounds, key, out, secs, queries, cpu)
     for ob in obs:
         bounds = ob.deep_bounds if deep else ob.bounds
         key = cache.content_hash(ob, bounds=bounds, base=all_obs.get(ob.of) if ob.of else None,
@@ -223,6 +233,7 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
         hit = None if (force or cache_dir is None) else cache.load(cache_dir, key)
         if hit is not None and hit.get("obligation") == ob.id:
             hit["cached"] = True
+            hit.setdefault("cached_from", "an earlier run (before runs were named)")
             records.append(hit)
             if progress:
                 progress(hit)
@@ -242,7 +253,7 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
             parent, child = ctx_mp.Pipe(duplex=False)
             if job[0] == "ob":
                 _, ob, bounds, key = job
-                ctx = Context(dict(bounds), int(timeout * 1000), deep)
+                ctx = Context(dict(bounds), int(timeout * 1000), deep, record_text=cross_check)
                 proc = ctx_mp.Process(target=_child, args=(child, ob, ctx), daemon=True)
                 state = {"job": job, "proc": proc, "t0": time.perf_counter()}
             else:
@@ -263,18 +274,18 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
                 running.pop(conn)
                 _, ob, bounds, key = job
                 try:
-                    out, secs, queries = conn.recv()
+                    out, secs, cpu, queries = conn.recv()
                 except (EOFError, OSError):
                     proc.join(1)
-                    out, secs, queries = (Outcome("error", detail=f"worker died (exit code {proc.exitcode})"),
-                                          time.perf_counter() - state["t0"], [])
+                    out, secs, cpu, queries = (Outcome("error", detail=f"worker died (exit code {proc.exitcode})"),
+                                               time.perf_counter() - state["t0"], None, [])
                 proc.join(5)
                 durations[ob.id] = secs
                 if cross_check and queries:
-                    queue.insert(0, ("cross", ob, bounds, key, out, secs, queries))
+                    queue.insert(0, ("cross", ob, bounds, key, out, secs, queries, cpu))
                 else:
                     done(make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries,
-                                     verdicts=None if not cross_check else []))
+                                     verdicts=None if not cross_check else [], cpu_seconds=cpu))
                 continue
             finished = False
             try:
@@ -310,10 +321,11 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
 
 
 def _cross_record(state: dict, deep: bool) -> dict:
-    _, ob, bounds, key, out, secs, queries = state["job"]
+    _, ob, bounds, key, out, secs, queries, cpu = state["job"]
     index = {t: i for i, t in enumerate(state["texts"])}
     verdicts = [state["got"].get(index[q[0]]) for q in queries]
-    return make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries, verdicts=verdicts)
+    return make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries, verdicts=verdicts,
+                       cpu_seconds=cpu)
 
 
 def _cacheable(rec: dict) -> bool:

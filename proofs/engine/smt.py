@@ -4,8 +4,9 @@
 holding ``formulas``: the last is the goal (a negated claim, or an existential formula), the others
 are the hypotheses. Its ``check()``
 
-* records the query — z3's SMT-LIB export, z3's answer and time — in ``core.QUERY_LOG``, from
-  which the runner gives the same text to the second solver (``engine.second``);
+* records the query — z3's SMT-LIB export (when ``record_text``: the runner asks for it exactly
+  when a second solver will read it), z3's answer and time — in ``core.QUERY_LOG``, from which the
+  runner gives the same text to the second solver (``engine.second``);
 * when z3 answers unsat, checks that the hypotheses are satisfiable, together with the antecedent
   of a claim that is an implication (or of each implication of a claim that is a conjunction):
   an unsatisfiable set raises ``core.VacuousHypotheses`` (the query would "prove" anything), an
@@ -62,13 +63,14 @@ class CheckedSolver(z3.Solver):
     """See the module docstring. ``check()`` takes no assumptions: the recorded text must be the
     whole query."""
 
-    def __init__(self, formulas, *, timeout_ms: int, logic: str | None = None):
+    def __init__(self, formulas, *, timeout_ms: int, logic: str | None = None, record_text: bool = True):
         c = z3.Context()
         raw = z3.Z3_mk_solver_for_logic(c.ref(), z3.to_symbol(logic, c)) if logic else None
         super().__init__(solver=raw, ctx=c)
         self.set("timeout", int(timeout_ms))
         self._timeout_ms = int(timeout_ms)
         self._logic = logic
+        self._record_text = record_text
         fs = [f.translate(c) if isinstance(f, z3.ExprRef) else z3.BoolVal(bool(f), ctx=c) for f in formulas]
         self.hypotheses = fs[:-1]
         self.goal = fs[-1] if fs else None
@@ -81,7 +83,8 @@ class CheckedSolver(z3.Solver):
             raise TypeError("CheckedSolver.check() takes no assumptions; add them as formulas instead")
         t0 = time.perf_counter()
         r = super().check()
-        core.QUERY_LOG.append(core.Query(smt2_text(self), str(r), time.perf_counter() - t0, "goal"))
+        secs = time.perf_counter() - t0
+        core.QUERY_LOG.append(core.Query(smt2_text(self) if self._record_text else None, str(r), secs, "goal"))
         if r == z3.unsat and not self._vacuity_done:
             self._not_vacuous()
             self._vacuity_done = True

@@ -112,7 +112,7 @@ def _md(doc: dict) -> str:
     for r in doc["obligations"]:
         b = ", ".join(f"{k}={v}" for k, v in r["bounds"].items()) or "—"
         lines.append(f"| {r['obligation']} | {r['kind']} | {r.get('role', '—')} | {r.get('scope', '—')} | "
-                     f"{r['status']} | {r['expected']} | {'yes' if r['ok'] else '**NO**'} | {_solvers_cell(r)} | "
+                     f"{r['status']}{_cached(r)} | {r['expected']} | {'yes' if r['ok'] else '**NO**'} | {_solvers_cell(r)} | "
                      f"{b} | {r['seconds']} |")
     bad = [r for r in doc["obligations"] if not r["ok"]]
     if bad:
@@ -131,6 +131,10 @@ def _solver_line(x: dict, cross_check: bool) -> str:
             f"verdict on every query ({x['agreement_rate']:.1%}); {x['disagreements']} disagreements; controls "
             f"refuted by both: {x['controls_refuted_by_both']}/{x['z3_controls']}. One solver: "
             + (", ".join(x["one_solver_ids"]) or "none") + ".")
+
+
+def _cached(r: dict) -> str:
+    return f" (cached from run {r.get('cached_from')})" if r.get("cached") else ""
 
 
 def _solvers_cell(r: dict) -> str:
