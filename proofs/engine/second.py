@@ -15,8 +15,10 @@ the solver's name and version. Which solver decides is a function of the query a
   answers ``unknown``, its default strategy with the rest of the time.
 
 z3's export is valid SMT-LIB except that it writes ``+``, ``*``, ``and``, ``or`` with a single
-argument where SMT-LIB wants two or more; ``_one_arg`` rewrites ``(op x)`` to ``x`` (the same
-value) and nothing else. Options change only completeness, never soundness.
+argument where SMT-LIB wants two or more, and an empty conjunction or disjunction as the bare
+symbol ``and`` / ``or``; ``_one_arg`` rewrites ``(op x)`` to ``x`` (the same value), a bare ``and``
+to ``true`` and a bare ``or`` to ``false`` (z3's values of the empty ones), and nothing else.
+Options change only completeness, never soundness.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from typing import NamedTuple
 __all__ = ["Verdict", "decide", "versions", "is_fp"]
 
 _VARIADIC = {"+", "*", "and", "or"}
+_EMPTY = {"and": "true", "or": "false"}
 _TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|;[^\n]*|[()]|[^\s()|";]+')
 #: the cvc5 coverings pass gets this share of a query's time limit before the default strategy
 _COVERINGS_MS = 3000
@@ -72,8 +75,9 @@ def is_fp(smt2: str) -> bool:
 
 
 def _one_arg(smt2: str) -> str:
-    """Drop ``(check-sat)`` and rewrite ``(op x)`` to ``x`` for op in + * and or (z3 writes them
-    for one-element sums, products and conjunctions)."""
+    """Drop ``(check-sat)``, rewrite ``(op x)`` to ``x`` for op in + * and or (z3 writes them for
+    one-element sums, products and conjunctions) and a bare ``and``/``or`` (z3's empty
+    conjunction/disjunction) to ``true``/``false``."""
     out: list = []          # output tokens
     stack: list = []        # per open paren: index of "(" in out
     for tok in _TOKEN.findall(smt2):
@@ -89,6 +93,8 @@ def _one_arg(smt2: str) -> str:
                 out[start:] = inner[1:]
             else:
                 out.append(tok)
+        elif tok in _EMPTY and not (out and out[-1] == "("):
+            out.append(_EMPTY[tok])  # z3 prints And() / Or() of no arguments as the bare operator
         else:
             out.append(tok)
     text = " ".join(out)

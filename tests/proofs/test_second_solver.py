@@ -30,6 +30,18 @@ def test_one_argument_operators_become_their_argument():
     assert "( * x y )" in text  # a product of two stays
 
 
+def test_empty_conjunction_and_disjunction_become_true_and_false():
+    """z3 exports And() / Or() of no arguments as the bare symbols ``and`` / ``or`` (KER-TILES-PLAN
+    builds them); they are read as z3's values, true and false, and the query decides as z3 does."""
+    x = z3.Bool("x")
+    text = second._one_arg(_smt2(z3.And(x, z3.And([]), z3.Not(z3.Or([])))))
+    assert "( and x true ( not false ) )" in text
+    assert second.decide(_smt2(z3.And(x, z3.And([]))), 10_000).status == "sat"
+    assert second.decide(_smt2(z3.And(x, z3.Or([]))), 10_000).status == "unsat"
+    # a constant that z3 names "and" is exported unquoted (not SMT-LIB): an error, never a verdict
+    assert second.decide(_smt2(z3.Bool("and") == x), 10_000).status == "error"
+
+
 def test_rewrite_keeps_quoted_symbols():
     a = z3.Real("a(b) c")
     text = second._one_arg(_smt2(z3.Sum([a]) > 0))
