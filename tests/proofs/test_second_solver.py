@@ -185,6 +185,35 @@ def test_a_disagreeing_second_solver_fails_the_record(tmp_path, monkeypatch):
     assert "SOLVERS DISAGREE" in rec["detail"]
 
 
+def test_a_hanging_second_solver_is_killed_and_reported_as_timeout(tmp_path, monkeypatch):
+    """The second solver's job has ``timeout`` seconds of its own CPU time; one that hangs without
+    using CPU is killed after CROSS_WALL_FACTOR × timeout of wall time, its verdicts read
+    'timeout', the record is "one solver" and z3's result stands."""
+    import time
+
+    m = _module(tmp_path, "fp_second_h")
+    monkeypatch.setattr(second, "decide", lambda text, ms: time.sleep(300))
+    t0 = time.perf_counter()
+    recs = runner.execute([_ob("L", _lemma, m)], all_obs={}, jobs=1, timeout=1.0, cache_dir=None, cross_check=True)
+    assert time.perf_counter() - t0 < 60  # killed, not waited for
+    rec = recs[0]
+    assert rec["status"] == "proved" and rec["ok"] and rec["trust"] == "one solver"
+    assert rec["solvers"][1]["status"] == "timeout"
+
+
+def test_integer_queries_go_through_the_portfolio():
+    """An integer query is decided by the first cvc5 configuration that answers; the detail names
+    it and the logic; the logic of a query is read off its sorts."""
+    n, b = z3.Ints("n b")
+    v = second.decide(_smt2(n >= 1, b >= 1, n * b < n), 10_000)
+    assert v.status == "unsat" and v.detail == "default (ALL)"
+    x = z3.Real("x")
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    assert [second.logic_of(second._one_arg(_smt2(*q))) for q in
+            ([n * b > 1], [x * x > 1], [f(n) > 1], [n > 1, x > 1], [z3.ForAll([n], n * b >= 0)])] == \
+        ["QF_NIA", "QF_NRA", "QF_UFNIA", "QF_NIRA", "ALL"]
+
+
 def test_contradictory_hypotheses_are_vacuous_and_fail(tmp_path):
     """The vacuity control: planted contradictory hypotheses, and a contradictory antecedent, are
     reported as vacuous (not proved) by the runner, and the second solver agrees they are unsat."""
