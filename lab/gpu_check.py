@@ -262,8 +262,8 @@ def main(argv=None) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("gpu_check --smoke: set TRITON_INTERPRET=1 (the Triton kernels then run in the interpreter)")
             return 2
-        from flashproof.fuzz.interpreter_shim import numpy_2_4_shim
-        numpy_2_4_shim()
+        from flashproof.fuzz.interpreter_shim import apply as apply_interpreter_shims
+        apply_interpreter_shims()
         DEVICE, args.fuzz_budget = "cpu", 0
         CASES = [(c, (s[0], s[1], s[2], max(s[3] // 16, 1), max(s[4] // 16, 1), s[5], s[6]),
                   {**o, **({"lens": ([x // 16 for x in o["lens"][0]], [x // 16 for x in o["lens"][1]])} if "lens" in o else {}),

@@ -169,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
     if device == "cpu":
         torch.set_num_threads(args.threads)
         from flashproof.kernels.interpreter import interpreting
-        if interpreting():  # Triton kernels run in the interpreter: apply its numpy >= 2.4 workaround
-            from .interpreter_shim import numpy_2_4_shim
-            numpy_2_4_shim()
+        if interpreting():  # Triton kernels run in the interpreter: apply its workarounds (interpreter_shim)
+            from .interpreter_shim import apply as apply_interpreter_shims
+            apply_interpreter_shims()
     targets.set_tuning("autotune" if args.all_configs else "first")  # one configuration per launch key unless asked
     jobs = [("kernel", t) for t in plan["kernels"]] + [("sampler", s) for s in plan["samplers"]]
     t_end = None if args.seconds is None else time.monotonic() + args.seconds

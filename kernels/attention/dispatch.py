@@ -18,8 +18,11 @@ Rules (each choice is recorded in ``Plan.reasons``):
   give it (``deterministic=True`` or GQA): it never runs another kernel in its place.
 * ``backend="auto"`` (the default): Gluon where ``gluon_rule`` accepts the call (its backward under
   the same condition as above, else the Triton backward), else Triton for CUDA tensors, else torch
-  (CPU tensors, float64, triton not installed, or an additive float bias: the Triton and Gluon
-  kernels take boolean masks only, and a bias of 0 / −inf entries arrives here as one).
+  (CPU tensors, float64, triton not installed).
+* An additive float bias (a float ``attn_mask`` with values other than 0 and −inf; one of 0 / −inf
+  entries arrives here as a boolean mask) runs on the torch and Triton kernels (the Triton kernels
+  load a bias tile per score tile, broadcast dims by stride 0), never on Gluon (``gluon_rule``). Both
+  backwards also give the bias's gradient when it requires one (so no rule routes on it).
 * The Triton forward folds the softmax scale into one FMA per interior score (``Plan.fma``) when the
   scale is positive and the inputs are fp16/bf16 (fp32 keeps the exact-order ``ieee`` products).
 * ``tuning``: ``"autotune"`` (the default) lets Triton's autotuner time every configuration of a new
@@ -117,8 +120,6 @@ def triton_rule(p, d: Device) -> str | None:
     if p.dtype not in TRITON_DTYPES:
         return (f"dtype {p.dtype} is not supported by the Triton kernels "
                 f"(supported: {', '.join(str(t) for t in TRITON_DTYPES)})")
-    if p.bias is not None:
-        return "an additive float bias with values other than 0 and -inf: only the torch kernels add one"
     return None
 
 
@@ -134,8 +135,8 @@ def gluon_rule(p, d: Device) -> str | None:
         return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {GLUON_HEAD_DIM}"
     if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
         return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
-    if p.mask is not None or p.tiles is not None or p.seqlens is not None:
-        return "mask / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
+    if p.mask is not None or p.tiles is not None or p.seqlens is not None or p.bias is not None:
+        return "mask / bias / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
     if p.window not in ((None, None), (None, 0)):
         return f"window {p.window}: the Gluon kernels take no window (causal only)"
     if p.bugs:

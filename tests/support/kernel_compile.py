@@ -11,7 +11,7 @@ import torch
 
 _INT_PTRS = {f"{n}_{x}" for n in ("KV", "Q") for x in ("NUM", "IDX")} | {"CU_Q", "CU_K"}
 _DATA_PTRS = {"Q", "K", "V", "DO", "DK", "DQ", "O"}
-_F32_PTRS = {"LSE", "DELTA", "DLSE"}
+_F32_PTRS = {"LSE", "DELTA", "DLSE", "DS"}
 #: the arguments each kernel takes as tensor descriptors when USE_DESC (the Triton host's launches)
 _STREAMED = {"attn_fwd": ("Q", "K", "V"), "attn_bwd_dkdv": ("Q", "DO"), "attn_bwd_dq": ("K", "V")}
 
@@ -34,7 +34,7 @@ def _signature(fn, dt, consts):
         elif consts.get("USE_DESC") and "USE_DESC" in names and n in _STREAMED[fn.__name__]:
             rows, cols = _DESC_BLOCKS[n]  # 4-D TMA descriptors, blocks as the pre-hook sets them
             sig[n] = f"tensordesc<{dt}[1, 1, {consts[rows]}, {consts[cols]}]>"
-        elif n in _DATA_PTRS or (n == "DV" and fn.__name__ == "attn_bwd_dkdv"):
+        elif n in _DATA_PTRS or n == "BIAS" or (n == "DV" and fn.__name__ == "attn_bwd_dkdv"):
             sig[n] = f"*{dt}"
         elif n in ("qk_scale", "sm_scale", "drop_scale"):
             sig[n] = "fp32"
@@ -47,13 +47,17 @@ def _signature(fn, dt, consts):
 
 BASE = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=64, BLOCK_DV=64, IS_VARLEN=False, HAS_LEFT=False, HAS_RIGHT=True,
             HAS_MASK=False, HAS_TILES=False, TILE_Q=0, TILE_K=0, GQA_MAP=False, NO_ALPHA=False, NO_MAX=False,
-            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, DROPOUT=False)
+            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, DROPOUT=False,
+            HAS_BIAS=False, WRITE_DS=False)
 VARIANTS = {
     "plain": {},
     "descriptors_d128": dict(USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "descriptors_tiles": dict(USE_DESC=True, HAS_TILES=True, TILE_Q=128, TILE_K=128, BLOCK_D=128, BLOCK_DV=64),
     "dropout_descriptors_d128": dict(DROPOUT=True, USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "dropout_varlen_window_mask": dict(DROPOUT=True, IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True),
+    "bias_descriptors_d128": dict(HAS_BIAS=True, USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
+    "bias_dropout_varlen_window_mask": dict(HAS_BIAS=True, WRITE_DS=True, DROPOUT=True, IS_VARLEN=True, HAS_LEFT=True,
+                                            HAS_MASK=True),
     "varlen_window_mask_tiles": dict(IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True, HAS_TILES=True, TILE_Q=64,
                                      TILE_K=64, BLOCK_D=32, BLOCK_DV=128),
 }
