@@ -107,6 +107,12 @@ def to_paged(k, page, *, seed):
 
 # ------------------------------------------------------------------------------------- check
 
+def _larger(a: dict, b: dict) -> dict:
+    """The entrywise larger of two ``tolerance.magnitudes`` results (nested dicts, such as the proved
+    rule's ``bound_inputs``, entrywise too: the bound of the request with the larger magnitude)."""
+    return {x: _larger(a[x], b[x]) if isinstance(a[x], dict) else max(a[x], b[x]) for x in a}
+
+
 def reference(q, k, v, lengths, *, causal, window, scale):
     """The dense formula per request, in float64 and (the tolerance rule's baseline) in bf16, on the
     positions each request may read: out (B, Hq, Nq, D), lse (B, Hq, Nq), the magnitudes M_T."""
@@ -134,7 +140,7 @@ def reference(q, k, v, lengths, *, causal, window, scale):
         for n, t in (("out", o), ("lse", s), ("b_out", bo), ("b_lse", bs)):
             res[n].append(t.reshape(Hq, Nq, *t.shape[3:]))
         m = magnitudes(qb.double(), kb.double(), vb.double(), torch.zeros(1), s, scale)
-        mags = m if mags is None else {x: max(mags[x], m[x]) for x in m}
+        mags = m if mags is None else _larger(mags, m)
     return {n: torch.stack(t).cpu() for n, t in res.items()}, mags
 
 

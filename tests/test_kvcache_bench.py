@@ -80,3 +80,17 @@ def test_targets_count_what_the_issue_asks(capsys):
     out = capsys.readouterr().out
     assert ("ours >= cuDNN at 1 of 3 shapes; >= 85 % of copy bandwidth at 1 of 2 shapes with Nk >= 8k; "
             "paged within 5 % of contiguous at 1 of 3") in out
+
+
+def test_reference_over_several_requests(monkeypatch):
+    """``reference`` over requests of different lengths combines each request's magnitudes (the proved
+    rule's nested ``bound_inputs`` included) into one dict; its outputs agree with the dense oracle."""
+    monkeypatch.setattr(bench, "DEV", "cpu")
+    g = torch.Generator().manual_seed(0)
+    B, Hq, Hkv, Nq, n_max, D = 2, 4, 2, 2, 9, 8
+    q = torch.randn(B, Hq, Nq, D, generator=g)
+    k = torch.randn(B, Hkv, n_max, D, generator=g)
+    v = torch.randn(B, Hkv, n_max, D, generator=g)
+    ref, mags = bench.reference(q, k, v, [3, 9], causal=True, window=None, scale=D ** -0.5)
+    assert ref["out"].shape == (B, Hq, Nq, D)
+    assert mags["bound_inputs"]["n_k"] == 9 and mags["out"] == max(v[0, :, :3].abs().max(), v[1].abs().max())
