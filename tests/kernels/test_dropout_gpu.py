@@ -37,9 +37,16 @@ def test_compiled_bits_are_dropout_mask(seed, p):
     assert torch.equal(on_gpu.cpu(), dropout_mask(seed, p, (B, Hq, Nq, Nk)))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"])
-@pytest.mark.parametrize("backend", ["triton", "torch"])
-@pytest.mark.parametrize("case", DROP_CASES, ids=ids(DROP_CASES))
+#: (case, backend, dtype): every case on Triton in bf16, fp32 and fp16 on one, torch on two. Each distinct
+#: launch (features × dtype) compiles four Triton kernels: the full product timed out at 165 s on a shared H200
+_BF16, _F32, _F16 = torch.bfloat16, torch.float32, torch.float16
+CUDA_RUNS = ([(c, "triton", _BF16) for c in DROP_CASES]
+             + [(DROP_CASES[1], "triton", _F32), (DROP_CASES[1], "triton", _F16)]
+             + [(DROP_CASES[0], "torch", _BF16), (DROP_CASES[3], "torch", _F32)])
+
+
+@pytest.mark.parametrize("case, backend, dtype", CUDA_RUNS,
+                         ids=[f"{c.id}-{b}-{str(d).split('.')[-1]}" for c, b, d in CUDA_RUNS])
 def test_cuda_dropout_meets_the_reference_with_the_same_bits(case, backend, dtype):
     bad = run_and_judge(case, dtype, backend, 0.3, 1234, device="cuda")
     assert not bad, failures(f"{case.id} {dtype} {backend} cuda", bad)
