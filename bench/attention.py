@@ -3,11 +3,14 @@ Triton; autotuned) against SDPA's flash, cuDNN and efficient
 backends and FlexAttention (compiled), in one run, on one GPU.
 
 Problem family (the anchors of DESIGN.md): bf16, batch·seqlen = 16k tokens, model width 2048, so
-B = 16384 / N and H = 2048 / d. FLOPs: 4·B·H·N²·d, halved when causal; the backward counts
-2.5× the forward. Times are medians of ``triton.testing.do_bench``. Before timing, every
-provider's forward on the timed inputs is compared with SDPA's math backend in float32 on the
-first (batch, head) slice; a provider whose error is > 5× the bf16 SDPA-flash error is reported
-as wrong instead of timed.
+B = 16384 / N and H = 2048 / d. Standard rows beside the anchors (issue 17): GQA as current models
+use it (Hq / Hkv = 32 / 8 and 64 / 8, d = 128, causal, N = 8k and 16k; B = 16384 / N) and
+(B, N, H, D) inputs (q, k, v and dO as transposed views of (B, N, H, D) tensors, what a fused QKV
+projection gives; d = 128, N = 8k) next to the same shape contiguous. FLOPs: 4·B·Hq·N²·d, halved
+when causal; the backward counts 2.5× the forward. Times are medians of ``triton.testing.do_bench``.
+Before timing, every provider's forward on the timed inputs is compared with SDPA's math backend in
+float32 on the first (batch, head) slice; a provider whose error is > 5× the bf16 SDPA-flash error
+is reported as wrong instead of timed.
 """
 from __future__ import annotations
 
@@ -20,9 +23,26 @@ from typing import NamedTuple
 
 import torch
 
+class Shape(NamedTuple):
+    """One bench problem: head dim, length, causal; heads (Hq, Hkv), None for the width rule (Hq = Hkv =
+    width / d); layout "bhnd" (contiguous (B, H, N, D)) or "bnhd" (transposed (B, N, H, D) views)."""
+
+    d: int
+    n: int
+    causal: bool
+    heads: tuple | None = None
+    layout: str = "bhnd"
+
+
 #: the anchor rows of issue 7 (d = 128: N = 4k, 8k non-causal, 8k causal; d = 64: 8k) inside the grid
 #: the plot needs: N = 4k / 8k / 16k for each (d, causal) drawn
-ANCHORS = [(d, n, c) for d, c in ((128, False), (128, True), (64, False)) for n in (4096, 8192, 16384)]
+ANCHORS = [Shape(d, n, c) for d, c in ((128, False), (128, True), (64, False)) for n in (4096, 8192, 16384)]
+#: issue 17's standard rows: GQA (Hq / Hkv = 4 and 8, causal) and (B, N, H, D) inputs (their contiguous
+#: twins are anchors: 128:8192 causal and not)
+GQA = [Shape(128, n, True, (hq, 8)) for hq in (32, 64) for n in (8192, 16384)]
+STRIDED = [Shape(128, 8192, c, None, "bnhd") for c in (False, True)]
+STANDARD = ANCHORS + GQA + STRIDED
+LAYOUTS = ("bhnd", "bnhd")
 #: "ours": the default call (backend="auto", deterministic=False: on sm_90 the Gluon kernels for the dense
 #: d = 128 shapes, with the backward's dQ by fp32 vector reductions, 5 N²d products; else Triton);
 #: "ours-det": deterministic=True (the Triton two-kernel backward, bitwise reproducible, 7 products)
@@ -38,12 +58,15 @@ class Row(NamedTuple):
     bwd_tflops: float
     max_err: float
     note: str
+    heads: str = ""  # "Hq/Hkv" of a GQA row, "" for the width rule
+    layout: str = "bhnd"
 
 
 def add_arguments(p):
     p.add_argument("--out", default="out/bench", help="folder for bench.json, bench.md and bench.png")
     p.add_argument("--shapes", default=None,
-                   help="d:N:causal triples, comma-separated (default: the DESIGN.md anchors), e.g. 128:4096:0")
+                   help="d:N:causal[:Hq/Hkv][:bnhd], comma-separated (default: the DESIGN.md anchors, then the "
+                        "GQA and (B, N, H, D) rows), e.g. 128:4096:0,128:8192:1:64/8,128:8192:0:bnhd")
     p.add_argument("--providers", default=",".join(PROVIDERS), help=f"subset of {','.join(PROVIDERS)}")
     p.add_argument("--tokens", type=int, default=16384, help="batch x seqlen")
     p.add_argument("--width", type=int, default=2048, help="heads x head dim")
@@ -56,16 +79,27 @@ def add_arguments(p):
 
 def _shapes(spec):
     if not spec:
-        return ANCHORS
+        return STANDARD
     out = []
     for item in spec.split(","):
-        d, n, c = item.split(":")
-        out.append((int(d), int(n), c in ("1", "true", "yes", "causal")))
+        d, n, c, *extra = item.split(":")
+        heads, layout = None, "bhnd"
+        for e in extra:
+            if e in LAYOUTS:
+                layout = e
+            elif "/" in e:
+                hq, hkv = (int(x) for x in e.split("/"))
+                if hkv < 1 or hq % hkv:
+                    raise ValueError(f"shape {item!r}: heads Hq/Hkv need Hq a multiple of Hkv >= 1, got {e!r}")
+                heads = (hq, hkv)
+            else:
+                raise ValueError(f"shape {item!r}: expected d:N:causal[:Hq/Hkv][:bhnd|bnhd], got the field {e!r}")
+        out.append(Shape(int(d), int(n), c in ("1", "true", "yes", "causal"), heads, layout))
     return out
 
 
-def _provider(name, causal, n):
-    """A callable (q, k, v) -> out, or a reason string when unavailable."""
+def _provider(name, causal, n, gqa=False):
+    """A callable (q, k, v) -> out, or a reason string when unavailable (``gqa``: Hq > Hkv)."""
     F = torch.nn.functional
     if name in ("ours", "ours-det"):
         from flashproof.kernels import attention
@@ -78,7 +112,7 @@ def _provider(name, causal, n):
 
         def run(q, k, v):
             with sdpa_kernel([backend]):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
         return run
     if name == "flex":
         try:
@@ -96,7 +130,7 @@ def _provider(name, causal, n):
         bm = None
         if causal:
             bm = create_block_mask(lambda b, h, qi, kv: qi >= kv, None, None, n, n, device="cuda")
-        return lambda q, k, v: compiled(q, k, v, block_mask=bm)
+        return lambda q, k, v: compiled(q, k, v, block_mask=bm, enable_gqa=gqa)
     raise ValueError(f"unknown provider {name!r}")
 
 
@@ -108,20 +142,53 @@ def _ref_err(fn, q, k, v, causal):
     return (out - ref).abs().max().item()
 
 
-def bench_one(d, n, causal, providers, tokens, width, do_bwd):
+def _tensor(B, H, n, d, layout, g):
+    """A (B, H, n, d) bf16 tensor: contiguous, or ("bnhd") a transposed view of a (B, n, H, d) one."""
+    if layout == "bnhd":
+        return torch.randn(B, n, H, d, device="cuda", dtype=torch.bfloat16, generator=g).transpose(1, 2)
+    return torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
+
+
+def _plan_note(q, k, v, causal, deterministic):
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.api import validate
+    route = dispatch.plan(validate(q, k, v, causal=causal, deterministic=deterministic), dispatch.device_of(q))
+    return f"plan {route.forward}/{route.backward} "
+
+
+def _gqa_or_repeated(fn, q, k, v, group):
+    """(fn, "") when the SDPA backend takes enable_gqa for these inputs, else (fn on K/V repeated to Hq
+    heads inside the timed call, a note saying so)."""
+    try:
+        with torch.no_grad():
+            fn(q, k, v)
+        return fn, ""
+    except RuntimeError as e:
+        return (lambda q, k, v: fn(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)),
+                f"K/V repeated in the call (enable_gqa refused: {str(e)[:60]}) ")
+
+
+def bench_one(shape, providers, tokens, width, do_bwd):
     from triton.testing import do_bench
-    B, H = max(tokens // n, 1), width // d
-    flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+    d, n, causal, heads, layout = shape
+    B = max(tokens // n, 1)
+    Hq, Hkv = heads or (width // d, width // d)
+    flops = 4 * B * Hq * n * n * d * (0.5 if causal else 1.0)
     g = torch.Generator(device="cuda").manual_seed(n + d)
-    q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
-               for _ in range(3))
-    do = torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    q, k, v = (_tensor(B, h, n, d, layout, g).requires_grad_() for h in (Hq, Hkv, Hkv))
+    do = _tensor(B, Hq, n, d, layout, g)
+    tag = dict(heads=f"{Hq}/{Hkv}" if heads else "", layout=layout)
     rows, base_err = [], None
     for name in providers:
-        fn = _provider(name, causal, n)
+        fn = _provider(name, causal, n, gqa=Hq != Hkv)
         if isinstance(fn, str):
-            rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, fn))
+            rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, fn, **tag))
             continue
+        pre = ""
+        if Hq != Hkv and name.startswith("sdpa-"):
+            fn, pre = _gqa_or_repeated(fn, q, k, v, Hq // Hkv)
+        if name in ("ours", "ours-det"):  # which kernels ran: the router's plan for this call
+            pre = _plan_note(q, k, v, causal, name == "ours-det")
         try:
             with torch.no_grad():
                 err = _ref_err(fn, q, k, v, causal)
@@ -135,12 +202,13 @@ def bench_one(d, n, causal, providers, tokens, width, do_bwd):
                                   grad_to_none=[q, k, v], return_mode="median")
                 bwd = 2.5 * flops / bwd_ms * 1e-9
                 del out
-            note = ""
+            note = pre
             if base_err is not None and err > 5 * max(base_err, 1e-3):
-                note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}"
-            rows.append(Row(d, n, causal, name, flops / fwd_ms * 1e-9, bwd, err, note))
+                note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}; {pre}"
+            rows.append(Row(d, n, causal, name, flops / fwd_ms * 1e-9, bwd, err, note, **tag))
         except Exception as e:  # a provider that cannot run this shape is reported, not fatal
-            rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, f"{type(e).__name__}: {str(e)[:120]}"))
+            rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, f"{type(e).__name__}: {str(e)[:120]}",
+                            **tag))
         torch.cuda.synchronize()
     return rows
 
@@ -189,11 +257,11 @@ def bench_sparse(d, n, causal, frac, tokens, width):
 
 
 def table(rows):
-    lines = ["| d | N | causal | provider | fwd TFLOP/s | bwd TFLOP/s | max err vs fp32 | note |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| d | N | causal | Hq/Hkv | layout | provider | fwd TFLOP/s | bwd TFLOP/s | max err vs fp32 | note |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.d} | {r.n} | {'yes' if r.causal else 'no'} | {r.provider} | {r.fwd_tflops:.0f} | "
-                     f"{r.bwd_tflops:.0f} | {r.max_err:.2e} | {r.note} |")
+        lines.append(f"| {r.d} | {r.n} | {'yes' if r.causal else 'no'} | {r.heads or '='} | {r.layout} | "
+                     f"{r.provider} | {r.fwd_tflops:.0f} | {r.bwd_tflops:.0f} | {r.max_err:.2e} | {r.note} |")
     return "\n".join(lines)
 
 
@@ -204,6 +272,7 @@ def plot(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib not installed: no plot"
+    rows = [r for r in rows if not r.heads and r.layout == "bhnd"]  # the width-rule grid only
     groups = sorted({(r.d, r.causal) for r in rows})
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
     for ax, (d, causal) in zip(axes[0], groups):
@@ -232,10 +301,10 @@ def run(args) -> int:
             "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
     rows = []
-    for d, n, causal in _shapes(args.shapes):
+    for shape in _shapes(args.shapes):
         t0 = time.time()
-        rows += bench_one(d, n, causal, providers, args.tokens, args.width, not args.no_bwd)
-        print(f"d={d} N={n} causal={causal}: {time.time() - t0:.1f}s", flush=True)
+        rows += bench_one(shape, providers, args.tokens, args.width, not args.no_bwd)
+        print(f"{shape}: {time.time() - t0:.1f}s", flush=True)
         print(table(rows[-len(providers):]).split("\n", 2)[2], flush=True)
         with open(os.path.join(args.out, "bench.json"), "w") as f:  # written as we go: partial runs survive
             json.dump({"meta": meta, "rows": [r._asdict() for r in rows]}, f, indent=1)
@@ -243,7 +312,8 @@ def run(args) -> int:
     if args.sparse > 0:
         lines = ["", "| d | N | causal | tiles present | dense ms | block-sparse ms | ratio | GPU-time ratio |",
                  "|---|---|---|---|---|---|---|---|"]
-        for d, n, causal in [x for x in _shapes(args.shapes) if x[1] == 8192] or _shapes(args.shapes)[:1]:
+        plain = [x for x in _shapes(args.shapes) if x.heads is None and x.layout == "bhnd"] or _shapes(args.shapes)[:1]
+        for d, n, causal, _, _ in [x for x in plain if x.n == 8192] or plain[:1]:
             dense_ms, sparse_ms, present, dense_gpu, sparse_gpu = bench_sparse(d, n, causal, args.sparse, args.tokens,
                                                                                args.width)
             lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {present:.3f} | {dense_ms:.3f} | "

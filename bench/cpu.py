@@ -6,10 +6,16 @@ measurement alternates the two providers for ``--reps`` rounds and keeps each on
 (the minimum is the figure least disturbed by other processes on a shared machine). The backward is
 timed alone: the forward of each round runs untimed, then ``torch.autograd.grad``. Before timing, our
 output is compared with SDPA's (max |diff|, printed for the reader; correctness is the tests' job).
+
+``--threads 1 2`` (the default) measures at each thread count in turn (``torch.set_num_threads``) and
+prints one table per count. Each table's title states the machine's load average (1 min) before and
+after it was measured and the CPU count: on a shared machine other processes take cores from a
+multi-threaded run, and a figure measured under load says so.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -62,9 +68,17 @@ def measure(B=1, H=8, N=1024, D=64, reps=5, dtype=torch.float32):
     return rows
 
 
-def table(rows, shape) -> str:
+def _load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:  # pragma: no cover - no load average on this platform
+        return "?"
+
+
+def table(rows, shape, load=("?", "?")) -> str:
     B, H, N, D = shape
     lines = [f"CPU, B={B} H={H} N={N} D={D} float32, torch {torch.__version__}, {torch.get_num_threads()} threads "
+             f"of {os.cpu_count()} CPUs, load average {load[0]} before / {load[1]} after "
              "(fastest of the rounds, ms)",
              "| causal | direction | ours | SDPA | ours / SDPA | max abs diff |",
              "|---|---|---|---|---|---|"]
@@ -77,7 +91,8 @@ def table(rows, shape) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     for name, default in (("--batch", 1), ("--heads", 8), ("--seqlen", 1024), ("--head-dim", 64), ("--reps", 5)):
         p.add_argument(name, type=int, default=default)
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                   help="thread counts to measure, one table each (torch.set_num_threads; default: 1 2)")
 
 
 def run(args) -> int:
@@ -85,13 +100,16 @@ def run(args) -> int:
         if getattr(args, name) < 1:
             print(f"bench-cpu: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
             return 2
-    if args.threads is not None:
-        if args.threads < 1:
-            print(f"bench-cpu: --threads must be >= 1, got {args.threads}")
-            return 2
-        torch.set_num_threads(args.threads)
+    bad = [t for t in args.threads if t < 1]
+    if bad:
+        print(f"bench-cpu: --threads must be >= 1, got {bad[0]}")
+        return 2
     shape = (args.batch, args.heads, args.seqlen, args.head_dim)
-    print(table(measure(*shape, reps=args.reps), shape))
+    for i, threads in enumerate(args.threads):
+        torch.set_num_threads(threads)
+        before = _load()
+        rows = measure(*shape, reps=args.reps)
+        print(("\n" if i else "") + table(rows, shape, (before, _load())), flush=True)
     return 0
 
 

@@ -1,74 +1,138 @@
-"""Dropout's cost on a GPU: TFLOP/s of attention() forward and backward with and without dropout, and
-SDPA's own dropout beside them, in one run (``python -m flashproof.bench.dropout [--out DIR]``).
+"""Dropout's cost on a GPU: attention() with and without dropout beside SDPA's own dropout backends, one
+table (``python -m flashproof.bench.dropout [--out DIR] [--seconds S]``).
 
-Rows (bf16, batch·seqlen = 16k tokens, width 2048, as DESIGN.md's anchors): ours Triton at p = 0 and
-p = 0.1 (the cost of drawing the Philox bits in the forward and regenerating them twice in the
-backward), ours auto at p = 0 (Gluon on sm_90: the route a call without dropout takes), SDPA at
-p = 0.1 (torch's default backend choice). Times: medians of ``triton.testing.do_bench``. FLOPs:
-4·B·H·N²·d (halved when causal), backward 2.5× the forward. Correctness is checked by
-tests/kernels/test_dropout_gpu.py (run it first), not here. Prints a table; writes dropout.json.
+Rows, per shape (bf16, batch·seqlen = 16k tokens, width 2048 as DESIGN.md's anchors, N = 4096 so
+that SDPA's math backend, which materialises the (B, H, N, N) scores, fits and finishes):
+
+* ours-triton p=0 and p=P: the Triton kernels, forward and backward (the cost of drawing the Philox
+  bits in the forward and regenerating them in both backward kernels);
+* ours-auto p=0: the route a call without dropout takes (Gluon on sm_90 at d = 128);
+* sdpa-flash, sdpa-efficient, sdpa-math at p=P (``torch.nn.attention.sdpa_kernel`` picks each; cuDNN's
+  SDPA takes no dropout).
+
+Bounded work: our kernels run with ``tuning="first"`` by default (the first configuration that fits;
+``--tuning autotune`` times every configuration of each new key, minutes of compiling on a fresh
+machine), each measurement is ``triton.testing.do_bench`` with a short warm-up and repetition window,
+and ``--seconds`` (default 100) is the whole run's budget: once it is spent, the remaining rows are
+printed as skipped, never timed. Each row is printed (flushed) as soon as it is measured, with the
+wall time it took (the first row of a shape includes compiling). Times are medians; FLOPs
+4·B·H·N²·d (halved when causal), the backward counted as 2.5× the forward. Correctness is checked by
+tests/kernels/test_dropout_gpu.py, not here. Writes dropout.json to ``--out``.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import sys
+import time
 
 import torch
 
-SHAPES = [(128, 4096, False), (128, 8192, False), (128, 8192, True), (64, 8192, False)]
+#: (head dim, sequence length, causal)
+SHAPES = [(128, 4096, False), (128, 4096, True), (64, 4096, False)]
+TOKENS, WIDTH = 16384, 2048
+HEADER = (f"{'d':>4} {'N':>5} {'causal':>6}  {'provider':<20} {'fwd ms':>8} {'bwd ms':>8} {'fwd TFLOP/s':>11} "
+          f"{'bwd TFLOP/s':>11} {'wall s':>6}  note")
 
 
 def _time(fn):
     from triton.testing import do_bench
-    return do_bench(fn, warmup=10, rep=50)
+    return do_bench(fn, warmup=5, rep=25)
 
 
-def _providers(p):
+def _sdpa(backend_name, p):
     import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    backend = getattr(SDPBackend, backend_name)
+
+    def call(q, k, v, c):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=c, dropout_p=p)
+    return call
+
+
+def providers(p, tuning):
+    """{row name: fn(q, k, v, causal) -> out}."""
     from flashproof.kernels import attention
 
     return {
-        "ours-triton p=0": lambda q, k, v, c: attention(q, k, v, causal=c, backend="triton"),
-        f"ours-triton p={p}": lambda q, k, v, c: attention(q, k, v, causal=c, backend="triton", dropout_p=p,
-                                                            dropout_seed=1),
-        "ours-auto p=0": lambda q, k, v, c: attention(q, k, v, causal=c),
-        f"sdpa p={p}": lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c, dropout_p=p),
+        "ours-triton p=0": lambda q, k, v, c: attention(q, k, v, causal=c, backend="triton", tuning=tuning),
+        f"ours-triton p={p}": lambda q, k, v, c: attention(q, k, v, causal=c, backend="triton", tuning=tuning,
+                                                            dropout_p=p, dropout_seed=1),
+        "ours-auto p=0": lambda q, k, v, c: attention(q, k, v, causal=c, tuning=tuning),
+        f"sdpa-flash p={p}": _sdpa("FLASH_ATTENTION", p),
+        f"sdpa-efficient p={p}": _sdpa("EFFICIENT_ATTENTION", p),
+        f"sdpa-math p={p}": _sdpa("MATH", p),
     }
+
+
+def _fmt(r) -> str:
+    num = lambda x, w, f: f"{x:>{w}{f}}" if math.isfinite(x) else f"{'-':>{w}}"  # noqa: E731
+    return (f"{r['d']:>4} {r['n']:>5} {str(r['causal']):>6}  {r['provider']:<20} {num(r['fwd_ms'], 8, '.3f')} "
+            f"{num(r['bwd_ms'], 8, '.3f')} {num(r['fwd_tflops'], 11, '.1f')} {num(r['bwd_tflops'], 11, '.1f')} "
+            f"{r['wall_s']:>6.1f}  {r['note']}")
+
+
+def measure(d, n, causal, name, fn):
+    """One row: forward and backward medians of ``fn`` at the shape, or NaN with a note."""
+    B, H = TOKENS // n, WIDTH // d
+    flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+    xs = [t.requires_grad_() for t in (q, k, v)]
+    row = dict(d=d, n=n, causal=causal, provider=name, B=B, H=H)
+    try:
+        t_f = _time(lambda: fn(*xs, causal))
+        out = fn(*xs, causal)
+        t_b = _time(lambda: torch.autograd.grad(out, xs, do, retain_graph=True))
+        row.update(fwd_ms=t_f, bwd_ms=t_b, fwd_tflops=flops / t_f * 1e-9, bwd_tflops=2.5 * flops / t_b * 1e-9, note="")
+    except Exception as e:  # noqa: BLE001 - a provider that cannot run this shape is reported, not fatal
+        row.update(fwd_ms=float("nan"), bwd_ms=float("nan"), fwd_tflops=float("nan"), bwd_tflops=float("nan"),
+                   note=f"{type(e).__name__}: {e}".splitlines()[0][:100])
+    return row
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--p", type=float, default=0.1)
+    ap.add_argument("--tuning", choices=("first", "autotune"), default="first")
+    ap.add_argument("--seconds", type=float, default=100.0, help="budget of the whole run (rows past it are skipped)")
     a = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        raise SystemExit("needs a CUDA device")
-    rows = []
+        raise SystemExit("bench.dropout needs a CUDA device")
+    if not 0.0 < a.p < 1.0 or a.seconds <= 0:
+        raise SystemExit(f"--p must lie in (0, 1) and --seconds be > 0, got {a.p}, {a.seconds}")
+    print(f"dropout bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, p={a.p}, ours with "
+          f"tuning={a.tuning!r}, budget {a.seconds:.0f} s", flush=True)
+    print(HEADER, flush=True)
+    rows, t_start = [], time.perf_counter()
     for d, n, causal in SHAPES:
-        B, H = 16384 // n, 2048 // d
-        q, k, v, do = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-        xs = [t.requires_grad_() for t in (q, k, v)]
-        flops = 4 * B * H * n * n * d * (0.5 if causal else 1.0)
-        for name, fn in _providers(a.p).items():
-            try:
-                t_f = _time(lambda: fn(*xs, causal))
-                out = fn(*xs, causal)
-                t_b = _time(lambda: torch.autograd.grad(out, xs, do, retain_graph=True))
-                rows.append(dict(d=d, n=n, causal=causal, provider=name, fwd_tflops=flops / t_f * 1e-9,
-                                 bwd_tflops=2.5 * flops / t_b * 1e-9, note=""))
-            except Exception as e:  # noqa: BLE001 - a provider that cannot run is reported, not fatal
-                rows.append(dict(d=d, n=n, causal=causal, provider=name, fwd_tflops=float("nan"),
-                                 bwd_tflops=float("nan"), note=f"{type(e).__name__}: {e}"[:120]))
-    print(f"{'d':>4} {'N':>6} {'causal':>6}  {'provider':<22} {'fwd TFLOP/s':>11} {'bwd TFLOP/s':>11}  note")
+        for name, fn in providers(a.p, a.tuning).items():
+            t0 = time.perf_counter()
+            if t0 - t_start > a.seconds:
+                row = dict(d=d, n=n, causal=causal, provider=name, fwd_ms=float("nan"), bwd_ms=float("nan"),
+                           fwd_tflops=float("nan"), bwd_tflops=float("nan"), note="skipped: time budget spent")
+            else:
+                row = measure(d, n, causal, name, fn)
+            row["wall_s"] = time.perf_counter() - t0
+            rows.append(row)
+            print(_fmt(row), flush=True)
+            torch.cuda.empty_cache()
+    print(f"total {time.perf_counter() - t_start:.1f} s", flush=True)
+    print("\n| d | N | causal | provider | fwd TFLOP/s | bwd TFLOP/s | note |\n|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"{r['d']:>4} {r['n']:>6} {str(r['causal']):>6}  {r['provider']:<22} {r['fwd_tflops']:>11.1f} "
-              f"{r['bwd_tflops']:>11.1f}  {r['note']}")
+        f = lambda x: f"{x:.1f}" if math.isfinite(x) else "–"  # noqa: E731
+        print(f"| {r['d']} | {r['n']} | {'yes' if r['causal'] else 'no'} | {r['provider']} | {f(r['fwd_tflops'])} | "
+              f"{f(r['bwd_tflops'])} | {r['note']} |")
+    sys.stdout.flush()
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "dropout.json"), "w") as f:
-        json.dump({"p": a.p, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f,
-                  indent=1)
+        json.dump({"p": a.p, "tuning": a.tuning, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,33 @@
 """KV-cache attention on one GPU: check bf16 correctness, then time ours against SDPA (one command).
 
-    python3 bench/kvcache.py --out out/kvcache.json          # ~3 min on an H200
+    python3 bench/kvcache.py --out out/kvcache.json          # ~3 min on an H200 (+1–2 min e2e)
 
 1. Check (bf16, before any timing): ``attention_with_kvcache`` — contiguous and paged (permuted
    page tables), ragged lengths with 0 and 1, NaN planted past every request's length, Nq = 1 and
    5, GQA 4 and 8, a window, num_splits forced and chosen — against the dense formula in float64
    (``flashproof.fuzz.oracle.masked_attention``), judged by the one tolerance rule
    (``flashproof.fuzz.tolerance.judge``, baseline: the same formula in bf16). Also the timed shapes.
-2. Time (CUDA events, warm-up, median of reps): ours contiguous (the whole call; no host sync: lengths
-   are checked on the device), ours-kernels (the same launches, validated once outside the timing), ours
-   paged (page 64, permuted table), SDPA cuDNN and SDPA FA2 on the contiguous cache (enable_gqa; if a backend refuses it,
-   K/V expanded to Hq heads before timing — the note says so). Decode Nq = 1 and verify Nq = 5 at
-   B = 64, Hq/Hkv = 32/8, Nk = 32768 and B = 8, 64/8, Nk = 131072, and a B sweep 1…256 at 32/8,
-   Nk = 16384. TB/s = bytes of K and V read (B·Hkv·Nk·(D + Dv)·2) / time.
-   SDPA runs without the causal corner for Nq = 5 (its is_causal is top-left aligned); at Nq = 1
-   bottom-right causal is no mask at all.
-
-3. ours-S1 … ours-S64: ours-kernels at every forced split count, B ≤ 8 (to retune the split heuristic).
-4. examples/spec_e2e.py at its GPU size (speculation end to end; ``--skip-e2e`` leaves it out).
+2. Copy bandwidth: a device-to-device copy of 2 GiB, read + write bytes over time (the ceiling the
+   "% of copy" column is against).
+3. Time, at decode Nq = 1 and verify Nq = 5: B = 64, Hq/Hkv = 32/8, Nk = 32768; B = 8, 64/8, Nk = 131072;
+   and B = 1, 2, 4, 8, 16, 32, 64, 128, 256 at 32/8, Nk = 16384 (d = 128, bf16, every request full).
+   Three ways: ``graph`` — GPU time per call, the calls captured in a CUDA graph and replayed back to
+   back, K/V in as many copies as exceed 4× L2 so no call finds its cache in L2 (no host work timed);
+   ``call`` — one call between CUDA events after a sync (the host's validation and launches included,
+   as an eager decode loop sees it); ``host`` — µs of host time per call (and of the validation alone).
+   Providers: ours (contiguous, the chosen split count), ours-paged (page 64, permuted table), SDPA
+   cuDNN and FA2 on the contiguous cache (enable_gqa; if a backend refuses it, K/V expanded to Hq
+   heads before timing — the note says so; SDPA runs without the causal corner at Nq = 5, its is_causal
+   being top-left aligned; at Nq = 1 bottom-right causal is no mask at all), and ours at every forced
+   split count 1…64 (``ours-S*``, the data ``plan.choose_num_splits`` is fitted to). TB/s = bytes of K
+   and V read (B·Hkv·Nk·(D + Dv)·2) / time.
+4. examples/spec_e2e.py at its GPU size (speculation end to end; ``--skip-e2e`` leaves it out;
+   ``scripts/gpu_kvcache.sh`` runs it as its own step).
 
 Also checks the device-side validation (NaN rows for bad lengths/pages; the rest bitwise unchanged).
-Prints tables; writes JSON (checks, rows, environment, e2e) to ``--out``. Exit code 1 if a check or
-the e2e run failed.
+Prints tables (GPU time with % of copy bandwidth and cuDNN/ours; one call with host time; the
+split sweep; the issue's targets counted); writes JSON (checks, rows, targets, environment, e2e) to
+``--out``. Exit code 1 if a check or the e2e run failed.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 
 def _import_flashproof():
@@ -67,6 +74,9 @@ DEV = "cuda"
 DT = torch.bfloat16
 D = 128
 PAGE = 64
+#: a page at least as long as every BLOCK_N of the autotune list: one table entry per key tile (PAGE = 64
+#: is shorter than the 128-key tiles, which then read one entry per key)
+BIG_PAGE = 256
 
 
 # ------------------------------------------------------------------------------------- inputs
@@ -230,20 +240,91 @@ def run_checks():
 
 # ------------------------------------------------------------------------------------- time
 
-def time_ms(fn, *, warmup=3, reps=15):
-    """Median over ``reps`` of CUDA-event times of ``fn()`` (after ``warmup`` calls)."""
+class Timing(NamedTuple):
+    """ms per call: the median and the range (fastest, slowest) over the timed blocks or calls."""
+
+    ms: float
+    lo: float
+    hi: float
+
+
+def _timing(samples) -> Timing:
+    return Timing(statistics.median(samples), min(samples), max(samples))
+
+
+def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Timing:
+    """GPU time per call. ``fns`` are zero-argument calls, one per copy of the inputs (so that calls
+    one after another do not find K/V in L2); each runs once eagerly (compiles, autotuning), then all
+    are captured into one CUDA graph, which is replayed back to back: ``blocks`` blocks of replays,
+    each at least ``block_ms`` long. No host work is timed: no validation, no launch cost."""
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for f in fns:
+            f()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    g.replay()
+    b.record()
+    torch.cuda.synchronize()
+    inner = max(1, math.ceil(block_ms / max(a.elapsed_time(b), 1e-3)))
+    samples = []
+    for _ in range(blocks):
+        a.record()
+        for _ in range(inner):
+            g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        samples.append(a.elapsed_time(b) / (inner * len(fns)))
+    del g
+    return _timing(samples)
+
+
+def call_ms(fn, *, warmup=3, reps=15) -> Timing:
+    """One call's latency, host work included: CUDA events around a single call after a sync (the
+    device waits for the host's launches), over ``reps`` calls."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
+    samples = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
         b.record()
         torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+        samples.append(a.elapsed_time(b))
+    return _timing(samples)
+
+
+def host_us(fn, *, calls=20, blocks=3) -> Timing:
+    """Host time of one call in µs: ``calls`` calls issued back to back without a sync, by the host
+    clock (the launches only queue; the device may still be running them)."""
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return _timing(samples)
+
+
+def copy_tbps(nbytes=2 ** 31) -> float:
+    """The device's copy bandwidth in TB/s, read + write bytes: a device-to-device copy of an
+    ``nbytes`` buffer (several times the L2) into another, timed as ``graph_ms`` times."""
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=DEV).normal_()
+    dst = torch.empty_like(src)
+    t = graph_ms([lambda: dst.copy_(src)], block_ms=20.0)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / (t.ms * 1e-3) / 1e12
 
 
 def sdpa_runner(backend_name, q, k, v):
@@ -271,51 +352,181 @@ def sdpa_runner(backend_name, q, k, v):
         return (lambda: call(ke, ve, False)), "K/V expanded to Hq heads"
 
 
-def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed):
-    k, v = make_cache(B, Hkv, Nk, [Nk] * B, seed=seed, poison=None)
-    q = torch.randn(B, Hq, Nq, D, device=DEV, dtype=DT)
+#: forced split counts of the sweep
+SWEEP = (1, 2, 4, 8, 16, 32, 64)
+#: the batch sizes of the 16k sweep (Hq/Hkv = 32/8, decode and verify)
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _l2_bytes() -> int:
+    """The device's L2 size in bytes (50 MiB where torch does not say)."""
+    if torch.device(DEV).type != "cuda":
+        return 50 * 2 ** 20
+    return getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2 ** 20)
+
+
+def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
+    """Every provider's timings at one shape: rows of (provider, method) with ms, the range, TB/s of
+    K/V read and its percentage of ``copy`` (the measured copy bandwidth, TB/s). ``tuning`` as
+    ``attention_with_kvcache``'s (the CPU smoke test runs ``"first"``)."""
+    from flashproof.kernels.kvcache import api, plan
+    from flashproof.kernels.kvcache import triton as kv_triton
+    kv_bytes = B * Hkv * Nk * 2 * D * 2
+    n_copies = max(1, min(4, math.ceil(4 * _l2_bytes() / kv_bytes)))
     lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
-    gbytes = B * Hkv * Nk * 2 * D * 2 / 1e9
+    sets = []
+    for c in range(n_copies):
+        k, v = make_cache(B, Hkv, Nk, [Nk] * B, seed=seed + 1000 * c, poison=None)
+        sets.append((torch.randn(B, Hq, Nq, D, device=DEV, dtype=DT), k, v))
     rows = []
+    chosen = plan.choose_num_splits(B, Hkv, Nk, api._sm_count(torch.device(DEV))).num_splits
 
-    def add(provider, fn, note=""):
-        if fn is None:
-            rows.append(dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider=provider, ms=None, tbps=None, note=note))
-            return
-        ms = time_ms(fn)
-        rows.append(dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider=provider, ms=ms, tbps=gbytes / ms, note=note))
+    def add(provider, method, t, note=""):
+        row = dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider=provider, method=method, ms=None, lo=None, hi=None,
+                   tbps=None, pct_copy=None, note=note, copies=n_copies, chosen_splits=chosen)
+        if isinstance(t, Timing):
+            row.update(ms=t.ms, lo=t.lo, hi=t.hi)
+            if method != "host":
+                row.update(tbps=kv_bytes / 1e12 / (t.ms * 1e-3), pct_copy=100 * kv_bytes / 1e12 / (t.ms * 1e-3) / copy)
+        elif t is not None:
+            row["note"] = (note + "; " if note else "") + str(t)
+        rows.append(row)
 
-    from flashproof.kernels.kvcache import plan
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    note = f"num_splits={plan.choose_num_splits(B, Hkv, Nk, sms).num_splits}"
+    def guarded(fn):
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - a provider that cannot be timed this way is a row note
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - the note below says what failed first
+                pass
+            return f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+
     if "ours" in providers:
-        add("ours", lambda: attention_with_kvcache(q, k, v, cache_seqlens=lens), note)
-    if "ours-kernels" in providers:  # the same launches with the validation done once, untimed
-        from flashproof.kernels.kvcache import api
-        from flashproof.kernels.kvcache import triton as kv_triton
-        call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
-                            num_splits=None, backend="triton")
-        add("ours-kernels", lambda: kv_triton.forward(q, k, v, call, tuning="autotune"), note + ", validated once")
-    if "ours-splits" in providers and B <= 8:  # the split heuristic's inputs: every forced split count
-        from flashproof.kernels.kvcache import api
-        from flashproof.kernels.kvcache import triton as kv_triton
-        for S in (1, 2, 4, 8, 16, 32, 64):
-            call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
-                                num_splits=S, backend="triton")
-            add(f"ours-S{S}", lambda call=call: kv_triton.forward(q, k, v, call, tuning="autotune"), "validated once")
-    if "ours-paged" in providers:
-        kp, table = to_paged(k, PAGE, seed=seed)
-        vp, _ = to_paged(v, PAGE, seed=seed)
-        add("ours-paged", lambda: attention_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=table),
-            note + f", page {PAGE}")
-        del kp, vp
+        calls = [lambda q=q, k=k, v=v: attention_with_kvcache(q, k, v, cache_seqlens=lens, tuning=tuning)
+                 for q, k, v in sets]
+        add("ours", "graph", guarded(lambda: graph_ms(calls)), f"num_splits={chosen}")
+        add("ours", "call", guarded(lambda: call_ms(calls[0])), f"num_splits={chosen}")
+        add("ours", "host", guarded(lambda: host_us(calls[0])), "µs, whole call")
+        q0, k0, v0 = sets[0]
+        add("ours", "validate", guarded(lambda: host_us(lambda: api.validate(
+            q0, k0, v0, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None, num_splits=None,
+            backend="triton"))), "µs, validation alone")
+    for name, page in (("ours-paged", PAGE), ("ours-paged-big", BIG_PAGE)):
+        if name not in providers or Nk % page:
+            continue
+        paged = []
+        for q, k, v in sets:
+            kp, table = to_paged(k, page, seed=seed)
+            vp, _ = to_paged(v, page, seed=seed)
+            paged.append((q, kp, vp, table))
+        calls = [lambda q=q, kp=kp, vp=vp, t=t: attention_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
+                                                                       tuning=tuning)
+                 for q, kp, vp, t in paged]
+        add(name, "graph", guarded(lambda: graph_ms(calls)), f"num_splits={chosen}, page {page}")
+        del paged, calls
+        torch.cuda.empty_cache()
+    if "ours-splits" in providers:  # the split heuristic's inputs: every forced split count, GPU time
+        for S in SWEEP:
+            fwd = []
+            for q, k, v in sets:
+                call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None,
+                                    scale=None, num_splits=S, backend="triton")
+                fwd.append(lambda q=q, k=k, v=v, call=call: kv_triton.forward(q, k, v, call, tuning=tuning))
+            add(f"ours-S{S}", "graph", guarded(lambda: graph_ms(fwd)), "forced split count")
     for name in ("sdpa-cudnn", "sdpa-flash"):
         if name in providers:
-            fn, why = sdpa_runner(name, q, k, v)
-            add(name, fn, why)
-    del k, v
+            runners = [sdpa_runner(name, q, k, v) for q, k, v in sets]
+            if runners[0][0] is None:
+                add(name, "graph", None, runners[0][1])
+                continue
+            fns = [r[0] for r in runners]
+            add(name, "graph", guarded(lambda: graph_ms(fns)), runners[0][1])
+            if name == "sdpa-cudnn":
+                add(name, "call", guarded(lambda: call_ms(fns[0])), runners[0][1])
+                add(name, "host", guarded(lambda: host_us(fns[0])), "µs, whole call")
+    del sets
     torch.cuda.empty_cache()
     return rows
+
+
+# ------------------------------------------------------------------------------------- tables
+
+def _get(rows, shape, provider, method):
+    return next((r for r in rows if (r["B"], r["Hq"], r["Hkv"], r["Nq"], r["Nk"]) == shape
+                 and r["provider"] == provider and r["method"] == method), None)
+
+
+def _ms(r, digits=3):
+    return f"{r['ms']:.{digits}f}" if r and r["ms"] is not None else "-"
+
+
+def _ratio(a, b):
+    """a / b of two rows' ms, or '-'."""
+    if not (a and b and a["ms"] and b["ms"]):
+        return "-"
+    return f"{a['ms'] / b['ms']:.2f}"
+
+
+def print_tables(rows, shapes, copy):
+    print(f"\ncopy bandwidth (device-to-device copy of 2 GiB, read + write): {copy:.2f} TB/s; 85 % of it: "
+          f"{0.85 * copy:.2f} TB/s")
+    print("\nGPU time per call (CUDA graph replay, K/V in enough copies to exceed 4x L2; median of 7 blocks). "
+          "cuDNN/ours >= 1: ours at least as fast; paged/contig <= 1.05: the paged target")
+    print(f"| B | Hq/Hkv | Nq | Nk | S | ours ms | TB/s | % of copy | cuDNN ms | cuDNN/ours | paged ms | paged/contig "
+          f"| paged-{BIG_PAGE}/contig | FA2 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in shapes:
+        o, c, p, pb, f = (_get(rows, s, n, "graph")
+                          for n in ("ours", "sdpa-cudnn", "ours-paged", "ours-paged-big", "sdpa-flash"))
+        if o is None:
+            continue
+        tb = f"{o['tbps']:.2f}" if o["tbps"] else "-"
+        pc = f"{o['pct_copy']:.0f} %" if o["pct_copy"] else "-"
+        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {o['chosen_splits']} | {_ms(o)} | {tb} | {pc} | {_ms(c)} "
+              f"| {_ratio(c, o)} | {_ms(p)} | {_ratio(p, o)} | {_ratio(pb, o)} | {_ms(f)} |")
+    print("\nOne call, host work included (CUDA events around a single call after a sync; median of 15), and "
+          "the host time of a call (µs; median of 3 blocks of 20 calls issued back to back)")
+    print("| B | Hq/Hkv | Nq | Nk | ours ms | cuDNN ms | cuDNN/ours | ours host µs | of which validation µs | "
+          "cuDNN host µs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in shapes:
+        o, c = _get(rows, s, "ours", "call"), _get(rows, s, "sdpa-cudnn", "call")
+        oh, vh, ch = _get(rows, s, "ours", "host"), _get(rows, s, "ours", "validate"), _get(rows, s, "sdpa-cudnn", "host")
+        if o is None:
+            continue
+        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {_ms(o)} | {_ms(c)} | {_ratio(c, o)} | {_ms(oh, 1)} "
+              f"| {_ms(vh, 1)} | {_ms(ch, 1)} |")
+    if any(r["provider"].startswith("ours-S") for r in rows):
+        cols = [f"S={n}" for n in SWEEP]
+        print("\nForced split counts (GPU time, graph replay, ms); chosen: plan.choose_num_splits")
+        print(f"| B | Hq/Hkv | Nq | Nk | {' | '.join(cols)} | best S | chosen S | chosen/best |")
+        print("|---|---|---|---|" + "---|" * (len(cols) + 3))
+        for s in shapes:
+            got = {n: _get(rows, s, f"ours-S{n}", "graph") for n in SWEEP}
+            ok = {n: r["ms"] for n, r in got.items() if r and r["ms"] is not None}
+            if not ok:
+                continue
+            best = min(ok, key=ok.get)
+            chosen = next(r for r in got.values() if r)["chosen_splits"]
+            ratio = f"{ok[chosen] / ok[best]:.2f}" if chosen in ok else "-"
+            print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | " + " | ".join(_ms(got[n]) for n in SWEEP)
+                  + f" | {best} | {chosen} | {ratio} |")
+    # the targets, as the issue states them
+    meet = []
+    for s in shapes:
+        o, c, p = (_get(rows, s, n, "graph") for n in ("ours", "sdpa-cudnn", "ours-paged"))
+        if not (o and o["ms"]):
+            continue
+        meet.append(dict(shape=s, vs_cudnn=(c["ms"] / o["ms"]) if c and c["ms"] else None,
+                         pct_copy=o["pct_copy"], paged=(p["ms"] / o["ms"]) if p and p["ms"] else None))
+    n_c = sum(1 for m in meet if m["vs_cudnn"] is not None and m["vs_cudnn"] >= 1)
+    long_ = [m for m in meet if m["shape"][4] >= 8192]
+    n_bw = sum(1 for m in long_ if m["pct_copy"] is not None and m["pct_copy"] >= 85)
+    n_p = sum(1 for m in meet if m["paged"] is not None and m["paged"] <= 1.05)
+    print(f"\ntargets (GPU time): ours >= cuDNN at {n_c} of {len(meet)} shapes; >= 85 % of copy bandwidth at "
+          f"{n_bw} of {len(long_)} shapes with Nk >= 8k; paged within 5 % of contiguous at {n_p} of {len(meet)}")
+    return meet
 
 
 def run_e2e(out_path):
@@ -334,40 +545,38 @@ def main(argv=None):
     p.add_argument("--out", default="out/kvcache.json", help="path of the JSON result")
     p.add_argument("--skip-check", action="store_true", help="time only (the check normally runs first)")
     p.add_argument("--skip-e2e", action="store_true", help="leave out examples/spec_e2e.py")
-    p.add_argument("--providers", default="ours,ours-kernels,ours-paged,sdpa-cudnn,sdpa-flash,ours-splits",
-                   help="ours-splits: ours-kernels at every forced split count 1..64 (B <= 8 only)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="start no new shape once this many seconds have passed (the tables then say which are missing)")
+    p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits",
+                   help="ours-splits: ours at every forced split count 1..64 (GPU time)")
     args = p.parse_args(argv)
     providers = args.providers.split(",")
-    main_cols = [x for x in providers if x != "ours-splits"]
     t0 = time.time()
     checks = [] if args.skip_check else run_checks()
     t_check = time.time() - t0
+    copy = copy_tbps()
+    print(f"copy bandwidth: {copy:.2f} TB/s (read + write)", flush=True)
     shapes = [(64, 32, 8, nq, 32768) for nq in (1, 5)] + [(8, 64, 8, nq, 131072) for nq in (1, 5)]
-    shapes += [(b, 32, 8, nq, 16384) for nq in (1, 5) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    shapes += [(b, 32, 8, nq, 16384) for nq in (1, 5) for b in BATCHES]
     rows = []
+    partial = os.path.splitext(args.out)[0] + "-partial.json"   # what a run cut short leaves
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    skipped = []
     for i, s in enumerate(shapes):
-        r = time_shape(*s, providers, seed=100 + i)
+        if args.budget_s and time.time() - t0 > args.budget_s:
+            skipped.append(s)
+            continue
+        r = time_shape(*s, providers, seed=100 + i, copy=copy)
         rows += r
+        with open(partial, "w") as f:
+            json.dump({"copy_tbps": copy, "checks": checks, "rows": rows}, f, default=str)
         print(f"B={s[0]:>3} Hq/Hkv={s[1]}/{s[2]} Nq={s[3]} Nk={s[4]:>6}  " + "  ".join(
-            f"{x['provider']}: {x['ms']:.3f} ms {x['tbps']:.2f} TB/s" if x["ms"] is not None else f"{x['provider']}: -"
+            f"{x['provider']}/{x['method']}: {x['ms']:.3f}" if x["ms"] is not None else f"{x['provider']}: {x['note']}"
             for x in r), flush=True)
-
-    def cell(s, prov):
-        x = next((r for r in rows if (r["B"], r["Hq"], r["Hkv"], r["Nq"], r["Nk"]) == s and r["provider"] == prov), None)
-        return f"{x['ms']:.3f} ms ({x['tbps']:.2f} TB/s)" if x and x["ms"] is not None else "-"
-    print()
-    print(f"| B | Hq/Hkv | Nq | Nk | {' | '.join(main_cols)} |")
-    print("|---|---|---|---|" + "---|" * len(main_cols))
-    for s in shapes:
-        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | " + " | ".join(cell(s, p_) for p_ in main_cols) + " |")
-    if "ours-splits" in providers:
-        split_cols = [f"ours-S{n}" for n in (1, 2, 4, 8, 16, 32, 64)]
-        print("\nforced split counts (launches only; the heuristic's choice is in each row's note):")
-        print(f"| B | Nq | {' | '.join(split_cols)} |")
-        print("|---|---|" + "---|" * len(split_cols))
-        for s in shapes:
-            if s[0] <= 8 and s[4] == 16384:
-                print(f"| {s[0]} | {s[3]} | " + " | ".join(cell(s, c).split(" (")[0] for c in split_cols) + " |")
+    t_time = time.time() - t0 - t_check
+    if skipped:
+        print(f"time budget of {args.budget_s} s spent: {len(skipped)} shapes not timed: {skipped}", flush=True)
+    targets = print_tables(rows, shapes, copy)
     e2e = None
     if not args.skip_e2e:
         try:
@@ -378,20 +587,25 @@ def main(argv=None):
             e2e = {"error": f"{type(e).__name__}: {e}"}
     failed = [c["name"] for c in checks if not c["ok"]]
     env = dict(torch=torch.__version__, cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
-               gpu=torch.cuda.get_device_name(0), check_s=round(t_check, 1), total_s=round(time.time() - t0, 1))
+               gpu=torch.cuda.get_device_name(0), sms=torch.cuda.get_device_properties(0).multi_processor_count,
+               l2_bytes=_l2_bytes(), copy_tbps=copy, check_s=round(t_check, 1), time_s=round(t_time, 1),
+               total_s=round(time.time() - t0, 1))
     try:
         import triton
         env["triton"] = triton.__version__
     except ImportError:
         pass
+    from flashproof.kernels.kvcache import triton as kv_triton
+    env["chosen_configs"] = [dict(key=[str(x) for x in key], kwargs={n: str(v) for n, v in kw.items()})
+                             for key, kw in kv_triton._CHOSEN.items()]    # what the autotuner picked per launch key
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"env": env, "checks": checks, "failed_checks": failed, "rows": rows, "e2e": e2e}, f, indent=1,
-                  default=str)
+        json.dump({"env": env, "checks": checks, "failed_checks": failed, "rows": rows, "targets": targets,
+                   "skipped_shapes": skipped, "e2e": e2e}, f, indent=1, default=str)
     e2e_failed = isinstance(e2e, dict) and "error" in e2e
     print(f"\nchecks: {len(checks) - len(failed)} of {len(checks)} passed"
           + (f"; FAILED: {', '.join(failed)}" if failed else "") + ("; e2e FAILED" if e2e_failed else "")
-          + f"; total {env['total_s']} s; wrote {args.out}")
+          + f"; check {env['check_s']} s, timing {env['time_s']} s, total {env['total_s']} s; wrote {args.out}")
     return 1 if failed or e2e_failed else 0
 
 

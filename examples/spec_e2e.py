@@ -13,7 +13,9 @@
   the cache past it is never read, and is overwritten by the next pass.
 * Measured, per k = 1…8 against plain decoding (k = 0) at batch B: tokens/s, the acceptance rate α
   (accepted / examined drafts), the cost ratio c = t(draft step) / t(target step), and the speed-up
-  beside (1 − α^{k+1}) / ((1 − α)(k·c + 1)).
+  beside (1 − α^{k+1}) / ((1 − α)(k·c + 1)). Every k is warmed up, then timed in ``--repeats``
+  rounds that each run every k once (machine drift hits all k alike); the table gives medians and
+  ranges, the JSON every run. ``examples/plot_spec_e2e.py`` draws measured against formula from it.
 * Law: the first ``law_len`` tokens after a fixed prompt, from one speculative cycle (k = ``law_k``)
   continued by target decoding, against the exact target law of those sequences (every sequence scored
   by one prefill through the same call), by a G-test with cells pooled to E ≥ 5; plain target decoding
@@ -30,6 +32,7 @@ import argparse
 import bisect
 import json
 import math
+import statistics
 import time
 from typing import NamedTuple
 
@@ -78,13 +81,19 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def rope(x, pos):
-    """Rotary positions: x (B, H, N, hd), pos (B, N) → x with each pair (x_j, x_{j+hd/2}) turned by
-    pos · 10000^{−j/(hd/2)} (relative positions; nothing is learned per absolute position)."""
-    half = x.shape[-1] // 2
-    freq = 10000.0 ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+def rope_tables(pos, head_dim, dtype):
+    """cos, sin (B, 1, N, hd/2) of the rotary angles pos · 10000^{−j/(hd/2)} for pos (B, N): computed
+    once per step and shared by every layer's q and k."""
+    half = head_dim // 2
+    freq = 10000.0 ** (-torch.arange(half, device=pos.device, dtype=torch.float32) / half)
     ang = pos[:, None, :, None].float() * freq                                  # (B, 1, N, hd/2)
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def rope(x, cos, sin):
+    """Rotary positions: x (B, H, N, hd) with each pair (x_j, x_{j+hd/2}) turned by the angle whose
+    cos and sin ``rope_tables`` gave (relative positions; nothing is learned per absolute position)."""
+    half = x.shape[-1] // 2
     a, b = x[..., :half], x[..., half:]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
 
@@ -104,10 +113,11 @@ class LM(torch.nn.Module):
         """ids (B, N) → logits (B, N, V), causal full-sequence attention (training only)."""
         x = self.tok(ids)
         pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape)
+        cos, sin = rope_tables(pos, self.c.head_dim, x.dtype)
         g = self.c.heads_q // self.c.heads_kv
         for blk in self.blocks:
             q, k, v = blk.heads(x)
-            q, k = rope(q, pos), rope(k, pos)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
             att = F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), is_causal=True)
             x = blk.finish(x, att)
         return self.head(x)
@@ -126,9 +136,10 @@ class LM(torch.nn.Module):
         x = self.tok(ids)
         lens = (start + Nq).to(torch.int32)
         where = pos[:, None, :, None].expand(B, self.c.heads_kv, Nq, self.c.head_dim)  # (B, Hkv, Nq, hd)
+        cos, sin = rope_tables(pos, self.c.head_dim, x.dtype)
         for blk, kc, vc in zip(self.blocks, cache.k, cache.v):
             q, k, v = blk.heads(x)
-            q, k = rope(q, pos), rope(k, pos)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
             kc.scatter_(2, where, k)
             vc.scatter_(2, where, v)
             # the first Triton config, untuned: these small heads are launch-bound, and tuning would compile
@@ -199,16 +210,19 @@ def decode(target: LM, draft: LM | None, prompt, n_new, k, *, dtype, gen) -> Run
     if k:
         dc = draft.new_cache(B, cap, dev, dtype)
         draft.step(prompt[:, :-2], dc, torch.zeros_like(T))        # positions < T − 2
-    acc = exam = cycles = 0
+    acc = exam = torch.zeros((), dtype=torch.long, device=dev)        # summed on the device: no sync per cycle
+    cycles = 0
     _sync(dev)
     t0 = time.perf_counter()
-    while int(T.min()) < P + n_new:
-        last = toks[rows, T - 1][:, None]                               # (B, 1)
-        if not k:
-            x = _sample(target.step(last, tc, T - 1)[:, 0], gen)
+    if not k:                        # every request grows by one token a step: n_new steps, no host read
+        for _ in range(n_new):
+            x = _sample(target.step(toks[rows, T - 1][:, None], tc, T - 1)[:, 0], gen)
             toks[rows, T] = x
             T = T + 1
-            continue
+        _sync(dev)
+        return Run(toks, T, time.perf_counter() - t0, 0, 0, n_new)
+    while int(T.min()) < P + n_new:  # the one host read of a cycle
+        last = toks[rows, T - 1][:, None]                               # (B, 1)
         ids, pd = [], []
         feed, start = toks[rows[:, None], (T - 2)[:, None] + torch.arange(2, device=dev)], T - 2
         for _ in range(k):
@@ -223,30 +237,47 @@ def decode(target: LM, draft: LM | None, prompt, n_new, k, *, dtype, gen) -> Run
                                generator=gen)
         n = res.num_accepted                                               # (B,)
         emit = torch.arange(k + 1, device=dev)[None, :] <= n[:, None]      # (B, k + 1): accepted + one more
-        cols = T[:, None] + torch.arange(k + 1, device=dev)
-        toks[rows[:, None].expand_as(cols)[emit], cols[emit]] = res.tokens[emit]
+        cols = T[:, None] + torch.arange(k + 1, device=dev)                # positions ≥ T: all still −1
+        toks.scatter_(1, cols, torch.where(emit, res.tokens, -1))          # (no boolean index: no host sync)
         T = T + n + 1
-        acc += int(n.sum())
-        exam += int(torch.clamp(n + 1, max=k).sum())
+        acc = acc + n.sum()
+        exam = exam + torch.clamp(n + 1, max=k).sum()
         cycles += 1
     _sync(dev)
-    return Run(toks, T, time.perf_counter() - t0, acc, exam, cycles)
+    seconds = time.perf_counter() - t0
+    return Run(toks, T, seconds, int(acc), int(exam), cycles)
 
 
 @torch.no_grad()
-def step_cost(model: LM, B, length, *, dtype, device, reps=20) -> float:
-    """Seconds of one decode step (Nq = 1) at batch B with ``length`` cached positions."""
+def step_cost(model: LM, B, length, *, dtype, device, reps=20, blocks=5) -> "Spread":
+    """Seconds of one decode step (Nq = 1) at batch B with ``length`` cached positions: ``blocks``
+    blocks of ``reps`` steps after a warm-up, the median block and the range."""
     cache = model.new_cache(B, length + 1, device, dtype)
     ids = torch.zeros(B, 1, dtype=torch.long, device=device)
     start = torch.full((B,), length, dtype=torch.long, device=device)
     for _ in range(3):
         model.step(ids, cache, start)
     _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        model.step(ids, cache, start)
-    _sync(device)
-    return (time.perf_counter() - t0) / reps
+    samples = []
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            model.step(ids, cache, start)
+        _sync(device)
+        samples.append((time.perf_counter() - t0) / reps)
+    return spread(samples)
+
+
+class Spread(NamedTuple):
+    """The median of repeated measurements and their range."""
+
+    median: float
+    lo: float
+    hi: float
+
+
+def spread(samples) -> Spread:
+    return Spread(statistics.median(samples), min(samples), max(samples))
 
 
 # ----------------------------------------------------------------------------------- the law
@@ -338,8 +369,15 @@ def main(argv=None):
     ap.add_argument("--tiny", action="store_true", help="the CPU test's size (seconds)")
     ap.add_argument("--ks", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--law-k", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="rounds of timing, each k once per round (default 5 at the GPU size, 2 with --tiny)")
     ap.add_argument("--out", default=None, help="write the table and the law check as JSON here")
     a = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    if a.repeats is None:
+        a.repeats = 2 if a.tiny else 5
+    if a.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {a.repeats}")
     dev = a.device
     dtype = torch.bfloat16 if torch.device(dev).type == "cuda" else torch.float32
     tc, dc, n_corpus, steps, B, n_new, m, L = SIZES["tiny" if a.tiny else "gpu"]
@@ -358,36 +396,72 @@ def main(argv=None):
         print(f"  {name:<12} G = {r['g']:9.1f} on {r['df']:5d} df, p = {r['p']:.3g}")
 
     prompts = data[8:8 + 8 * B].reshape(B, 8).to(dev)
-    t_target = step_cost(target, B, 8 + n_new // 2, dtype=dtype, device=dev)
-    t_draft = step_cost(draft, B, 8 + n_new // 2, dtype=dtype, device=dev)
-    c = t_draft / t_target
-    decode(target, None, prompts, 2, 0, dtype=dtype, gen=gen)         # warm-up: compiles and autotunes untimed
-    base = decode(target, None, prompts, n_new, 0, dtype=dtype, gen=gen)
-    tps0 = float((base.length - 8).sum()) / base.seconds
-    print(f"\nbatch {B}, {n_new} new tokens per request, {dtype}; target step {1e3 * t_target:.3f} ms, "
-          f"draft step {1e3 * t_draft:.3f} ms, c = {c:.3f}")
-    print("| k | tokens/s | speed-up | α | tokens/cycle | formula (1−α^(k+1))/((1−α)(kc+1)) |")
-    print("|---|---|---|---|---|---|")
-    print(f"| 0 | {tps0:.0f} | 1.00 | – | 1 | – |")
-    rows = [dict(k=0, tokens_per_s=tps0)]
-    for k in (int(x) for x in a.ks.split(",")):
-        decode(target, draft, prompts, 2, k, dtype=dtype, gen=gen)     # warm-up (new verify width, sampler K)
-        r = decode(target, draft, prompts, n_new, k, dtype=dtype, gen=gen)
-        tps = float((r.length - 8).sum()) / r.seconds
-        alpha = r.accepted / max(r.examined, 1)
-        e = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
-        formula = e / (k * c + 1)
-        per_cycle = float((r.length - 8).sum()) / (r.cycles * B)
-        print(f"| {k} | {tps:.0f} | {tps / tps0:.2f} | {alpha:.3f} | {per_cycle:.2f} | {formula:.2f} |")
-        rows.append(dict(k=k, tokens_per_s=tps, speedup=tps / tps0, alpha=alpha, tokens_per_cycle=per_cycle,
-                         formula=formula))
-    print("(the formula counts a verify pass as one target step and the sampler as free; the cost of each is"
-          " in the step times above)")
+    ks = [int(x) for x in a.ks.split(",")]
+    table = speed_table(target, draft, prompts, n_new, ks, a.repeats, dtype=dtype, gen=gen)
+    print_speed_table(table)
+    out = dict(law=law, c=table["c"], c_lo=table["c_lo"], c_hi=table["c_hi"], t_target=table["t_target"],
+               t_draft=table["t_draft"], B=B, n_new=n_new, repeats=a.repeats, rows=table["rows"], device=dev,
+               dtype=str(dtype), seconds=round(time.perf_counter() - t_start, 1))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(dict(law=law, c=c, t_target=t_target, t_draft=t_draft, B=B, n_new=n_new, rows=rows,
-                           device=dev, dtype=str(dtype)), f, indent=1)
-    return dict(law=law, rows=rows, c=c)
+            json.dump(out, f, indent=1)
+    return out
+
+
+def speed_table(target, draft, prompts, n_new, ks, repeats, *, dtype, gen) -> dict:
+    """Tokens/s of plain decoding (k = 0) and of speculation at each k in ``ks``: one untimed round
+    (compiles: new verify widths and cache capacities), then ``repeats`` rounds, each timing every k once in turn (so drift
+    of the machine hits all k alike); per k the median tokens/s and range, the speed-up as the median
+    (and range) of each round's tokens/s over that round's k = 0, α over all rounds, and the formula
+    (1 − α^{k+1}) / ((1 − α)(k·c + 1)) with c = t(draft step) / t(target step), medians of 5 blocks."""
+    B, P = prompts.shape
+    dev = prompts.device
+    t_target = step_cost(target, B, P + n_new // 2, dtype=dtype, device=dev)
+    t_draft = step_cost(draft, B, P + n_new // 2, dtype=dtype, device=dev)
+    c = t_draft.median / t_target.median
+    all_k = [0] + list(ks)
+    for k in all_k:   # warm-up: one untimed round of the same size (compiles: cache capacities and widths as timed)
+        decode(target, draft if k else None, prompts, n_new, k, dtype=dtype, gen=gen)
+    runs = {k: [] for k in all_k}
+    for _ in range(repeats):
+        for k in all_k:
+            runs[k].append(decode(target, draft if k else None, prompts, n_new, k, dtype=dtype, gen=gen))
+
+    def tps(r):
+        return float((r.length - P).sum()) / r.seconds
+    base = [tps(r) for r in runs[0]]
+    rows = [dict(k=0, tokens_per_s=statistics.median(base), tokens_per_s_lo=min(base), tokens_per_s_hi=max(base),
+                 tokens_per_s_runs=base)]
+    for k in ks:
+        t = [tps(r) for r in runs[k]]
+        ratio = spread([x / b for x, b in zip(t, base)])
+        acc, exam = sum(r.accepted for r in runs[k]), sum(r.examined for r in runs[k])
+        alpha = acc / max(exam, 1)
+        e = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
+        per_cycle = sum(float((r.length - P).sum()) for r in runs[k]) / (sum(r.cycles for r in runs[k]) * B)
+        rows.append(dict(k=k, tokens_per_s=statistics.median(t), tokens_per_s_lo=min(t), tokens_per_s_hi=max(t),
+                         tokens_per_s_runs=t, speedup=ratio.median, speedup_lo=ratio.lo, speedup_hi=ratio.hi,
+                         alpha=alpha, tokens_per_cycle=per_cycle, formula=e / (k * c + 1)))
+    return dict(rows=rows, c=c, c_lo=t_draft.lo / t_target.hi, c_hi=t_draft.hi / t_target.lo,
+                t_target=t_target.median, t_draft=t_draft.median, B=B, n_new=n_new, repeats=repeats, dtype=str(dtype))
+
+
+def print_speed_table(t: dict):
+    print(f"\nbatch {t['B']}, {t['n_new']} new tokens per request, {t['dtype']}, {t['repeats']} rounds; "
+          f"target step {1e3 * t['t_target']:.3f} ms, draft step {1e3 * t['t_draft']:.3f} ms, "
+          f"c = {t['c']:.3f} ({t['c_lo']:.3f}–{t['c_hi']:.3f})")
+    print("| k | tokens/s (median, range) | speed-up (median, range) | α | tokens/cycle | "
+          "formula (1−α^(k+1))/((1−α)(kc+1)) |")
+    print("|---|---|---|---|---|---|")
+    for r in t["rows"]:
+        tok = f"{r['tokens_per_s']:.0f} ({r['tokens_per_s_lo']:.0f}–{r['tokens_per_s_hi']:.0f})"
+        if r["k"] == 0:
+            print(f"| 0 | {tok} | 1.00 | – | 1 | – |")
+            continue
+        print(f"| {r['k']} | {tok} | {r['speedup']:.2f} ({r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}) | "
+              f"{r['alpha']:.3f} | {r['tokens_per_cycle']:.2f} | {r['formula']:.2f} |")
+    print("(the formula counts a verify pass as one target step and the sampler as free; the cost of each is"
+          " in the step times above)")
 
 
 if __name__ == "__main__":

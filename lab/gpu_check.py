@@ -53,6 +53,15 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("gluon_causal_gqa", (2, 8, 2, 1024, 1024, 128, 128), {"causal": True, "gluon": True}),
     ("gluon_huge_logits", (1, 2, 2, 256, 256, 128, 128), {"scale": 4.0, "gluon": True}),
     ("gluon_ties_flat", (1, 4, 4, 1024, 1024, 128, 128), {"ties": True, "causal": True, "gluon": True}),
+    # GQA in the Gluon backward (one CTA per KV head's key block, looping over its G query heads)
+    ("gluon_gqa4", (2, 8, 2, 1024, 1024, 128, 128), {"gluon": True}),
+    ("gluon_gqa8_causal", (1, 16, 2, 1024, 1024, 128, 128), {"causal": True, "gluon": True}),
+    ("gluon_gqa8", (1, 16, 2, 1024, 1024, 128, 128), {"gluon": True}),
+    # (B, N, H, D) inputs read in place through (B·N, H·D) TMA row views: transposed views of compact
+    # (B, N, H, D) tensors, and slices of one packed (B, N, 3, H, D) QKV buffer (row stride 3·H·D)
+    ("gluon_bnhd", (2, 4, 4, 1024, 1024, 128, 128), {"noncontig": True, "gluon": True}),
+    ("gluon_bnhd_gqa4_causal", (2, 8, 2, 1024, 1024, 128, 128), {"noncontig": True, "causal": True, "gluon": True}),
+    ("gluon_packed_qkv_causal", (2, 4, 4, 1024, 1024, 128, 128), {"packed": True, "causal": True, "gluon": True}),
 ]
 #: run right after determinism (earlier GPU runs ran out of time before reaching them)
 PRIORITY = ("determinism", "huge_logits", "poison")
@@ -100,6 +109,9 @@ def _build(cid, shape, opt, dtype, seed):
         if opt.get("noncontig"):  # (B, N, H, D)-strided views, as a packed projection hands them over
             y = y.transpose(1, 2).contiguous().transpose(1, 2)
         return y.requires_grad_()
+    if opt.get("packed"):  # q, k, v: slices of one (B, N, 3, H, D) buffer (not leaves: autograd.grad takes them)
+        buf = torch.stack([x.to(DEVICE, dtype).transpose(1, 2) for x in (prob.q, prob.k, prob.v)], 2).requires_grad_()
+        return prob, tuple(buf[:, :, i].transpose(1, 2) for i in range(3)), kw
     return prob, tuple(leaf(x) for x in (prob.q, prob.k, prob.v)), kw
 
 
@@ -126,10 +138,11 @@ def _backend():
 
 
 def expected_plan(shape, dname, causal):
-    """(forward, backward) the router must plan for a ``gluon`` case of the default call on this GPU."""
+    """(forward, backward) the router must plan for a ``gluon`` case of the default call on this GPU
+    (deterministic=False: the Gluon backward, GQA included)."""
     if dname == "fp32" or torch.cuda.get_device_capability() != (9, 0):
         return ("triton", "triton")
-    return ("gluon", "gluon" if shape[1] == shape[2] else "triton")
+    return ("gluon", "gluon")
 
 
 def check_case(cid, shape, opt, dname, seed=0):
@@ -146,6 +159,9 @@ def check_case(cid, shape, opt, dname, seed=0):
     G = prob.dout.to(DEVICE, torch.float64)
     g = torch.randn(res.lse.shape, dtype=torch.float64, generator=gen).to(DEVICE)
     got = [res.out, res.lse, *_grads(res.out, res.lse, (q, k, v), G, g)]
+    for name, t, like in zip(("out", "dq", "dk", "dv"), (got[0], *got[2:]), (q, q, k, v)):
+        if t.shape == like.shape and t.stride() != torch.empty_like(like).stride():  # the ops' layout rule (op.py)
+            problems.append(f"{name} strides {t.stride()}, expected {torch.empty_like(like).stride()} (laid out like the input)")
     clean = read_inputs(prob)
     allowed = prob.allowed.to(DEVICE)
     want = _dense(clean, allowed, prob.scale, torch.float64, G, g)
@@ -206,15 +222,14 @@ def check_determinism(runs=8):
 
 def fuzz(budget, mutants, deadline):
     """The flashproof.fuzz campaign of our kernel, then of each mutant (each must be caught)."""
-    from flashproof.fuzz import campaign, targets
+    from flashproof.fuzz import campaign
 
-    targets.set_tuning(TUNING)
     out = []
     if time.time() > deadline:
         return [{"case": f"fuzz:{n}", "skipped": "time budget spent"} for n in ["triton", *mutants]]
     left = lambda: max(deadline - time.time(), 1.0)  # noqa: E731
     s = campaign.run_campaign("triton", device=DEVICE, dtypes=("bf16", "fp16"), budget=budget, profile="gpu",
-                              seconds=left() / (1 + len(mutants)))
+                              seconds=left() / (1 + len(mutants)), tuning=TUNING)
     out.append({"case": "fuzz:triton", "passed": bool(s.get("passed")), "summary": s,
                 **({} if s.get("complete", True) else {"skipped": "incomplete: " + s.get("incomplete", "")})})
     for name in mutants:
@@ -222,7 +237,8 @@ def fuzz(budget, mutants, deadline):
             out.append({"case": f"fuzz:{name}", "skipped": "time budget spent"})
             continue
         s = campaign.run_campaign(name, device=DEVICE, dtypes=("fp16",), budget=budget, profile="gpu",
-                                  shrink_seconds=10.0, seconds=left() / (len(mutants) - mutants.index(name)))
+                                  shrink_seconds=10.0, seconds=left() / (len(mutants) - mutants.index(name)),
+                                  tuning=TUNING)
         caught = bool(s.get("available")) and not s.get("passed")
         out.append({"case": f"fuzz:{name}", "passed": caught, "caught": caught,
                     "deviations": [d.get("check") for d in s.get("deviations", [])][:5]})
@@ -262,8 +278,8 @@ def main(argv=None) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("gpu_check --smoke: set TRITON_INTERPRET=1 (the Triton kernels then run in the interpreter)")
             return 2
-        from flashproof.fuzz.interpreter_shim import numpy_2_4_shim
-        numpy_2_4_shim()
+        from flashproof.fuzz.interpreter_shim import apply as apply_interpreter_shims
+        apply_interpreter_shims()
         DEVICE, args.fuzz_budget = "cpu", 0
         CASES = [(c, (s[0], s[1], s[2], max(s[3] // 16, 1), max(s[4] // 16, 1), s[5], s[6]),
                   {**o, **({"lens": ([x // 16 for x in o["lens"][0]], [x // 16 for x in o["lens"][1]])} if "lens" in o else {}),

@@ -26,6 +26,18 @@ import gpu_merge  # noqa: E402
 OURS = ("triton", "triton-atomic", "torch")
 
 
+def _env(path: pathlib.Path) -> dict:
+    """GPU name and versions from a session's env.txt (``nvidia-smi`` csv line, then the versions line)."""
+    meta = {}
+    for line in path.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["python"] and len(words) % 2 == 0:
+            meta.update(dict(zip(words[::2], words[1::2])))
+        elif "," in line and "NVIDIA" in line:
+            meta["gpu"] = line.split(",")[0].strip()
+    return meta
+
+
 def _check(res: pathlib.Path, verdict_file=None) -> dict:
     cases = []
     for f in sorted([*res.glob("gpu_check.json"), *res.glob("*/gpu_check.json")]):
@@ -86,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--note", default="")
     ap.add_argument("--verdict-file", type=pathlib.Path, help="take the VERDICT line from this file")
     ap.add_argument("--date", help="the run's date when no gpu_check/bench JSON carries one")
+    ap.add_argument("--env", type=pathlib.Path, help="an env.txt (GPU name and versions) when no gpu_check/bench JSON "
+                    "carries them: its 'NAME, driver' line and its 'python X torch Y cuda Z triton W cudnn V' line")
     ap.add_argument("--out", type=pathlib.Path, required=True)
     a = ap.parse_args(argv)
     doc = {"label": a.label, "commit": a.commit, "note": a.note}
@@ -101,7 +115,7 @@ def main(argv=None) -> int:
             found = [*a.check.glob("gpu_check.json"), *a.check.glob("*/gpu_check.json")]
             meta = json.loads(found[0].read_text())["meta"] if found else None
     if meta is None and a.date:
-        meta = {"date": a.date, "gpu": "NVIDIA H200"}
+        meta = {"date": a.date, "gpu": "NVIDIA H200", **(_env(a.env) if a.env else {})}
     for item in a.extra:
         name, _, path = item.partition("=")
         doc.setdefault("extra", {})[name] = json.loads(pathlib.Path(path).read_text())

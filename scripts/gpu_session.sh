@@ -33,6 +33,10 @@ export PYTHONPATH=/tmp/fp
 cd /tmp
 JOBS=${JOBS:-$(nproc)}
 BOX=${BOX:-300}            # time box of each parallel correctness step (s)
+# warm-phase processes of each fuzz step (flashproof fuzz --workers): the steps already run in parallel,
+# so each compiles its launch specialisations in a few processes rather than one per core; the SDPA and
+# FlexAttention steps skip the warm phase (--workers 0: no Triton kernel of ours to compile)
+FUZZ_WORKERS=${FUZZ_WORKERS:-3}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   $PY -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
   echo "jobs $JOBS, box ${BOX}s"
@@ -72,14 +76,16 @@ kernel_steps() {
   # "triton-atomic" the default call (deterministic=False: the Gluon backward where it applies).
   for kern in triton triton-atomic; do for dt in bf16 fp16; do for seed in ${FUZZ_SEEDS:-0 1}; do
     par "fuzz_${kern}_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel $kern --dtype $dt --seed $seed \
-        --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
+        --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --workers "$FUZZ_WORKERS" \
+        --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
   gluon_steps  # the Hopper (Gluon) kernels' cases and fuzz profile (d = 128, Nq = Nk multiples of 128)
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
-      --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party.json"
+      --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --workers 0 \
+      --json "$RES/fuzz_third_party.json"
   par fuzz_third_party_flex "$BOX" $PY -m flashproof fuzz --kernel flex --dtype bf16 --budget 100 --profile gpu \
-      --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_third_party_flex.json"
+      --seconds $((BOX * 9 / 10 - 10)) --workers 0 --json "$RES/fuzz_third_party_flex.json"
 }
 sampler_tests() {
   par sampler_tests "$BOX" $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/sampler"
@@ -99,7 +105,8 @@ gluon_steps() {  # the Hopper (Gluon) kernels alone: their gpu_check cases and t
     par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt
     # triton-atomic: deterministic=False, the default call, so the Gluon backward runs too (Hq = Hkv)
     par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton-atomic --dtype $dt --seed 0 \
-        --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --json "$RES/fuzz_gluon_$dt.json"
+        --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --workers "$FUZZ_WORKERS" \
+        --json "$RES/fuzz_gluon_$dt.json"
   done
 }
 case "${1:-check}" in

@@ -38,7 +38,7 @@ def _cell(row) -> str:
 
 def render(path: pathlib.Path, doc: dict) -> str:
     v = doc["versions"]
-    rows = doc["bench"]["rows"]
+    rows = [r for r in doc["bench"]["rows"] if not r.get("heads") and r.get("layout", "bhnd") == "bhnd"]  # the grid
     have = [c for c in COLUMNS if any(r["provider"] == c[0] for r in rows)]
     shapes = sorted({(r["d"], r["n"], r["causal"]) for r in rows}, key=lambda s: (-s[0], s[2], s[1]))
     by = {(r["d"], r["n"], r["causal"], r["provider"]): r for r in rows}

@@ -100,6 +100,16 @@ A launch has grid.x < 2^31 and grid.y ≤ 65535 programs (a larger grid fails to
 never silently); the kernels' program ids are i32.
 """)
 
+assumption("A-TRITON-CODEGEN", "Triton compiles a kernel to code that has the kernel's source semantics", statement="""
+The loads, stores and integer operations the compiled kernel performs are the ones its source describes
+under A-TRITON-INT and A-TRITON-MASKED-LOAD, and the shared memory the compiler itself manages (operand
+tiles, layout conversions, pipelining buffers) is synchronised between warps. The index obligations run
+the source, so a fault in the compiled code is outside what they show. Known exception, avoided by the
+host: Triton 3.6 on Hopper at 8 warps, where one warp group's warp_group_dot_wait does not wait for the
+other's (triton-lang/triton #9484, #9497, #11056); the H200 varlen forward raced there (NaN rows, illegal
+memory accesses, run to run), and pointer-load launches now run 4 warps (host.POINTER_MAX_WARPS).
+""")
+
 assumption("A-KER-HOST-LIMITS", "what the Triton host passes to the kernels", statement="""
 The validated call (kernels/attention/api.validate): q, k, v 4-D with matching B, Nk and head dims
 1 ≤ D, Dv ≤ 256, Hq = GROUPS·Hkv, varlen only with batch 1; the Triton host (host.py): lengths at most

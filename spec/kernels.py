@@ -33,14 +33,17 @@ masks, pointer and TMA-descriptor paths, program ids and loop iterations: every 
 whose mask is on addresses an element of its tensor (Σ index·stride with each index inside its
 dimension, or a broadcast dimension of stride 0), its offset and its mask are computed without integer
 wrap-around, and descriptor coordinates fit int32. Bounded to the BLOCK_M × BLOCK_N rows of the
-autotuning tables named in each record (the first row by default, every row under --deep). Not covered:
-block-sparse launches (z3 gives unknown on the four-factor offsets into the walk lists) and the plan
-kernel itself (plan.tile_plan).
+autotuning tables named in each record (the first row by default, every row under --deep), and the launch
+in which an H200 reported an illegal memory access (packed varlen with zero-length segments, no window, a
+dense mask, dv = 8 < d = 64 padded to 16 and 64 lanes) checked as launched in the forward, dQ and dK/dV
+kernels. Not covered: block-sparse launches (z3 gives unknown on the four-factor offsets into the walk
+lists) and the plan kernel itself (plan.tile_plan); below the kernels' source semantics (what Triton
+compiles them to: shared memory, tensor-core operands) nothing is claimed (A-TRITON-CODEGEN).
 """,
-     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA"))
+     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED"))
      + ("KER-BOUNDS-DELTA",),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
-                  "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))
+                  "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))
 
 item("KER-SPLIT", "extension", "Any split of the keys into contiguous ranges, merged by ⋆, is exact", provenance=OURS,
      uses=("DEF-SUMMARY", "EXT-ANY-ORDER", "THM-EXACT"), statement="""

@@ -14,9 +14,9 @@ if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 if os.environ.get("TRITON_INTERPRET") == "1":
-    from flashproof.fuzz.interpreter_shim import numpy_2_4_shim
+    from flashproof.fuzz.interpreter_shim import apply as apply_interpreter_shims
 
-    numpy_2_4_shim()
+    apply_interpreter_shims()
 
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -74,3 +74,30 @@ def test_a_window_edge_one_key_early_is_caught_where_the_campaign_draws_it():
     with window_edge_one_key_early():
         ex = examine(targets.get("triton"), spec, "fp32", "cpu", checks=("forward",))
     assert ex.deviations and ex.deviations[0].check == "forward", spec
+
+
+def test_the_default_campaign_at_seed_0_catches_the_window_edge_bug():
+    """Not by chance: the campaign runs the design's window edges (tile boundary ± 1) as explicit
+    examples before its random draws."""
+    why = targets.get("triton").unavailable("cpu")
+    if why is not None:
+        pytest.skip(why)
+    with window_edge_one_key_early():
+        s = run_campaign("triton", device="cpu", rounds=1, shrink_seconds=5)
+    devs = [d for d in s["deviations"] if d["check"] == "forward"]
+    assert devs and devs[0]["spec"]["window"] is not None, [d["reproducer"] for d in s["deviations"]]
+
+
+def test_every_campaign_starts_with_the_adversarial_problems():
+    from flashproof.fuzz.adversarial import families_of
+    from flashproof.fuzz.campaign import _plan
+
+    first = _plan(targets.get("triton"), "cpu", dict(PROFILES["ci"]), 0).explicit
+    assert sum(_triggers(s) for s in first) >= 1  # the planted window bug's trigger is among them
+    assert set().union(*(families_of(s) for s in first)) == {
+        "causal", "window", "varlen", "mask", "empty_rows", "huge_logits", "ties", "zero_q", "late_max", "poison",
+        "noncontig", "gqa", "dv", "batch"}
+    assert {s.n_q for s in first} >= {1, 2} and {s.n_k for s in first} >= {1, 2, 129}
+    assert _plan(targets.get("triton"), "cpu", dict(PROFILES["ci"]), 5).explicit == first  # every seed
+    lacking = _plan(targets.get("sdpa-flash"), "cuda", dict(PROFILES["ci"]), 0).explicit
+    assert lacking and not any(s.window or s.seqlens or s.mask_kind != "none" or s.dv != s.d for s in lacking)

@@ -73,13 +73,14 @@ def test_a_bnhd_kernel_passes_with_layout_bnhd_and_not_without(tmp_path, capsys)
     (["--budget", "0"], "--budget must be >= 1"),
     (["--determinism-runs", "-1"], "--determinism-runs must be >= 0"),
     (["--seconds", "0"], "--seconds must be > 0"),
+    (["--workers", "-1"], "--workers must be >= 0"),
     (["--device", "foo"], "unknown device 'foo'"),
     (["--json", "/proc/no/such/fuzz.json"], "--json /proc/no/such/fuzz.json: cannot write"),
     (["--kernel", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
     (["--kernel", "missing_file.py:attention"], "no such kernel file"),
     (["--kernel", "flashproof.kernels:no_such_function"], "has no 'no_such_function'"),
     (["--kernel", "tests/fuzz/kernels/correct.py:attention", "--layout", "nhbd"], None),
-], ids=["budget-0", "determinism-negative", "seconds-0", "device-foo", "json-unwritable", "unknown-kernel",
+], ids=["budget-0", "determinism-negative", "seconds-0", "workers-negative", "device-foo", "json-unwritable", "unknown-kernel",
         "missing-file", "missing-function", "bad-layout"])
 def test_arguments_are_validated_before_the_campaign(argv, message, tmp_path, capsys):
     p = argparse.ArgumentParser()
@@ -201,4 +202,5 @@ def test_json_summary_records_conventions_and_oracle_agreement(tmp_path):
     assert _cli(["--kernel", "torch", "--budget", "3", "--dtype", "fp32", "--json", str(out)], tmp_path) == 0
     (s,) = json.loads(out.read_text())
     assert s["conventions"]["causal_alignment"] == "bottom-right"
-    assert s["results"][0]["oracle_agreement"] == {"full": 3}
+    # budget 3: three of the design's adversarial problems first, then three random draws
+    assert s["results"][0]["examples"] == 6 and s["results"][0]["oracle_agreement"] == {"full": 6}

@@ -25,23 +25,45 @@ def test_split_ranges_rejects_bad_arguments():
             plan.split_ranges(*args)
 
 
-@pytest.mark.parametrize("batch,heads_kv,longest", [(1, 8, 131072), (8, 8, 131072), (64, 8, 32768), (256, 8, 16384),
-                                                    (1, 1, 100), (4, 2, 8192), (1, 8, 0)])
-def test_num_splits_heuristic(batch, heads_kv, longest):
-    sms = 132
-    c = plan.choose_num_splits(batch, heads_kv, longest, sms)
-    assert 1 <= c.num_splits <= plan.MAX_SPLITS
-    if c.num_splits > 1:
-        assert longest // c.num_splits >= plan.MIN_KEYS_PER_SPLIT            # no split shorter than the minimum
-        assert batch * heads_kv * (c.num_splits - 1) < plan.CTAS_PER_SM * sms  # never more splits than needed
-    if batch * heads_kv >= plan.CTAS_PER_SM * sms:
-        assert c.num_splits == 1                                              # enough programs already: no merge
+def _violates(batch, heads_kv, longest, sms, s):
+    """Which of the rule's limits split count s breaks (an empty tuple: none)."""
+    return tuple(name for name, bad in (
+        ("max", s > plan.MAX_SPLITS),
+        ("keys", s > 1 and longest // s < plan.MIN_KEYS_PER_SPLIT),
+        ("programs", s > 1 and batch * heads_kv * s > plan.PROGRAMS_PER_SM * sms)) if bad)
 
 
-def test_decode_shapes_get_split():
-    assert plan.choose_num_splits(8, 8, 131072, 132).num_splits == 9
-    assert plan.choose_num_splits(64, 8, 32768, 132).num_splits == 2
-    assert plan.choose_num_splits(1, 8, 16384, 132).num_splits == 32
+def test_num_splits_is_the_largest_power_of_two_within_the_limits():
+    """Over a grid of shapes: S is a power of two, breaks no limit, and 2·S would break one."""
+    for sms in (1, 8, 132):
+        for batch in (1, 2, 3, 4, 8, 16, 33, 64, 256):
+            for heads_kv in (1, 2, 8):
+                for longest in (0, 1, 511, 512, 1024, 5000, 16384, 131072, 10 ** 7):
+                    c = plan.choose_num_splits(batch, heads_kv, longest, sms)
+                    s = c.num_splits
+                    where = (batch, heads_kv, longest, sms, s)
+                    assert s >= 1 and s & (s - 1) == 0, where
+                    assert not _violates(batch, heads_kv, longest, sms, s), where
+                    assert _violates(batch, heads_kv, longest, sms, 2 * s), where
+                    assert (c.programs_without_split, c.target_programs) == (batch * heads_kv, plan.PROGRAMS_PER_SM * sms)
+
+
+def test_num_splits_is_monotone():
+    """More requests never get more splits; a longer cache never gets fewer."""
+    for longest in (1024, 16384, 131072):
+        got = [plan.choose_num_splits(b, 8, longest, 132).num_splits for b in range(1, 300)]
+        assert got == sorted(got, reverse=True), longest
+    got = [plan.choose_num_splits(2, 8, n, 132).num_splits for n in range(0, 40000, 97)]
+    assert got == sorted(got)
+
+
+@pytest.mark.parametrize("batch,longest,expected", [
+    (1, 16384, 32), (2, 16384, 16), (4, 16384, 8), (8, 16384, 4), (16, 16384, 2), (32, 16384, 1),
+    (64, 16384, 1), (256, 16384, 1), (8, 131072, 4), (64, 32768, 1), (1, 131072, 32), (1, 4096, 8),
+    (1, 100, 1), (1, 0, 1)])
+def test_the_h200_choices(batch, longest, expected):
+    """The values the docstring derives for the H200 (132 SMs) at Hkv = 8."""
+    assert plan.choose_num_splits(batch, 8, longest, 132).num_splits == expected
 
 
 def test_launch_shape_covers_the_packed_rows():

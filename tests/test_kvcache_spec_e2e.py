@@ -69,3 +69,67 @@ def test_emitted_tokens_follow_the_target_law_and_the_control_is_rejected(models
     assert law["speculative"]["p"] > P_MIN, law
     assert law["plain"]["p"] > P_MIN, law
     assert law["draft"]["p"] < P_MIN, law
+
+
+def test_speed_table_times_every_k_in_rounds(models):
+    """Every k (and k = 0) is timed once per round; medians lie in their ranges, the speed-up is the
+    per-round ratio, and the formula is the page's at the measured α and c."""
+    target, draft, data = models
+    prompts = data[40:56].reshape(2, 8)
+    gen = torch.Generator().manual_seed(7)
+    t = e2e.speed_table(target, draft, prompts, 4, [1, 2], 2, dtype=torch.float32, gen=gen)
+    assert [r["k"] for r in t["rows"]] == [0, 1, 2]
+    base = t["rows"][0]["tokens_per_s_runs"]
+    assert len(base) == 2
+    assert t["c_lo"] <= t["c"] <= t["c_hi"]
+    for r in t["rows"]:
+        assert len(r["tokens_per_s_runs"]) == 2
+        assert r["tokens_per_s_lo"] <= r["tokens_per_s"] <= r["tokens_per_s_hi"]
+        if r["k"]:
+            ratios = sorted(x / b for x, b in zip(r["tokens_per_s_runs"], base))
+            assert (r["speedup_lo"], r["speedup_hi"]) == (ratios[0], ratios[-1])
+            assert r["speedup_lo"] <= r["speedup"] <= r["speedup_hi"]
+            a, k = r["alpha"], r["k"]
+            assert 0 <= a <= 1
+            e = (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
+            assert r["formula"] == e / (k * t["c"] + 1)
+    e2e.print_speed_table(t)
+
+
+_PLOT = os.path.join(os.path.dirname(_PATH), "plot_spec_e2e.py")
+_pspec = importlib.util.spec_from_file_location("plot_spec_e2e", _PLOT)
+plot = importlib.util.module_from_spec(_pspec)
+_pspec.loader.exec_module(plot)
+
+
+def _result(spread=True):
+    rows = [dict(k=0, tokens_per_s=100.0)]
+    for k, (m, f) in enumerate([(1.2, 1.5), (1.9, 1.75), (1.8, 1.9)], start=1):
+        r = dict(k=k, speedup=m, formula=f, alpha=0.7)
+        if spread:
+            r.update(speedup_lo=m - 0.1, speedup_hi=m + 0.2)
+        rows.append(r)
+    return dict(rows=rows, c=0.13, B=16, repeats=5 if spread else 1, dtype="torch.bfloat16")
+
+
+def test_plot_finds_the_result_inside_a_curated_json_and_draws_every_k(tmp_path):
+    import json
+    import xml.etree.ElementTree as ET
+    doc = {"date": "x", "extra": {"kvcache": {"rows": [{"B": 1}], "e2e": _result()}}}
+    path = tmp_path / "curated.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "plot.svg"
+    plot.main([str(path), "--out", str(out)])
+    root = ET.fromstring(out.read_text())                              # well-formed SVG
+    ns = "{http://www.w3.org/2000/svg}"
+    assert len(root.findall(f"{ns}circle")) == 3                     # the formula at k = 1, 2, 3
+    bars = [e for e in root.findall(f"{ns}line") if e.get("stroke") == "#d62728"]
+    assert len(bars) == 3                                            # each k's range
+    assert [p.k for p in plot.points(_result(spread=False))] == [1, 2, 3]
+    assert "no spec_e2e result" in _raises(lambda: plot.find_result({"rows": [{"B": 1}]}))
+
+
+def _raises(fn) -> str:
+    with pytest.raises(ValueError) as e:
+        fn()
+    return str(e.value)

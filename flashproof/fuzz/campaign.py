@@ -1,7 +1,9 @@
 """The campaign: hypothesis searches of one kernel against the oracle, summarised as a dict.
 
 ``run_campaign(kernel, device=..., dtypes=..., budget=...)`` runs, for each dtype, up to
-``rounds`` hypothesis searches of ``budget`` examples each. A search stops at the first problem
+``rounds`` hypothesis searches of ``budget`` examples each; the first round of each dtype runs the
+design's adversarial problems first (``adversarial.py``; up to ``budget`` of them, as hypothesis
+explicit examples), then its ``budget`` random draws. A search stops at the first problem
 on which some check deviates, shrinks it (within ``shrink_seconds``) and records that problem's
 deviations; the next round leaves the checks that already failed out, so one kernel with several
 bugs reports several minimal reproducers. The summary (JSON-ready) holds, per dtype, the number
@@ -14,6 +16,9 @@ reported (reason ``error``); later examples that raise the same kind of error (s
 and message up to the numbers in it) are counted in ``known_errors`` and not reported again.
 A failure of the harness itself (the two oracles disagree; our code raised) ends the campaign at
 once with ``harness_error`` set (the CLI exits 4); it is never a deviation of the kernel.
+A device fault of the kernel (``faults.py``: a CUDA error raised inside the call into the kernel)
+is a deviation (exit 1) with its reproducer; the CUDA context is unusable after it, so the
+campaign stops there, unshrunk, with ``device_fault`` set and ``complete: False``.
 
 Wall clock: with ``seconds`` the campaign stops drawing new examples when that budget is spent
 (split evenly over the dtypes still to run); a search cut short this way marks its dtype and the
@@ -28,15 +33,17 @@ from collections import Counter
 from typing import NamedTuple
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hyp_seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed as hyp_seed, settings
 from hypothesis.errors import HypothesisException
 
 from . import targets
 from .checks import CHECKS, DTYPES, Deviation, error_signature, examine
 from .errors import HarnessError
 from .strategies import FAMILIES, SPECIAL_LENGTHS, attention_problems
+from .warm import count_compiles
 
-__all__ = ["run_campaign", "campaign", "Campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES"]
+__all__ = ["run_campaign", "campaign", "Campaign", "PROFILES", "DEFAULT_BUDGET", "DEFAULT_DTYPES", "specimens",
+           "warm_phase"]
 
 #: Examples per search round. The mutant corpus is caught within this budget (tests/test_fuzz_kernels.py).
 DEFAULT_BUDGET = 40
@@ -48,47 +55,82 @@ DEFAULT_DTYPES = ("fp32", "fp64")
 #: interpreter, so that every stage — masked edge, unmasked interior, masked edge — of the forward,
 #: dQ and dK/dV kernels runs; ``max_work`` keeps the pure-Python oracle fast by capping
 #: B·Hq·Nq·Nk·(D+Dv)). "gpu": large shapes (up to 1025 keys and d = 128), where problems beyond the
-#: reference go to the dense float64 oracle on the device. "gpu" is compile-aware: each campaign
-#: draws its lengths and head dims from ``specialisations`` — a small subset of ``lengths`` and
-#: ``dims`` chosen once per campaign from its seed (``campaign_sets``) — so a compiled kernel variant
-#: (Triton, torch.compile, cuDNN) is reused across the campaign's examples instead of compiled per
-#: example; other seeds cover the other subsets.
+#: reference go to the dense float64 oracle on the device. "gpu" and "gluon" are compile-aware
+#: (``launches.py``): each campaign draws its problems from ``launches`` launch specialisations
+#: (feature combination × head dims × heads × length classes), chosen from its seed so that every
+#: family the kernel takes is on in one of them, and compiles them all in a warm phase before the
+#: timed part (``warm.py``); lengths stay adversarial inside a launch (1, 2, 63 … 1025).
+#: GPU profiles: problems above this many multiply-adds (B·Hq·Nq·Nk·(D+Dv)) are judged against the dense
+#: float64 oracle on the device (checked against the verified reference on one query row per example).
+#: The pure-Python reference's forward and backward cost ~30 µs per multiply-add on the 2-core work
+#: machine (a 66k problem 1.2 s; an H200 cProfile at 100k: 6.6 s of reference for 23 examples), which
+#: alone would cap a GPU campaign below 200 examples per minute; at 4k it stays under ~0.1 s.
+GPU_ORACLE_WORK = 4_000
 PROFILES = {
     "ci": dict(max_nq=40, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2, max_work=120_000),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
-                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=100_000,
-                specialisations=dict(lengths=4, dims=2)),
-    # the shapes our Hopper forward takes (kernels/attention/dispatch.gluon_rule: d = 128, Nq = Nk a multiple
-    # of 128, no window/mask/varlen, contiguous), with the families that keep them so; on a GPU
-    # without sm_90, or with special_lengths drawn, the same problems go to the Triton kernels
-    "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=4, max_batch=2,
-                  lengths=(128, 256, 384, 1024), dims=(128,), square=True, oracle_work=100_000,
-                  families=("causal", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch")),
+                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=GPU_ORACLE_WORK, launches=8),
+    # the shapes our Hopper kernels take (kernels/attention/dispatch.gluon_rule: d = 128, Nq = Nk a multiple
+    # of 128, no window/mask/varlen, q/k/v contiguous or (B, N, H, D) transposed views; GQA groups up to
+    # 8 in the backward too), with the families that keep them so; on a GPU without sm_90, or with
+    # special_lengths drawn, the same problems go to the Triton kernels
+    "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
+                  lengths=(128, 256, 384, 1024), dims=(128,), square=True, oracle_work=GPU_ORACLE_WORK, launches=4,
+                  families=("causal", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch", "noncontig")),
 }
 #: profile keys that are not strategy caps
-_RUN_KEYS = ("oracle_work", "specialisations")
+_RUN_KEYS = ("oracle_work", "launches")
 #: Families that need a feature (targets.FEATURES) the target may lack.
 _NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
           "gqa": "gqa", "dv": "dv", "causal": "causal", "huge_logits": "scale"}
 
 
-def campaign_sets(profile: dict, seed: int) -> dict:
-    """The profile with ``lengths`` / ``dims`` cut to the campaign's specialisations: ``n`` of each
-    (``profile["specialisations"]``), picked by ``seed`` (always including the smallest length,
-    the shrink target). Without ``specialisations`` the profile is returned as is."""
-    import random
+class _Plan(NamedTuple):
+    """What a profile means for one target: the strategy's caps and families, the launch
+    specialisations of a compile-aware profile (empty otherwise), and the explicit adversarial
+    problems every campaign runs first (``adversarial.py``; for a compile-aware profile, those
+    inside its launches)."""
 
-    spec = profile.get("specialisations")
-    if not spec:
-        return profile
-    rng = random.Random(seed)
-    out = dict(profile)
-    for key in ("lengths", "dims"):
-        vals = sorted(profile[key])
-        n = spec.get(key, len(vals))
-        if n < len(vals):
-            out[key] = tuple(sorted({vals[0], *rng.sample(vals[1:], n - 1)}))
-    return out
+    caps: dict
+    families: list
+    blocks: tuple
+    square_causal: bool
+    launches: tuple
+    explicit: tuple
+
+
+def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
+    from .adversarial import explicit
+    from .launches import choose, extreme, launch_of
+
+    lacks = target.lacks(device)
+    caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
+    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
+    if "gqa" in lacks:
+        caps["max_group"] = 1
+    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
+    square_causal = "causal_rect" in lacks
+    launches = ()
+    if profile.get("launches"):
+        launches = choose(seed, profile["launches"], lengths=caps["lengths"], dims=caps["dims"], families=families,
+                          max_nq=caps["max_nq"], max_nk=caps["max_nk"], max_heads_kv=caps["max_heads_kv"],
+                          max_group=caps["max_group"], max_batch=caps["max_batch"], square=caps.get("square", False),
+                          square_causal=square_causal)
+    first = explicit(families=families, blocks=blocks, square_causal=square_causal, **caps)
+    if launches:  # the adversarial problems inside the launches, then each launch at its longest lengths
+        first = [s for s in first if {launch_of(s, False), launch_of(s, True)} & set(launches)]
+        first += [extreme(l, lengths=caps["lengths"], max_nq=caps["max_nq"], max_nk=caps["max_nk"]) for l in launches]
+    return _Plan(caps, families, blocks, square_causal, launches, tuple(first))
+
+
+def specimens(target, device: str, profile: dict, seed: int) -> list:
+    """The smallest problem of each launch specialisation of the campaign (what the warm phase
+    runs); empty for a profile that is not compile-aware."""
+    from .launches import specimen
+
+    p = _plan(target, device, profile, seed)
+    return [specimen(l, lengths=p.caps["lengths"], max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
+            for l in p.launches]
 
 
 class _Found(Exception):
@@ -100,14 +142,25 @@ class _OutOfTime(BaseException):
     hypothesis does not take it for a failure to shrink: it ends the search at once."""
 
 
-def _strategy(target, device: str, profile: dict):
-    lacks = target.lacks(device)
-    caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
-    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
-    if "gqa" in lacks:
-        caps["max_group"] = 1
-    blocks = tuple(sorted(set(target.tile_sizes) | {16}))
-    return attention_problems(families=families, blocks=blocks, square_causal="causal_rect" in lacks, **caps)
+def _strategy(target, device: str, profile: dict, seed: int = 0):
+    """The problems of ``profile`` that ``target`` takes on ``device`` (those of the campaign's
+    launch specialisations for a compile-aware profile; ``seed`` picks them)."""
+    return _problems(_plan(target, device, profile, seed))
+
+
+def _problems(p: _Plan):
+    from .launches import problems
+
+    if p.launches:
+        return problems(p.launches, lengths=p.caps["lengths"], families=p.families, blocks=p.blocks,
+                        max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
+    return attention_problems(families=p.families, blocks=p.blocks, square_causal=p.square_causal, **p.caps)
+
+
+class _DeviceFault(BaseException):
+    """Raised inside the property when the kernel faulted on the device (``faults.py``): nothing
+    more can run in this process, so the search ends at once (no shrinking). args: the faulting
+    example's deviations and, when raised while shrinking, the smallest failure found before."""
 
 
 class _Harness(BaseException):
@@ -143,11 +196,14 @@ def _no_local_constants():
 
 
 def _search(target, device, dtype, strategy, checks, budget, seed, shrink_seconds, stats, determinism_runs,
-            deadline=float("inf"), progress=None, max_work=None, known_errors=frozenset(), oracle_fns=None):
-    """One hypothesis search; returns the deviations of the minimal failing example (or []).
+            deadline=float("inf"), progress=None, max_work=None, known_errors=frozenset(), oracle_fns=None,
+            first=(), fresh_shrink=None):
+    """One hypothesis search: the first ``budget`` problems of ``first`` (explicit examples), then
+    ``budget`` random draws; returns the deviations of the minimal failing example (or []).
     Past ``deadline`` (time.monotonic()) the search ends before the next example and
     ``stats["cut"]`` is set, so the caller reports it as incomplete (a failure found before that
-    is kept, shrunk as far as time allowed)."""
+    is kept, shrunk as far as time allowed). ``fresh_shrink``: shrinks a device-faulting example in
+    fresh processes (``_fresh_shrinker``), or None."""
     known: dict = {}
     first_failure = [None]
 
@@ -164,6 +220,7 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
         if first_failure[0] is not None and now - first_failure[0] > shrink_seconds:
             return []  # shrink budget spent: treat further candidates as passing, keep the best so far
         kw = {} if max_work is None else {"max_work": max_work}
+        compiled = stats["compiles"]["compiled"]
         try:
             ex = examine(target, spec, dtype, device, checks=checks, determinism_runs=determinism_runs,
                          **kw, **(oracle_fns or {}))
@@ -177,6 +234,8 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
             import traceback
             raise _Harness(f"{type(e).__name__}: {e} while examining {spec.describe()}\n"
                            + "".join(traceback.format_exception(e)[-6:])) from None
+        if stats["compiles"]["compiled"] > compiled and len(stats["compiles"]["examples"]) < 10:
+            stats["compiles"]["examples"].append(spec.describe())  # a launch the warm phase did not cover
         stats["notes"].update(ex.notes)
         stats["agreement"][ex.agreement] += 1
         errors = [d for d in ex.deviations if d.reason == "error"]
@@ -193,27 +252,56 @@ def _search(target, device, dtype, strategy, checks, budget, seed, shrink_second
             if v.ok and v.bounded and v.bound > 0:
                 key = f"{check}/{v.name}"
                 stats["worst"][key] = max(stats["worst"].get(key, 0.0), v.error / v.bound)
+        if any(d.device_fault for d in ex.deviations):
+            raise _DeviceFault(ex.deviations)
         if ex.deviations:
             known[spec] = ex.deviations
             first_failure[0] = first_failure[0] or time.monotonic()
         return ex.deviations
 
+    def smallest_known():
+        smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
+        return known.get(smallest, [])
+
+    test = given(strategy)(examine_once)
+    for spec in reversed(first[:budget]):  # hypothesis runs explicit examples in the order of their decorators
+        test = example(spec)(test)
     prop = settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
                     suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-                    phases=(Phase.explicit, Phase.generate, Phase.shrink))(given(strategy)(examine_once))
+                    phases=(Phase.explicit, Phase.generate, Phase.shrink))(test)
     try:
-        with _no_local_constants():
-            hyp_seed(seed)(prop)()
-    except _Found as e:
-        return _minimized(e.args[0], target, dtype, device, checks, determinism_runs, max_work, oracle_fns,
-                          min(shrink_seconds, 30.0), deadline, stats)
+        try:
+            with _no_local_constants():
+                hyp_seed(seed)(prop)()
+        except _Found as e:
+            return _minimized(e.args[0], target, dtype, device, checks, determinism_runs, max_work, oracle_fns,
+                              min(shrink_seconds, 30.0), deadline, stats)
+    except _DeviceFault as fault:  # the context is unusable: report what was found, shrink nothing more
+        stats["fault"] = True
+        found = fault.args[1] if len(fault.args) > 1 else smallest_known()
+        before = [d._replace(note=(d.note + "; " if d.note else "") + "not shrunk further: a later candidate "
+                             "faulted on the device") for d in found]
+        faults = [_shrunk(d, fresh_shrink, dtype, checks, deadline) if d.device_fault and fresh_shrink else d
+                  for d in fault.args[0]]
+        return before + faults
     except _Harness:
         raise
     except (HypothesisException, _OutOfTime) as e:  # a flaky kernel (the failure did not replay), or time
-        smallest = min(known, key=lambda s: (s.n_q * s.n_k, s)) if known else None
         why = "time budget spent" if isinstance(e, _OutOfTime) else type(e).__name__
-        return [d._replace(note=f"{why} during shrinking") for d in known.get(smallest, [])]
+        return [d._replace(note=f"{why} during shrinking") for d in smallest_known()]
     return []
+
+
+def _shrunk(dev: Deviation, fresh_shrink, dtype: str, checks, deadline: float) -> Deviation:
+    """``dev`` (a device fault) with its spec shrunk in fresh processes, as far as they fault."""
+    try:
+        spec, steps = fresh_shrink(dev.spec, dtype, checks, deadline)
+    except Exception as e:  # the shrink is a convenience: the unshrunk finding stands
+        return dev._replace(note=f"{dev.note}; shrinking in fresh processes failed ({type(e).__name__}: {e})"[:600])
+    if not steps:
+        return dev._replace(note=f"{dev.note}; no simpler variant faulted in a fresh process")
+    return dev._replace(spec=spec, note=f"{dev.note}; shrunk in fresh processes ({steps} steps) from "
+                                        f"{dev.spec.describe()}")
 
 
 def _minimized(devs, target, dtype, device, checks, determinism_runs, max_work, oracle_fns, seconds, deadline, stats):
@@ -236,12 +324,18 @@ def _minimized(devs, target, dtype, device, checks, determinism_runs, max_work, 
         except HarnessError as e:
             raise _Harness(str(e)) from None
         stats["shrink_steps"] = stats.get("shrink_steps", 0) + 1
+        if any(d.device_fault for d in ex.deviations):
+            raise _DeviceFault(ex.deviations)  # _search reports it with the smallest failure so far
         hit = any((d.check, d.tensor) == key for d in ex.deviations)
         if hit:
             seen[spec] = ex.deviations
         return hit
 
-    best = minimize(devs[0].spec, fails, seconds=seconds)
+    try:
+        best = minimize(devs[0].spec, fails, seconds=seconds)
+    except _DeviceFault as fault:  # a shrink candidate faulted: keep the smallest failure seen so far
+        smallest = min(seen, key=lambda s: (s.n_q * s.n_k, s)) if seen else None
+        raise _DeviceFault(fault.args[0], seen.get(smallest, devs)) from None
     return seen.get(best, devs)
 
 
@@ -268,18 +362,26 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
              seed: int = 0, profile: str | dict = "ci", checks=CHECKS, rounds: int | None = None,
              shrink_seconds: float = 60.0, determinism_runs: int = 2, seconds: float | None = None,
              progress=None, diagnose: bool = True, oracle_fns: dict | None = None,
-             tolerance: str = "empirical") -> Campaign:
+             tolerance: str = "empirical", tuning: str = "first", warm: bool | None = None,
+             workers: int | None = None) -> Campaign:
     """Fuzz ``kernel`` (a ``targets.names()`` entry, a ``targets.Target`` or any attention callable) on ``device`` (default:
     CUDA when present) in each of ``dtypes`` ("fp64", "fp32", "fp16", "bf16"; one the target lacks is
     skipped and the summary says so), ``budget`` examples per search round. ``seconds``: wall-clock
     budget of the whole campaign (None: none); ``progress``: called with a dict per example;
     ``diagnose``: name the convention a deviating kernel matches instead (``diagnose.py``);
     ``oracle_fns``: {"reference_fn": ..., "dense_fn": ...} replacements (tests plant wrong oracles);
-    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``)."""
+    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``);
+    ``tuning``: ``targets.Case.tuning`` of every call, "first" (one configuration per launch key)
+    or "autotune" (the CLI's --all-configs); ``warm``: run the warm phase of a compile-aware profile
+    (``warm.py``) first, in ``workers`` processes (default: the CPU cores); None: on CUDA devices.
+    The warm phase counts against ``seconds``; the summary reports it apart (``warm``), with the
+    timed part's seconds (``timed_s``) and the Triton compilations it still made (``compiles``)."""
     from .tolerance import RULES
 
     if tolerance not in RULES:
         raise ValueError(f"tolerance must be one of {RULES}, received {tolerance!r}")
+    if tuning not in targets.TUNINGS:
+        raise ValueError(f"tuning must be one of {targets.TUNINGS}, received {tuning!r}")
     if tolerance == "proved" and "fp64" in dtypes:
         raise ValueError("the proved tolerance covers fp32, bf16 and fp16 (fp32 accumulation); "
                          f"received dtypes {tuple(dtypes)}: pass --dtype fp32/bf16/fp16")
@@ -304,18 +406,17 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dt!r}")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an int >= 1 (examples per search round), received {budget!r}")
-    prof = campaign_sets(PROFILES[profile] if isinstance(profile, str) else dict(profile), seed)
+    prof = PROFILES[profile] if isinstance(profile, str) else dict(profile)
     summary = {"kernel": target.name, "doc": target.doc, "device": device, "tolerance": tolerance,
                "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
-               "torch": torch.__version__, "budget": budget, "seed": seed,
+               "torch": torch.__version__, "budget": budget, "seed": seed, "tuning": tuning,
                "profile": profile if isinstance(profile, str) else "custom",
                "dtypes": list(dtypes), "checks": list(checks), "seconds": seconds, "results": [], "deviations": [],
-               "complete": True, "incomplete": "", "harness_error": "", "conventions": _conventions(target),
+               "complete": True, "incomplete": "", "harness_error": "", "device_fault": "",
+               "conventions": _conventions(target),
                "notes": []}
     if profile != "ci" and not isinstance(profile, str):
         summary["profile_caps"] = {k: v for k, v in prof.items()}
-    elif isinstance(profile, str) and prof.get("specialisations"):
-        summary["specialisations"] = {"lengths": list(prof["lengths"]), "dims": list(prof["dims"])}
     found_all: list = []
     reason = target.unavailable(device)
     if reason is not None:
@@ -323,55 +424,138 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         return Campaign(summary, [])
     summary.update(available=True, reason="", version=target.version())
     lacks = target.lacks(device)
-    strategy = _strategy(target, device, prof)
+    plan = _plan(target, device, prof, seed)
+    strategy = _problems(plan)
+    if plan.launches:
+        from .launches import describe
+        summary["specialisations"] = [describe(l, prof["lengths"]) for l in plan.launches]
+        if warm if warm is not None else torch.device(device).type == "cuda":
+            summary["warm"] = warm_phase(target, device, prof, seed, [d for d in dtypes if d not in lacks], checks,
+                                         determinism_runs, tuning, workers, deadline)
     known_errors: set = set()
     notes: set = set()
-    for i, dt in enumerate(dtypes):
-        if dt in lacks:
-            summary["results"].append({"dtype": dt, "skipped": f"the kernel does not take {dt}"})
-            continue
-        now = time.monotonic()
-        dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
-        stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
-                 "cut": False, "notes": set(), "agreement": Counter()}
-        remaining, found = [c for c in checks if _applies(c, target, lacks)], []
-        try:
-            for r in range(rounds or len(checks)):
-                devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
-                               determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
-                               frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance))
-                devs = [_diagnosed(target, d, device) if diagnose else d for d in devs]
-                found.extend(devs)
-                known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
-                if not devs or stats["cut"]:
-                    break
-                failed = {c for d in devs for c in d.check.split("+")}
-                remaining = [c for c in remaining if c not in failed]
-                if not remaining:
-                    break
-        except _Harness as e:
-            summary["harness_error"] = f"{dt}: {e}"
-        if stats["cut"]:
-            summary["complete"] = False
-            summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
-                f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
-        notes |= stats["notes"]
-        summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not summary["harness_error"],
-                                   "examples": stats["examples"], "unsupported": stats["unsupported"],
-                                   "known_errors": stats["known_errors"],
-                                   "oracles": dict(stats["sources"]),
-                                   "oracle_agreement": dict(stats["agreement"]),
-                                   "worst_error_over_bound": {k: round(v, 4) for k, v in sorted(stats["worst"].items())},
-                                   "deviations": [d.as_dict() for d in found]})
-        summary["deviations"].extend(d.as_dict() for d in found)
-        found_all.extend(found)
-        if summary["harness_error"]:
-            summary["complete"] = False
-            break
+    fresh_shrink = _fresh_shrinker(target, device, prof, determinism_runs, tuning, workers, shrink_seconds)
+    t_timed = time.monotonic()
+    with count_compiles() as compiled:  # the timed part: what it still compiled is reported
+        for i, dt in enumerate(dtypes):
+            if dt in lacks:
+                summary["results"].append({"dtype": dt, "skipped": f"the kernel does not take {dt}"})
+                continue
+            now = time.monotonic()
+            dt_deadline = now + (deadline - now) / (len(dtypes) - i) if deadline != float("inf") else deadline
+            stats = {"examples": 0, "unsupported": 0, "known_errors": 0, "sources": Counter(), "worst": {},
+                     "cut": False, "fault": False, "notes": set(), "agreement": Counter(), "compiles": compiled}
+            remaining, found = [c for c in checks if _applies(c, target, lacks)], []
+            try:
+                for r in range(rounds or len(checks)):
+                    devs = _search(target, device, dt, strategy, remaining, budget, seed + r, shrink_seconds, stats,
+                                   determinism_runs, dt_deadline, progress, prof.get("oracle_work"),
+                                   frozenset(known_errors), dict(oracle_fns or {}, tolerance=tolerance, tuning=tuning),
+                                   plan.explicit if r == 0 else (), fresh_shrink)
+                    if diagnose and not stats["fault"]:  # after a device fault nothing more runs on the device
+                        devs = [_diagnosed(target, d, device, tuning) for d in devs]
+                    found.extend(devs)
+                    known_errors.update(error_signature(d.note) for d in devs if d.reason == "error")
+                    if not devs or stats["cut"] or stats["fault"]:
+                        break
+                    failed = {c for d in devs for c in d.check.split("+")}
+                    remaining = [c for c in remaining if c not in failed]
+                    if not remaining:
+                        break
+            except _Harness as e:
+                summary["harness_error"] = f"{dt}: {e}"
+            if stats["fault"]:
+                fault = next(d for d in found if d.device_fault)
+                summary["device_fault"] = f"{dt}: {fault.note}"
+                summary["complete"] = False
+                summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                    f"{dt}: stopped at a device fault after {stats['examples']} examples")
+            if stats["cut"]:
+                summary["complete"] = False
+                summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                    f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
+            notes |= stats["notes"]
+            summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not stats["fault"]
+                                       and not summary["harness_error"],
+                                       "examples": stats["examples"], "unsupported": stats["unsupported"],
+                                       "known_errors": stats["known_errors"],
+                                       "oracles": dict(stats["sources"]),
+                                       "oracle_agreement": dict(stats["agreement"]),
+                                       "worst_error_over_bound": {k: round(v, 4)
+                                                                  for k, v in sorted(stats["worst"].items())},
+                                       "deviations": [d.as_dict() for d in found]})
+            summary["deviations"].extend(d.as_dict() for d in found)
+            found_all.extend(found)
+            if summary["harness_error"]:
+                summary["complete"] = False
+                break
+            if stats["fault"]:
+                break  # the CUDA context is unusable: no further dtype can run in this process
+    summary["compiles"] = dict(compiled)
     summary["notes"] = sorted(notes)
     summary["passed"] = not summary["deviations"] and summary["complete"] and not summary["harness_error"]
+    summary["timed_s"] = round(time.monotonic() - t_timed, 2)
     summary["elapsed_s"] = round(time.monotonic() - t0, 2)
     return Campaign(summary, found_all)
+
+
+def _worker_ref(target) -> str | None:
+    """What loads ``target`` in a fresh process (a built-in name or a user reference), or None."""
+    from .user import absolute_ref, is_reference
+
+    if is_reference(target.name):
+        return absolute_ref(target.name)
+    return target.name if target.name in targets.names() else None
+
+
+def _conventions_of(target) -> dict | None:
+    conv = getattr(target, "conventions", None)
+    return None if conv is None else dict(conv._asdict())
+
+
+def warm_phase(target, device: str, prof: dict, seed: int, dtypes, checks, determinism_runs: int, tuning: str,
+               workers: int | None = None, deadline: float = float("inf")) -> dict:
+    """The warm phase of the campaign of ``seed`` (``warm.warm_up`` on its launches' specimens):
+    its report (``warm.Warm`` as a dict), or {"skipped": why}."""
+    from .warm import warm_up
+
+    ref = _worker_ref(target)
+    if ref is None:
+        return {"skipped": f"{target.name} cannot be loaded in a worker process (not a built-in name or reference)"}
+    w = warm_up(ref, specimens(target, device, prof, seed), dtypes, device=device, checks=checks,
+                determinism_runs=determinism_runs, tuning=tuning, workers=workers, deadline=deadline,
+                conventions=_conventions_of(target), max_work=prof.get("oracle_work"))
+    return w._asdict()
+
+
+def _fresh_shrinker(target, device: str, prof: dict, determinism_runs: int, tuning: str, workers: int | None,
+                    seconds: float):
+    """``shrink(spec, dtype, checks, deadline) -> (spec, steps)``: the simplest variant of a
+    device-faulting ``spec`` that still faults, each candidate examined in a fresh process
+    (``fresh.py``; ``workers`` at a time) within ``seconds``; None when the kernel cannot be loaded
+    in a fresh process or ``seconds`` is 0."""
+    from .fresh import run_fresh
+    from .shrink import minimize_batched
+    from .warm import default_workers
+
+    ref = _worker_ref(target)
+    if ref is None or not seconds > 0:
+        return None
+
+    def shrink(spec, dtype, checks, deadline):
+        end = min(time.monotonic() + seconds, deadline)
+
+        def fails_many(cands):
+            runs = run_fresh(ref, [[(c, dtype)] for c in cands], device=device, checks=checks,
+                             determinism_runs=determinism_runs, tuning=tuning, conventions=_conventions_of(target),
+                             max_work=prof.get("oracle_work"), deadline=end)
+            broken = [r for r in runs if not r.results and not r.killed]
+            if broken:  # the process could not examine anything (the kernel does not load there, ...)
+                raise RuntimeError(f"a fresh process exited with {broken[0].returncode}: {broken[0].stderr_tail}")
+            return [bool(r.results) and bool(r.results[0]["fault"]) for r in runs]
+        return minimize_batched(spec, fails_many, seconds=max(end - time.monotonic(), 0.0),
+                                batch=workers or default_workers())
+    return shrink
 
 
 def _applies(check: str, target, lacks) -> bool:
@@ -394,10 +578,10 @@ def _conventions(target) -> dict:
     return {"layout": "bhnd", "causal_alignment": "bottom-right", "lse": "natural", "empty_rows": "zero"}
 
 
-def _diagnosed(target, dev: Deviation, device: str) -> Deviation:
+def _diagnosed(target, dev: Deviation, device: str, tuning: str) -> Deviation:
     from .diagnose import diagnose
 
-    why = diagnose(target, dev, device)
+    why = diagnose(target, dev, device, tuning)
     return dev._replace(diagnosis=why) if why else dev
 
 
@@ -425,6 +609,22 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"      reproducer script: {d['script']}")
     for n in summary.get("notes", []):
         lines.append(f"  note: {n}")
+    if summary.get("specialisations"):
+        lines.append(f"  {len(summary['specialisations'])} launch specialisations: "
+                     + "; ".join(summary["specialisations"]))
+    w = summary.get("warm")
+    if w:
+        lines.append(f"  warm phase: skipped ({w['skipped']})" if "skipped" in w else
+                     f"  warm phase: {w['tasks']} launch × dtype tasks in {w['seconds']} s over {w['workers']} processes "
+                     f"({w['compiled']} Triton compilations, {w['cached']} cache loads, {w['failed']} failed, "
+                     f"{w['cut']} cut)" + (f"; first failure: {w['errors'][0]}" if w["errors"] else ""))
+    if summary.get("specialisations") and summary.get("timed_s") is not None:
+        lines.append(f"  timed part: {summary['timed_s']} s, {summary['compiles']['compiled']} Triton compilations, "
+                     f"{summary['compiles']['cached']} cache loads")
+        for spec in summary["compiles"].get("examples", [])[:3]:
+            lines.append(f"    compiled while examining {spec}")
+    if summary.get("device_fault"):
+        lines.append(f"  DEVICE FAULT of the kernel (a finding, exit 1): {summary['device_fault']}")
     if summary.get("harness_error"):
         lines.append(f"  HARNESS ERROR (not a finding about the kernel): {summary['harness_error']}")
         lines.append(f"  NO VERDICT in {summary['elapsed_s']} s")

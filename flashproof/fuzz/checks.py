@@ -18,10 +18,11 @@ Checks (``CHECKS``):
   ``deterministic=True`` are bitwise equal (forward, and backward where the target promises it).
 
 Who failed: every call into the kernel (its forward, its backward through autograd, the split and
-determinism calls) goes through ``_call``; an exception there is a finding about the kernel
-(reason ``error``), reported once per example however many checks met it. Any other exception —
-the oracle, the baseline, the comparison — is the harness's, propagates, and ends the campaign as
-a harness error (exit 4), never as a deviation. The oracles must agree before any verdict
+determinism calls) goes through ``_call``, which also waits for the device (``faults.py``); an
+exception there — a device fault included — is a finding about the kernel (reason ``error``),
+reported once per example however many checks met it. After a device fault no further check
+runs. Any other exception — the oracle, the baseline, the comparison — is the harness's,
+propagates, and ends the campaign as a harness error (exit 4), never as a deviation. The oracles must agree before any verdict
 (``oracle.oracles``).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ import torch
 
 import re
 
+from .faults import FAULT_NOTE, is_device_fault, synchronize
 from .oracle import Expected, oracles, read_inputs as oracle_inputs, vjp
 from .problem import Problem, ProblemSpec, build, lse_cotangent
 from .targets import Case, KernelOut, Target, Unsupported
@@ -60,6 +62,7 @@ class Deviation(NamedTuple):
     bound: float
     note: str = ""
     diagnosis: str = ""    # a convention the kernel matches instead (diagnose.py), or ""
+    device_fault: bool = False  # the kernel faulted on the device (faults.py): the context is unusable after it
 
     def reproducer(self) -> str:
         at = "" if self.index is None else f" at {list(self.index)}: got {self.got!r}, expected {self.expected!r}"
@@ -103,6 +106,7 @@ class _Ctx(NamedTuple):
     grad: bool                   # whether the leaves require grad
     lse_grad: bool               # whether the LSE cotangent is fed back
     tolerance: str = "empirical"  # the rule for out and lse (tolerance.RULES)
+    tuning: str = "first"        # Case.tuning of every call
 
 
 #: head-dim padding of poisoned problems' inputs (keeps 16-byte row alignment for fp16/bf16)
@@ -135,11 +139,11 @@ def _case(ctx: _Ctx, q, k, v, keys: slice | None = None) -> Case:
     allowed = p.allowed.to(ctx.device)
     if keys is not None:  # one key partition: its piece of the mask, given explicitly
         return Case(q, k[:, :, keys], v[:, :, keys], allowed[..., keys].contiguous(), p.scale, False, None,
-                    None, None, False)
+                    None, None, False, ctx.tuning)
     structured = s.mask_kind == "none" and not s.empty_rows
     cu_q = None if p.cu_seqlens_q is None else p.cu_seqlens_q.to(ctx.device)
     cu_k = None if p.cu_seqlens_k is None else p.cu_seqlens_k.to(ctx.device)
-    return Case(q, k, v, allowed, p.scale, s.causal, s.window, cu_q, cu_k, structured)
+    return Case(q, k, v, allowed, p.scale, s.causal, s.window, cu_q, cu_k, structured, ctx.tuning)
 
 
 def _inputs(ctx: _Ctx):
@@ -148,18 +152,23 @@ def _inputs(ctx: _Ctx):
 
 
 class _KernelRaised(Exception):
-    """A call into the kernel raised (``label``: the check that made the call)."""
+    """A call into the kernel raised (``label``: the check that made the call; ``fault``: a device
+    fault, after which nothing more runs in this process)."""
 
     def __init__(self, label: str, exc: BaseException):
         super().__init__(label, exc)
         self.label, self.exc = label, exc
+        self.fault = is_device_fault(exc)
 
 
-def _call(label: str, fn, *args):
-    """Call into the kernel: its exceptions become ``_KernelRaised`` (findings), ``Unsupported``
-    passes through (the example is skipped)."""
+def _call(label: str, device: str, fn, *args):
+    """Call into the kernel and wait for the device (``faults.synchronize``: a device fault of the
+    kernel's work surfaces here, not in a later harness op): its exceptions become
+    ``_KernelRaised`` (findings), ``Unsupported`` passes through (the example is skipped)."""
     try:
-        return fn(*args)
+        r = fn(*args)
+        synchronize(device)
+        return r
     except Unsupported:
         raise
     except Exception as exc:
@@ -175,7 +184,7 @@ def error_signature(note: str) -> str:
 def _run(ctx: _Ctx, case: Case, deterministic: bool, label: str) -> KernelOut:
     """One kernel call, its result checked for the shapes of our conventions (a wrong shape is
     the kernel's error, reported as such)."""
-    r = _call(label, ctx.target.run, case, deterministic)
+    r = _call(label, ctx.device, ctx.target.run, case, deterministic)
     B, Hq, Nq = case.q.shape[:3]
     want = (B, Hq, Nq, case.v.shape[3])
     if not isinstance(r, KernelOut) or not isinstance(r.out, torch.Tensor) or tuple(r.out.shape) != want:
@@ -191,7 +200,7 @@ def _grads(ctx: _Ctx, run: KernelOut, leaves, label: str) -> tuple:
     """The kernel's backward (through autograd) for the problem's cotangents."""
     dout = ctx.problem.dout.to(ctx.device, ctx.dtype)
     dlse = ctx.problem.dlse.to(ctx.device) if ctx.lse_grad else None
-    return _call(label, vjp, run.out, run.lse if ctx.lse_grad else None, leaves, dout, dlse)
+    return _call(label, ctx.device, vjp, run.out, run.lse if ctx.lse_grad else None, leaves, dout, dlse)
 
 
 def _dev(ctx: _Ctx, check: str, v: Verdict) -> "Deviation":
@@ -299,18 +308,22 @@ def check_determinism(ctx: _Ctx, with_grads: bool, runs: int = 2):
 
 def _error(target: Target, spec, dtype: str, device: str, raised: _KernelRaised, checks: list) -> Deviation:
     exc = raised.exc
+    text = f"{type(exc).__name__}: {exc}"[:300]
+    if raised.fault:
+        text = f"{text.splitlines()[0]}; {FAULT_NOTE}"
     return Deviation(target.name, "+".join(checks), "-", "error", dtype, device, spec, None, None, None, 0.0, 0.0,
-                     f"{type(exc).__name__}: {exc}"[:300])
+                     text, device_fault=raised.fault)
 
 
 def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, checks=CHECKS,
             max_work: int | None = None, determinism_runs: int = 2, reference_fn=None,
-            dense_fn=None, tolerance: str = "empirical") -> Examination:
+            dense_fn=None, tolerance: str = "empirical", tuning: str = "first") -> Examination:
     """Run ``checks`` of ``target`` on ``spec`` in ``dtype`` ("fp64", "fp32", "fp16", "bf16").
     Raises ``Unsupported`` when the target cannot take the problem, ``HarnessError`` when the two
     oracles disagree; any other exception outside a kernel call is the harness's and propagates.
     ``reference_fn``/``dense_fn``: replacements of the two oracles (tests plant a wrong one);
-    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``)."""
+    ``tolerance``: the rule for out and lse, "empirical" or "proved" (``tolerance.py``); ``tuning``:
+    ``Case.tuning`` of every call ("first" or "autotune")."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dtype!r}")
     unknown = set(checks) - set(CHECKS)
@@ -321,7 +334,7 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     lacks = target.lacks(device)
     notes = set()
     want_grads = "gradients" in checks and "grad" not in lacks
-    stub = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, want_grads, False)
+    stub = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, want_grads, False, tuning=tuning)
     leaves = _inputs(stub)
     try:
         run = _run(stub, _case(stub, *leaves), target.deterministic == "fwd+bwd", "forward")
@@ -342,10 +355,12 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     baseline = naive(dev_t(clean[0]), dev_t(clean[1]), dev_t(clean[2]), problem.allowed.to(device), problem.scale,
                      dev_t(problem.dout) if want_grads else None, problem.dlse.to(device) if lse_grad else None)
     ctx = _Ctx(target, problem, orc.expected, orc.gold, tdtype, dtype, device, baseline, orc.mags, want_grads, lse_grad,
-               tolerance)
+               tolerance, tuning)
     verdicts, devs, raised_by = [], [], {}
 
     def collect(fn, *args, label):
+        if any(r.fault for r, _ in raised_by.values()):
+            return  # a device fault: the context is unusable, no further check can run
         try:
             v, d = fn(ctx, *args)
         except _KernelRaised as raised:  # the kernel raised: one finding per kind of error
@@ -371,11 +386,12 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     return Examination(spec, orc.expected.source, verdicts, devs, frozenset(notes), orc.agreement)
 
 
-def kernel_forward(target: Target, spec: ProblemSpec, dtype: str, device: str) -> tuple[Problem, KernelOut]:
+def kernel_forward(target: Target, spec: ProblemSpec, dtype: str, device: str,
+                   tuning: str = "first") -> tuple[Problem, KernelOut]:
     """The problem of ``spec`` rounded to ``dtype`` and the kernel's forward on it (no oracle; for
     ``diagnose``). Exceptions of the kernel propagate."""
     tdtype = DTYPES[dtype]
     problem = build(spec).rounded(tdtype)
-    ctx = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, False, False)
+    ctx = _Ctx(target, problem, None, None, tdtype, dtype, device, None, None, False, False, tuning=tuning)
     with torch.no_grad():
         return problem, _run(ctx, _case(ctx, *_inputs(ctx)), False, "forward")

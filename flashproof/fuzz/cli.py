@@ -66,7 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", action="append", choices=sorted(DTYPES), metavar="DTYPE",
                         help=f"repeatable; one of {sorted(DTYPES)} (default: {' '.join(DEFAULT_DTYPES)}; "
                              "a dtype the kernel does not take is skipped)")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="examples per search round (>= 1)")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                        help="random examples per search round (>= 1); the first round of each dtype runs up to as "
+                             "many of the design's adversarial problems before them")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (the run is reproducible)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="size caps of the problems")
     parser.add_argument("--tolerance", choices=("empirical", "proved"), default="empirical",
@@ -82,6 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a campaign cut short is reported INCOMPLETE (exit 3), never passed")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU (default 1)")
     parser.add_argument("--quiet", action="store_true", help="no per-example progress lines")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes of the warm phase of a compile-aware profile (gpu, gluon): every launch "
+                             "specialisation compiled before the timed part (default: the CPU cores, on CUDA only; "
+                             "0: no warm phase)")
     parser.add_argument("--all-configs", action="store_true",
                         help="let our Triton kernels autotune (default: tuning='first', one configuration)")
 
@@ -146,6 +152,8 @@ def validate(args: argparse.Namespace) -> dict:
         raise UsageError(f"--seconds must be > 0, received {args.seconds}")
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, received {args.threads}")
+    if args.workers is not None and args.workers < 0:
+        raise UsageError(f"--workers must be >= 0 (0: no warm phase), received {args.workers}")
     device = check_device(args.device)
     _check_json(args.json)
     conventions = {"layout": args.layout, "causal_alignment": args.causal_alignment, "lse": args.lse,
@@ -169,10 +177,9 @@ def run(args: argparse.Namespace) -> int:
     if device == "cpu":
         torch.set_num_threads(args.threads)
         from flashproof.kernels.interpreter import interpreting
-        if interpreting():  # Triton kernels run in the interpreter: apply its numpy >= 2.4 workaround
-            from .interpreter_shim import numpy_2_4_shim
-            numpy_2_4_shim()
-    targets.set_tuning("autotune" if args.all_configs else "first")  # one configuration per launch key unless asked
+        if interpreting():  # Triton kernels run in the interpreter: apply its workarounds (interpreter_shim)
+            from .interpreter_shim import apply as apply_interpreter_shims
+            apply_interpreter_shims()
     jobs = [("kernel", t) for t in plan["kernels"]] + [("sampler", s) for s in plan["samplers"]]
     t_end = None if args.seconds is None else time.monotonic() + args.seconds
     summaries = []
@@ -189,6 +196,12 @@ def run(args: argparse.Namespace) -> int:
         summaries.append(s)
         if args.json is not None:
             args.json.write_text(json.dumps(summaries, indent=1, default=str))
+        if s.get("device_fault"):  # the CUDA context is unusable: nothing more can run in this process
+            rest = [t.name for _, t in jobs[i + 1:]]
+            if rest:
+                print(f"flashproof fuzz: {target.name} faulted on the device; not run in this process: "
+                      f"{', '.join(rest)} (run them again separately)", file=sys.stderr)
+            break
     return exit_status(summaries)
 
 
@@ -198,6 +211,8 @@ def _run_kernel(target, args, device, share) -> dict:
     c = campaign(target, device=device, dtypes=tuple(args.dtype or DEFAULT_DTYPES), budget=args.budget,
                  seed=args.seed, profile=args.profile, checks=tuple(args.check or CHECKS),
                  determinism_runs=args.determinism_runs, seconds=share, tolerance=args.tolerance,
+                 tuning="autotune" if args.all_configs else "first",  # one configuration per launch key unless asked
+                 warm=None if args.workers is None else args.workers > 0, workers=args.workers or None,
                  progress=None if args.quiet else _printer(target.name))
     s = c.summary
     if c.deviations:

@@ -28,15 +28,16 @@ from .tolerance import judge, magnitudes, naive
 __all__ = ["diagnose"]
 
 
-def diagnose(target, dev, device: str) -> str:
-    """A sentence for ``dev`` (a ``checks.Deviation`` of ``target``), or ""."""
+def diagnose(target, dev, device: str, tuning: str = "first") -> str:
+    """A sentence for ``dev`` (a ``checks.Deviation`` of ``target``; the kernel called with
+    ``Case.tuning`` = ``tuning``), or ""."""
     if dev.reason in ("bitwise",) or dev.check == "determinism":
         return ""
     from .checks import DTYPES, kernel_forward
 
     dtype = DTYPES[dev.dtype]
     try:
-        problem, run = kernel_forward(target, dev.spec, dev.dtype, device)
+        problem, run = kernel_forward(target, dev.spec, dev.dtype, device, tuning)
     except Exception:  # the kernel raised (it is reported as an error already) or cannot take it
         return ""
     conv = getattr(target, "conventions", None)

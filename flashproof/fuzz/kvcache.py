@@ -91,8 +91,8 @@ def run(backend: str):
         if not c.structured:
             raise targets.Unsupported("attention_with_kvcache takes causal/window/varlen structure only, no mask")
         q, k, v, kw, nq = to_kvcache_call(c)
-        # the campaign's tuning (targets.TUNING, "first" unless --all-configs), and "first" under the interpreter
-        tuning = targets.TUNING["mode"] if c.q.is_cuda else "first"
+        # the campaign's tuning (Case.tuning: "first" unless --all-configs), and "first" under the interpreter
+        tuning = c.tuning if c.q.is_cuda else "first"
         extra = {"tuning": tuning} if backend == "triton" else {}
         with torch.no_grad():
             r = attention_with_kvcache(q, k, v, backend=backend, **kw, **extra)

@@ -225,15 +225,19 @@ def read_inputs(problem: Problem) -> tuple:
             torch.where(key_read[..., None], problem.v, 0.0))
 
 
-def masked_attention(q, k, v, allowed, scale, drop=None):
+def masked_attention(q, k, v, allowed, scale, drop=None, bias=None):
     """Dense masked softmax attention in the dtype of q, k, v (autograd-able), following the
     empty-row convention. q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv),
     allowed (B, Hq, Nq, Nk) → out (B, Hq, Nq, Dv), lse (B, Hq, Nq). drop: None, or dropout's
-    multipliers r = keep/(1 − p) (B, Hq, Nq, Nk): out = (r ∘ P) V, lse undropped."""
+    multipliers r = keep/(1 − p) (B, Hq, Nq, Nk): out = (r ∘ P) V, lse undropped. bias: None, or an
+    additive float mask broadcastable to (B, Hq, Nq, Nk), added to the scaled scores (its −inf
+    entries must be False in ``allowed``)."""
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)   # (B, Hq, Nk, D)
     v = v.repeat_interleave(group, dim=1)   # (B, Hq, Nk, Dv)
     s = (q @ k.transpose(-1, -2)) * scale   # (B, Hq, Nq, Nk)
+    if bias is not None:
+        s = s + torch.where(allowed, bias.to(s.dtype), 0.0)  # −inf entries are masked below
     s = s.masked_fill(~allowed, float("-inf"))
     empty = ~allowed.any(dim=-1, keepdim=True)                  # (B, Hq, Nq, 1)
     s_safe = s.masked_fill(empty, 0.0)                          # never softmax an all −inf row

@@ -14,7 +14,7 @@ import time
 
 from .problem import ProblemSpec, _check
 
-__all__ = ["minimize", "variants"]
+__all__ = ["minimize", "minimize_batched", "variants"]
 
 
 def _smaller(n: int) -> list:
@@ -81,3 +81,25 @@ def minimize(spec: ProblemSpec, fails, *, seconds: float = 30.0) -> ProblemSpec:
                 current, improved = cand, True
                 break
     return current
+
+
+def minimize_batched(spec: ProblemSpec, fails_many, *, seconds: float, batch: int) -> tuple:
+    """``minimize`` for a costly ``fails`` (each candidate in a fresh process):
+    ``fails_many(candidates) -> [bool, ...]`` judges up to ``batch`` variants at once, and the first
+    failing one in ``variants`` order is kept. Returns (the simplest failing spec found, steps taken)."""
+    end = time.monotonic() + seconds
+    current, steps = spec, 0
+    while time.monotonic() < end:
+        cands = [c for c in variants(current) if _valid(c)]
+        found = None
+        for i in range(0, len(cands), batch):
+            if time.monotonic() >= end:
+                break
+            group = cands[i:i + batch]
+            found = next((c for c, bad in zip(group, fails_many(group)) if bad), None)
+            if found is not None:
+                break
+        if found is None:
+            break
+        current, steps = found, steps + 1
+    return current, steps

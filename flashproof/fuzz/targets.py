@@ -41,7 +41,10 @@ class Unsupported(Exception):
 class Case(NamedTuple):
     """One call, on the target's device. q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) in
     the kernel dtype (possibly non-contiguous views); allowed (B, Hq, Nq, Nk) bool. ``structured``
-    is True when causal/window/varlen alone give ``allowed`` (no extra mask is needed)."""
+    is True when causal/window/varlen alone give ``allowed`` (no extra mask is needed). ``tuning``:
+    the campaign's choice for kernels that autotune (ours: ``attention(..., tuning=...)``), "first"
+    (one configuration per launch key: a campaign would otherwise time every configuration of
+    every new key) or "autotune"; other targets ignore it."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -53,6 +56,7 @@ class Case(NamedTuple):
     cu_seqlens_q: torch.Tensor | None
     cu_seqlens_k: torch.Tensor | None
     structured: bool
+    tuning: str = "first"
 
 
 class KernelOut(NamedTuple):
@@ -74,14 +78,8 @@ class Target(NamedTuple):
 
 # ----------------------------------------------------------------------------------- ours
 
-#: ``tuning`` of our Triton launches in a campaign: "first" (one configuration per launch key: a campaign
-#: would otherwise compile every configuration) unless the CLI's --all-configs sets "autotune"
-TUNING = {"mode": "first"}
-
-
-def set_tuning(mode: str) -> None:
-    """``attention(..., tuning=mode)`` for our targets from now on ("first" or "autotune")."""
-    TUNING["mode"] = mode
+#: the values of ``Case.tuning``
+TUNINGS = ("first", "autotune")
 
 
 def _ours(backend: str | None, fn=None) -> Callable:
@@ -96,9 +94,12 @@ def _ours(backend: str | None, fn=None) -> Callable:
         chosen = backend or ("triton" if c.q.is_cuda else "torch")
         if chosen == "triton" and c.q.is_cuda and fn is None:
             chosen = "auto"
+        if chosen == "triton" and not c.q.is_cuda:  # interpreted: without the shim a bf16 dot or a loop
+            from .interpreter_shim import apply  # bound fails inside Triton, not in the kernel (harness's)
+            apply()
         r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=None if c.structured else c.allowed,
                  scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
-                 deterministic=deterministic, backend=chosen, tuning=TUNING["mode"])
+                 deterministic=deterministic, backend=chosen, tuning=c.tuning)
         return KernelOut(r.out, r.lse)
     return run
 

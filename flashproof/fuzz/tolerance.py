@@ -1,6 +1,7 @@
 """The tolerance rule — stated here once; no check anywhere carries its own atol.
 
-For each compared tensor T (out, lse, dq, dk, dv) of a kernel run in dtype τ:
+For each compared tensor T (out, lse, dq, dk, dv, and dbias, the gradient of an additive bias) of a
+kernel run in dtype τ:
 
     max |T_kernel − T_oracle|  ≤  FACTOR[T] · max |T_naive − T_oracle|  +  floor(T_oracle, τ)
 
@@ -13,14 +14,16 @@ For each compared tensor T (out, lse, dq, dk, dv) of a kernel run in dtype τ:
   bound (the naive run sits near the kernel, so |naive − wrong oracle| ≈ |kernel − wrong oracle|
   and every kernel passed at error/bound ≈ 0.5). Before any verdict the two oracles must agree
   (``agree`` below); a disagreement is a harness error, never a pass;
-* FACTOR is 2 for the forward (out, lse) and 3 for the gradients — FlashAttention's own rule;
+* FACTOR is 2 for the forward (out, lse) and 3 for the gradients (dbias included) — FlashAttention's
+  own rule;
 * floor(T, τ) = eps(τ) · M_T, one unit of τ's precision at the natural magnitude M_T of the terms
   that make up T (``magnitudes``): out — max|V|; lse — S + 2 ln Nk + 1 (lse = m + log ℓ is the sum
   of the running max m, a score, |m| ≤ S, and log ℓ ∈ [0, ln Nk]: a correct kernel rounds terms of
   that size, and its scores, summed in another order than the naive run's, differ by units of
   eps·S; the + 1 is log's argument: a relative rounding of ℓ is an absolute error of lse. In
   float64, where the naive logsumexp is often exact, our online-softmax LSE was 1.1–1.6 units off
-  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dq —
+  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dbias (= dS = P ∘ (dP − δ), summed over the
+  bias's broadcast dims) — max|dO|·max|V| + max|dLSE|; dq —
   |scale|·(max|dO|·max|V| + max|dLSE|)·max|K|; dk — the same with max|Q| (maxima over finite entries;
   at least τ's smallest normal), plus, for every T but lse, M_T · eps_stat · S, where S is the
   largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
@@ -65,7 +68,7 @@ __all__ = ["FACTOR", "AGREEMENT", "RULES", "floor", "magnitudes", "proved_bound"
 RULES = ("empirical", "proved")
 _PROVED_FORMATS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
-FACTOR = {"out": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0}
+FACTOR = {"out": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0}
 AGREEMENT = 2.0 ** -30
 
 
@@ -83,7 +86,8 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None) -> dict:
     mlse = _absmax(lse)
     mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
-    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": mo, "dq": abs(scale) * mg * mk,
+    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": mo, "dbias": mg,
+            "dq": abs(scale) * mg * mk,
             "dk": abs(scale) * mg * mq, "score": score,
             "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv, "scale": float(scale)}}
 
@@ -185,17 +189,19 @@ def agree(name: str, a: torch.Tensor, b: torch.Tensor, mags: dict) -> Verdict:
 
 
 def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float,
-          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None, drop: torch.Tensor | None = None):
+          dout: torch.Tensor | None = None, dlse: torch.Tensor | None = None, drop: torch.Tensor | None = None,
+          bias: torch.Tensor | None = None):
     """The baseline: the dense formula in the dtype of q, k, v (no upcast), on their device.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv), allowed (B, Hq, Nq, Nk), dout like
-    out, dlse (B, Hq, Nq) or None, drop None or dropout's multipliers keep/(1 − p) (B, Hq, Nq, Nk)
+    out, dlse (B, Hq, Nq) or None, drop None or dropout's multipliers keep/(1 − p) (B, Hq, Nq, Nk),
+    bias None or an additive float mask (``oracle.masked_attention``)
     → ``(out, lse, grads)`` where grads is (dq, dk, dv) of Σ dout·out (+ Σ dlse·lse) when ``dout``
     is given, else None."""
     from .oracle import masked_attention, vjp
 
     q, k, v = (t.detach().clone().requires_grad_(dout is not None) for t in (q, k, v))
     with torch.enable_grad():
-        out, lse = masked_attention(q, k, v, allowed, scale, drop)
+        out, lse = masked_attention(q, k, v, allowed, scale, drop, bias)
         grads = vjp(out, lse, (q, k, v), dout, dlse) if dout is not None else None
     return out.detach(), lse.detach(), grads

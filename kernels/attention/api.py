@@ -15,9 +15,12 @@ Conventions (``docs/kernel.md`` has the long form):
   (B, Hq, Nq, Nk); or a ``BlockSparseMask``), ``bias`` is not −inf at (i, j), and, with
   ``cu_seqlens``, i and j in the same sequence (the causal/window alignment is then per sequence).
 * ``bias``: an additive float mask broadcastable to (B, Hq, Nq, Nk), added to the scaled scores
-  (−inf = masked). Only the torch kernels add a general bias; a bias whose entries are all 0 or −inf
-  is the boolean mask ``bias == 0`` and runs wherever a mask does (``validate`` converts it). No
-  gradient flows to the bias.
+  (−inf = masked). The torch and Triton kernels add a general bias (Gluon does not); a bias whose
+  entries are all 0 or −inf is the boolean mask ``bias == 0`` and runs wherever a mask does
+  (``validate`` converts it) unless the bias requires grad. A bias that requires grad gets one:
+  dBias = dS = P ∘ (dP − δ), the gradient of the scaled scores, summed over the dims the bias
+  broadcasts (torch and Triton kernels; the Triton backward writes dS, a (B, Hq, Nq, Nk) float32
+  buffer, then reduces it).
 * A row with no allowed key: out 0, lse −inf, gradients 0, never NaN. Values planted in
   positions that only masked pairs read (NaN, ±inf, 1e30) never reach the results.
 * Varlen: ``cu_seqlens_q``/``cu_seqlens_k`` (S + 1,) int32/int64 with q ``(1, Hq, total_q, D)``
@@ -48,6 +51,7 @@ import torch
 
 from . import dropout as _dropout
 from .dispatch import BACKENDS, TUNINGS
+from .gluon import layout as _layout
 
 __all__ = ["AttnOut", "BlockSparseMask", "AttentionProblem", "attention", "validate", "BUGS"]
 
@@ -89,12 +93,12 @@ class AttentionProblem(NamedTuple):
     pairs are exactly the causal triangle (window (None, 0), no mask, no varlen: Gluon's CAUSAL);
     mask: None or a bool (B|1, Hq|1, Nq, Nk) view; tiles: None or a BlockSparseMask; seqlens: None
     or (cu_q, cu_k, max_q, max_k) with cu_* int32 on q's device; groups = Hq // Hkv; deterministic;
-    requires_grad: some input needs a gradient; dense_layout: q, k, v contiguous on 16-byte
-    boundaries; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
+    requires_grad: some input needs a gradient; layouts: for q, k, v, the row view a TMA
+    descriptor reads it through in place ("bhnd" | "bnhd", ``gluon/layout.py``) or None; bugs (mutants only); backend, tuning: as asked for; cache: launch data a kernel
     derives once per call (the Triton arguments and block-sparse walk lists), which a backward run
     on the same problem reuses; bias: None or a float (B|1, Hq|1, Nq, Nk) view added to the scaled
-    scores (the torch kernels only); dropout: None (no dropout) or the call's ``dropout.Dropout``
-    (p, seed, threshold, scale)."""
+    scores (the torch and Triton kernels); dropout: None (no dropout) or the call's ``dropout.Dropout``
+    (p, seed, threshold, scale); bias_grad: the bias requires a gradient (the backward returns dBias)."""
 
     B: int
     Hq: int
@@ -113,13 +117,14 @@ class AttentionProblem(NamedTuple):
     groups: int
     deterministic: bool
     requires_grad: bool
-    dense_layout: bool
+    layouts: tuple
     bugs: frozenset
     backend: str
     tuning: str
     cache: dict
     bias: Optional[torch.Tensor] = None
     dropout: Optional[_dropout.Dropout] = None
+    bias_grad: bool = False
 
 
 def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=None, cu_seqlens_q=None,
@@ -130,12 +135,13 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), or
     ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (B, Hq, Nq)). See the module docstring
     for the masking conventions. ``deterministic=True`` promises bitwise-identical gradients run to
-    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls with Hq = Hkv) add dQ with
+    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls, GQA included) add dQ with
     fp32 reductions (5 instead of 7 N²d products; dQ may differ in its last bits between runs).
     backend: "auto" | "gluon" | "triton" | "torch" (``dispatch.plan`` states the rules; a backend
     that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
     (Triton launches only). dropout_p: drop probability in [0, 1) (0: no dropout); dropout_seed: None
-    (drawn from torch's default generator) or an int in [0, 2**63): the keep bits are a function of
+    (a fresh seed per call from torch's default generator, drawn by a tensor op: compile-safe) or an
+    int in [0, 2**63): the keep bits are a function of
     it and the position (module docstring), so two calls with one seed drop the same pairs.
     """
     return _attention(q, k, v, causal=causal, window=window, mask=mask, bias=bias, scale=scale,
@@ -161,7 +167,8 @@ def _attention(q, k, v, *, bugs, **kwargs):
         0 if tiles is None else tiles.block_k, kwargs.get("cu_seqlens_q"), kwargs.get("cu_seqlens_k"),
         None if scale is None else float(scale), left, right, kwargs.get("causal", False),
         prob.deterministic, prob.requires_grad, prob.backend, prob.tuning, ",".join(sorted(prob.bugs)),
-        0.0 if prob.dropout is None else prob.dropout.p, None if prob.dropout is None else prob.dropout.seed)
+        0.0 if prob.dropout is None else prob.dropout.p,
+        None if prob.dropout is None else _dropout.seed_tensor(prob.dropout.seed), prob.bias_grad)
     return AttnOut(out, lse) if return_lse else out
 
 
@@ -174,12 +181,13 @@ def _check_tensor(name, t):
 
 def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=None, cu_seqlens_q=None,
              cu_seqlens_k=None, backend="auto", tuning="autotune", deterministic=False, bugs=frozenset(),
-             return_lse=False, dropout_p=0.0, dropout_seed=None, requires_grad=None,
+             return_lse=False, dropout_p=0.0, dropout_seed=None, requires_grad=None, bias_grad=None,
              check_values=True) -> AttentionProblem:
     """The checked, normalised call (``AttentionProblem``); a TypeError/ValueError naming what was
     expected and what was received for bad input. Arguments as ``attention``'s, and:
     requires_grad: whether a gradient will be asked for (None: some input requires one under grad
-    mode; the op bodies pass it, since their inputs arrive detached); check_values: also run the
+    mode; the op bodies pass it, since their inputs arrive detached); bias_grad: whether the bias's
+    gradient will be asked for (None: the bias requires one under grad mode); check_values: also run the
     checks that read tensor values or addresses (``cu_seqlens`` contents, alignment, a bias's
     {0, −inf} test). ``attention()`` runs the structural checks where it is traced (check_values=False)
     and the op body runs them all."""
@@ -233,19 +241,23 @@ def validate(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale=
         mask = tiles.dense
     elif mask is not None:
         mask = _dense_mask(mask, q, B, Hq, Nq, Nk, "mask")
+    if bias_grad is None:
+        bias_grad = isinstance(bias, torch.Tensor) and bias.requires_grad and torch.is_grad_enabled()
+    if bias_grad and bias is None:
+        raise ValueError("bias_grad=True needs a bias")
     if bias is not None:
         bias = _bias(bias, q, B, Hq, Nq, Nk)
-        if check_values:
+        if check_values and not bias_grad:  # a bias with a gradient stays a bias (its 0 entries get one)
             mask, bias = _bias_as_mask(mask, bias)
     dropout = _dropout.make(dropout_p, dropout_seed)
     pure_causal = (left, right) == (None, 0) and mask is None and tiles is None and seqlens is None and bias is None
     if requires_grad is None:
-        requires_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    dense_layout = check_values and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+        requires_grad = bias_grad or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    layouts = tuple(_layout.tma_kind(t) for t in (q, k, v)) if check_values else (None,) * 3
     scale = float(scale) if check_values else scale  # a traced front may hold a symbolic default scale
     return AttentionProblem(B, Hq, Hkv, Nq, Nk, D, Dv, q.dtype, scale, (left, right), pure_causal, mask, tiles,
-                            seqlens, Hq // Hkv, deterministic, requires_grad, dense_layout, bugs, backend, tuning, {},
-                            bias, dropout)
+                            seqlens, Hq // Hkv, deterministic, requires_grad, layouts, bugs, backend, tuning, {},
+                            bias, dropout, bool(bias_grad))
 
 
 def _window(window):
@@ -284,9 +296,6 @@ def _bias(bias, q, B, Hq, Nq, Nk):
         raise TypeError(f"bias must be a float tensor, got {type(bias).__name__}")
     if not bias.dtype.is_floating_point:
         raise TypeError(f"bias must be a floating-point tensor (an additive mask), got dtype {bias.dtype}")
-    if bias.requires_grad and torch.is_grad_enabled():
-        raise ValueError("bias requires grad: gradients with respect to the additive mask are not computed "
-                         "(detach it, or use a boolean mask)")
     if bias.device != q.device:
         raise ValueError(f"bias is on {bias.device}, q on {q.device}")
     if bias.dim() > 4:

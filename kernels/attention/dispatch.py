@@ -13,13 +13,17 @@ Rules (each choice is recorded in ``Plan.reasons``):
 * Dropout (``dropout_p > 0``) runs on the torch and Triton kernels only: the Gluon kernels have no
   dropout in their score loop (``gluon_rule``), so ``auto`` sends such a call to Triton.
 * ``backend="gluon"``: the warp-specialised sm_90 forward (``gluon_rule`` says which calls it takes);
-  its backward is the Gluon one when ``deterministic=False`` and Hq = Hkv. A call it cannot take
-  raises with the rule that failed — also when a gradient is needed and the Gluon backward cannot
-  give it (``deterministic=True`` or GQA): it never runs another kernel in its place.
+  its backward is the Gluon one when ``deterministic=False`` (GQA included: one CTA per KV head's
+  key block loops over the group's query heads). A call it cannot take raises with the rule that
+  failed — also when a gradient is needed and the Gluon backward cannot give it
+  (``deterministic=True``): it never runs another kernel in its place.
 * ``backend="auto"`` (the default): Gluon where ``gluon_rule`` accepts the call (its backward under
   the same condition as above, else the Triton backward), else Triton for CUDA tensors, else torch
-  (CPU tensors, float64, triton not installed, or an additive float bias: the Triton and Gluon
-  kernels take boolean masks only, and a bias of 0 / −inf entries arrives here as one).
+  (CPU tensors, float64, triton not installed).
+* An additive float bias (a float ``attn_mask`` with values other than 0 and −inf; one of 0 / −inf
+  entries arrives here as a boolean mask) runs on the torch and Triton kernels (the Triton kernels
+  load a bias tile per score tile, broadcast dims by stride 0), never on Gluon (``gluon_rule``). Both
+  backwards also give the bias's gradient when it requires one (so no rule routes on it).
 * The Triton forward folds the softmax scale into one FMA per interior score (``Plan.fma``) when the
   scale is positive and the inputs are fp16/bf16 (fp32 keeps the exact-order ``ieee`` products).
 * ``tuning``: ``"autotune"`` (the default) lets Triton's autotuner time every configuration of a new
@@ -117,8 +121,6 @@ def triton_rule(p, d: Device) -> str | None:
     if p.dtype not in TRITON_DTYPES:
         return (f"dtype {p.dtype} is not supported by the Triton kernels "
                 f"(supported: {', '.join(str(t) for t in TRITON_DTYPES)})")
-    if p.bias is not None:
-        return "an additive float bias with values other than 0 and -inf: only the torch kernels add one"
     return None
 
 
@@ -134,8 +136,8 @@ def gluon_rule(p, d: Device) -> str | None:
         return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {GLUON_HEAD_DIM}"
     if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
         return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
-    if p.mask is not None or p.tiles is not None or p.seqlens is not None:
-        return "mask / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
+    if p.mask is not None or p.tiles is not None or p.seqlens is not None or p.bias is not None:
+        return "mask / bias / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
     if p.window not in ((None, None), (None, 0)):
         return f"window {p.window}: the Gluon kernels take no window (causal only)"
     if p.bugs:
@@ -144,8 +146,10 @@ def gluon_rule(p, d: Device) -> str | None:
         return "dropout: the Gluon kernels generate no dropout bits (torch and Triton do)"
     if p.scale <= 0:
         return f"scale {p.scale} <= 0: the Gluon forward needs a positive scale"
-    if not p.dense_layout:
-        return "layout: the Gluon kernels need contiguous (B, H, N, D) q, k, v on 16-byte boundaries"
+    bad = [name for name, kind in zip("qkv", p.layouts) if kind is None]
+    if bad:
+        return (f"layout of {', '.join(bad)}: the Gluon kernels read q, k, v (B, H, N, D) in place through the rows "
+                "of a (B*H*N, D) or a (B*N, H*D) matrix (last dim contiguous, 16-byte aligned rows and base)")
     return None
 
 
@@ -153,8 +157,6 @@ def gluon_backward_rule(p) -> str | None:
     """None if the Gluon backward computes the gradients of a call the Gluon forward takes."""
     if p.deterministic:
         return "deterministic=True: the Gluon backward adds dQ with atomics (order varies run to run)"
-    if p.Hq != p.Hkv:
-        return f"GQA (Hq={p.Hq}, Hkv={p.Hkv}): the Gluon backward takes Hq = Hkv only"
     return None
 
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["Dropout", "make", "philox", "threshold", "keep_bits", "dropout_mask", "MAX_SEED"]
+__all__ = ["Dropout", "make", "seed_tensor", "philox", "threshold", "keep_bits", "dropout_mask", "MAX_SEED"]
 
 #: seeds are integers in [0, MAX_SEED): 63 bits, so that Triton passes them as a signed int64
 MAX_SEED = 2 ** 63
@@ -33,8 +33,9 @@ ROUNDS = 10
 
 
 class Dropout(NamedTuple):
-    """A call's dropout: p (drop probability, 0 < p < 1); seed (int in [0, 2⁶³)); t = ⌊p · 2³²⌋ (drop
-    when the 32-bit draw is below it); scale = 1/(1 − p) (kept probabilities are multiplied by it)."""
+    """A call's dropout: p (drop probability, 0 < p < 1); seed (int in [0, 2⁶³), or None where the call
+    gave none and ``seed_tensor`` draws it in front of the op); t = ⌊p · 2³²⌋ (drop when the 32-bit draw
+    is below it); scale = 1/(1 − p) (kept probabilities are multiplied by it)."""
 
     p: float
     seed: int
@@ -49,8 +50,9 @@ def threshold(p: float) -> int:
 
 def make(dropout_p, dropout_seed) -> Dropout | None:
     """The checked dropout of a call: None when dropout_p is 0 (the call is exactly the undropped
-    one), else a ``Dropout``; dropout_seed None draws a seed from torch's default generator (so
-    ``torch.manual_seed`` makes a run reproducible). ValueError/TypeError name what was expected."""
+    one), else a ``Dropout`` (its seed None when dropout_seed is None: ``seed_tensor`` draws one).
+    Reads no tensor value, so it runs where ``torch.compile`` traces. ValueError/TypeError name what
+    was expected."""
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
         raise TypeError(f"dropout_p must be a float in [0, 1), got {type(dropout_p).__name__}")
     p = float(dropout_p)
@@ -62,8 +64,29 @@ def make(dropout_p, dropout_seed) -> Dropout | None:
         raise ValueError(f"dropout_seed must lie in [0, 2**63), got {dropout_seed}")
     if p == 0.0:
         return None
-    seed = int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_seed is None else int(dropout_seed)
-    return Dropout(p, seed, threshold(p), 1.0 / (1.0 - p))
+    return Dropout(p, None if dropout_seed is None else int(dropout_seed), threshold(p), 1.0 / (1.0 - p))
+
+
+def seed_tensor(dropout_seed) -> torch.Tensor:
+    """The seed as the op takes it: an int64 (1,) CPU tensor holding ``dropout_seed``, or, for None, a
+    fresh draw from torch's default CPU generator in [0, 2⁶²) (as SDPA draws a fresh seed per call;
+    ``torch.manual_seed`` makes a run reproducible). Drawn with ``torch.randint``, a tensor op, so that
+    ``torch.compile(fullgraph=True)`` traces it without a graph break (under inductor the draw comes
+    from inductor's own generator, itself seeded from torch's); the op body reads the value
+    (``seed_value``), where nothing is traced."""
+    if dropout_seed is None:
+        return torch.randint(0, 2 ** 62, (1,), dtype=torch.int64)
+    return torch.tensor([dropout_seed], dtype=torch.int64)
+
+
+def seed_value(seed: torch.Tensor | None) -> int | None:
+    """The int seed held by ``seed_tensor``'s result (None stays None); TypeError for anything else."""
+    if seed is None:
+        return None
+    if seed.dtype != torch.int64 or seed.numel() != 1:
+        raise TypeError(f"the op's dropout_seed must be an int64 tensor of one element, got {seed.dtype} "
+                        f"of shape {tuple(seed.shape)}")
+    return int(seed.item())
 
 
 def _mulhilo(a: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,11 +2,16 @@
 ``torch.export`` see one opaque op per direction instead of tracing the kernels' hosts:
 
 * ``flashproof::attention(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k,
-  scale, left, right, causal, deterministic, requires_grad, backend, tuning, bugs) -> (out, lse)``
+  scale, left, right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed,
+  bias_grad) -> (out, lse)``
   (``bugs``: the mutants' bug switches, comma-separated, "" for every user call; ``dropout_p``,
-  ``dropout_seed``: the call's dropout, the seed resolved before the op, so that the backward op
-  regenerates the forward's keep bits)
-* ``flashproof::attention_backward(q, k, v, out, lse, dout, dlse, <the same arguments>) -> (dq, dk, dv)``
+  ``dropout_seed``: the call's dropout, the seed an int64 (1,) CPU tensor drawn or made in front of the
+  op (``dropout.seed_tensor``: a tensor, so that a seed drawn per call is traced by torch.compile
+  instead of read as a Python int) and saved for the backward op, which regenerates the forward's keep
+  bits from it)
+* ``flashproof::attention_backward(q, k, v, out, lse, dout, dlse, <the same arguments>) -> (dq, dk, dv, dbias)``
+  (``bias_grad``: the bias requires a gradient; dbias is then shaped like ``bias``, else an empty
+  tensor: a custom op returns no None)
 
 The call's non-tensor structure travels as schema arguments: a ``BlockSparseMask`` as ``tiles`` +
 ``block_q``/``block_k`` (its ``dense`` part as ``mask``), varlen as the two ``cu_seqlens`` tensors, the
@@ -43,6 +48,7 @@ import torch
 from torch import Tensor
 
 from . import api
+from . import dropout as _dropout
 from .dispatch import Plan, device_of, plan
 
 if __name__ != "flashproof.kernels.attention.op":  # a checkout's kernels/ imported by another name
@@ -58,13 +64,14 @@ def call(q, k, v, prob_args: dict):
 
 
 def _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left, right, causal,
-             deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
+             deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed, bias_grad):
     if tiles is not None:
         mask = api.BlockSparseMask(tiles, block_q, block_k, mask)
     prob = api.validate(q, k, v, causal=causal, window=(left, right), mask=mask, bias=bias, scale=scale,
                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, backend=backend, tuning=tuning,
                         deterministic=deterministic, bugs=frozenset(b for b in bugs.split(",") if b),
-                        requires_grad=requires_grad, dropout_p=dropout_p, dropout_seed=dropout_seed)
+                        requires_grad=requires_grad, dropout_p=dropout_p,
+                        dropout_seed=_dropout.seed_value(dropout_seed), bias_grad=bias_grad)
     return prob, plan(prob, device_of(q))
 
 
@@ -100,12 +107,13 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: 
                  tiles: Optional[Tensor], block_q: int, block_k: int, cu_seqlens_q: Optional[Tensor],
                  cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int], right: Optional[int],
                  causal: bool, deterministic: bool, requires_grad: bool, backend: str, tuning: str,
-                 bugs: str, dropout_p: float, dropout_seed: Optional[int]) -> tuple[Tensor, Tensor]:
-    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype,
-    lse (B, Hq, Nq) float32 (float64 for float64 inputs)."""
+                 bugs: str, dropout_p: float, dropout_seed: Optional[Tensor],
+                 bias_grad: bool = False) -> tuple[Tensor, Tensor]:
+    """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv) in q's dtype and
+    layout (``_like``), lse (B, Hq, Nq) float32 (float64 for float64 inputs), contiguous."""
     out, lse, launch = _forward(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale,
                                 left, right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p,
-                                dropout_seed)
+                                dropout_seed, bias_grad)
     _SLOTS.forward = (weakref.ref(lse), launch) if requires_grad else None
     return out, lse
 
@@ -114,7 +122,25 @@ def _forward(q, k, v, *args):
     """The forward op's body: ``args`` as the schema's after (q, k, v) -> (out, lse, Launch)."""
     prob, route = _problem(q, k, v, *args)
     out, lse = _kernels("forward", route.forward).forward(q, k, v, prob, route)
-    return out.contiguous(), lse.contiguous(), Launch(prob, route)
+    return _laid_out_like(out, q), lse.contiguous(), Launch(prob, route)
+
+
+def _like(x_shape, ref, dtype=None):
+    """An empty tensor of ``x_shape`` laid out as ``torch.empty_like(ref)`` lays ``ref`` out (its strides
+    when ref is dense, e.g. a (B, N, H, D) transposed view; else compact in ref's stride order, e.g.
+    (B, N, H, D) for a slice of a packed QKV buffer, as SDPA's cuDNN path allocates) when the shapes
+    agree, else contiguous: the layout of every result of these ops (out like q, dq/dk/dv like
+    q/k/v), in the real and the fake implementations alike."""
+    if tuple(x_shape) == tuple(ref.shape):
+        return torch.empty_like(ref, dtype=dtype)
+    return ref.new_empty(x_shape, dtype=dtype)
+
+
+def _laid_out_like(x, ref):
+    """``x`` itself when it already has ``_like``'s layout (the Gluon and Triton kernels allocate so),
+    else a copy in it."""
+    want = _like(x.shape, ref, x.dtype)
+    return x if want.stride() == x.stride() else want.copy_(x)
 
 
 def _lse_dtype(q):
@@ -123,9 +149,9 @@ def _lse_dtype(q):
 
 @attention_op.register_fake
 def _(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left, right, causal,
-      deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
+      deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed, bias_grad=False):
     B, Hq, Nq, _ = q.shape
-    return q.new_empty(B, Hq, Nq, v.shape[3]), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
+    return _like((B, Hq, Nq, v.shape[3]), q), q.new_empty(B, Hq, Nq, dtype=_lse_dtype(q))
 
 
 @torch.library.custom_op("flashproof::attention_backward", mutates_args=())
@@ -135,46 +161,69 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                           cu_seqlens_k: Optional[Tensor], scale: Optional[float], left: Optional[int],
                           right: Optional[int], causal: bool, deterministic: bool, requires_grad: bool,
                           backend: str, tuning: str, bugs: str, dropout_p: float,
-                          dropout_seed: Optional[int]) -> tuple[Tensor, Tensor, Tensor]:
-    """The gradients (dq, dk, dv), shaped and typed like (q, k, v), contiguous."""
+                          dropout_seed: Optional[Tensor],
+                          bias_grad: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The gradients (dq, dk, dv), shaped and typed like (q, k, v), contiguous, and dbias: shaped and
+    typed like ``bias`` when ``bias_grad``, else an empty tensor."""
     handed = getattr(_SLOTS, "backward", None)
     if handed is not None and handed[0] is q and handed[1] is lse:
         prob, route = handed[2]  # the forward's (``_backward`` checked nothing else changed: autograd did)
     else:
         prob, route = _problem(q, k, v, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale,
                                left, right, causal, deterministic, True, backend, tuning, bugs, dropout_p,
-                               dropout_seed)
-    return _backward_kernels(q, k, v, out, lse, dout, dlse, Launch(prob, route))
+                               dropout_seed, bias_grad)
+    return _backward_kernels(q, k, v, out, lse, dout, dlse, bias, Launch(prob, route))
 
 
-def _backward_kernels(q, k, v, out, lse, dout, dlse, launch):
-    """The backward op's body once the call is validated and planned -> (dq, dk, dv), contiguous."""
+def _backward_kernels(q, k, v, out, lse, dout, dlse, bias, launch):
+    """The backward op's body once the call is validated and planned -> (dq, dk, dv, dbias): the
+    gradients laid out like (q, k, v) (``_like``); dbias like ``bias`` when the call asked for its
+    gradient, else an empty tensor."""
     prob, route = launch
     if route.backward == "none":
         raise RuntimeError(f"no backward was planned for this call: {'; '.join(route.reasons)}")
-    dq, dk, dv = _kernels("backward", route.backward).backward(q, k, v, out, lse, dout, dlse, prob, route)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+    mod = _kernels("backward", route.backward)
+    if not prob.bias_grad:
+        dq, dk, dv = mod.backward(q, k, v, out, lse, dout, dlse, prob, route)
+        return _laid_out_like(dq, q), _laid_out_like(dk, k), _laid_out_like(dv, v), q.new_empty(0)
+    # dS, the gradient of the scaled scores (B, Hq, Nq, Nk), written by the torch / Triton backward (the only
+    # backends a bias reaches: dispatch.gluon_rule), then summed over the dims the bias broadcasts
+    ds = torch.zeros(*q.shape[:3], k.shape[2], dtype=_lse_dtype(q), device=q.device)
+    dq, dk, dv = mod.backward(q, k, v, out, lse, dout, dlse, prob, route, ds=ds)
+    dims = [i for i in range(4) if prob.bias.shape[i] == 1]
+    dbias = ds.sum(dim=dims, keepdim=True) if dims else ds  # (sum over an empty dim list sums everything)
+    return (_laid_out_like(dq, q), _laid_out_like(dk, k), _laid_out_like(dv, v),
+            dbias.reshape(bias.shape).to(bias.dtype))
 
 
 @attention_backward_op.register_fake
 def _(q, k, v, out, lse, dout, dlse, mask, bias, tiles, block_q, block_k, cu_seqlens_q, cu_seqlens_k, scale, left,
-      right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed):
-    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
+      right, causal, deterministic, requires_grad, backend, tuning, bugs, dropout_p, dropout_seed, bias_grad=False):
+    dbias = bias.new_empty(bias.shape) if bias_grad else q.new_empty(0)
+    return _like(q.shape, q), _like(k.shape, k), _like(v.shape, v), dbias
 
 
 #: the forward op's arguments after (q, k, v), in schema order
 _ARGS = ("mask", "bias", "tiles", "block_q", "block_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "left", "right",
-         "causal", "deterministic", "requires_grad", "backend", "tuning", "bugs", "dropout_p", "dropout_seed")
+         "causal", "deterministic", "requires_grad", "backend", "tuning", "bugs", "dropout_p", "dropout_seed",
+         "bias_grad")
+
+#: the forward op's optional tensor arguments (saved for the backward op; the seed so that it replays the bits)
+_TENSOR_ARGS = ("mask", "bias", "tiles", "cu_seqlens_q", "cu_seqlens_k", "dropout_seed")
 
 
 def _save(ctx, inputs, output):
     """What both autograd formulas keep: the tensors (version-checked by autograd) and the rest."""
     q, k, v, *rest = inputs
-    args = dict(zip(_ARGS, rest))
+    args = {"bias_grad": False, **dict(zip(_ARGS, rest))}
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, args["mask"], args["bias"], args["tiles"], args["cu_seqlens_q"],
-                          args["cu_seqlens_k"])
-    ctx.args = {n: a for n, a in args.items() if n not in ("mask", "bias", "tiles", "cu_seqlens_q", "cu_seqlens_k")}
+    ctx.save_for_backward(q, k, v, out, lse, *(args[n] for n in _TENSOR_ARGS))
+    ctx.args = {n: a for n, a in args.items() if n not in _TENSOR_ARGS}
+
+
+def _grads(dq, dk, dv, dbias, bias_grad):
+    """The forward's input gradients: q, k, v, mask, bias, then None for the rest of ``_ARGS``."""
+    return (dq, dk, dv, None, dbias if bias_grad else None) + (None,) * (len(_ARGS) - 2)
 
 
 def _setup_context(ctx, inputs, output):
@@ -186,19 +235,19 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, mask, bias, tiles, cu_q, cu_k = ctx.saved_tensors  # autograd checks their versions
+    q, k, v, out, lse, mask, bias, tiles, cu_q, cu_k, seed = ctx.saved_tensors  # autograd checks their versions
     if dout is None:
         dout = torch.zeros_like(out)
     a = ctx.args
     _SLOTS.backward = None if ctx.launch is None else (q, lse, ctx.launch)
     try:
-        dq, dk, dv = attention_backward_op(q, k, v, out, lse, dout, dlse, mask, bias, tiles, a["block_q"],
-                                           a["block_k"], cu_q, cu_k, a["scale"], a["left"], a["right"], a["causal"],
-                                           a["deterministic"], True, a["backend"], a["tuning"], a["bugs"],
-                                           a["dropout_p"], a["dropout_seed"])
+        dq, dk, dv, dbias = attention_backward_op(q, k, v, out, lse, dout, dlse, mask, bias, tiles, a["block_q"],
+                                                  a["block_k"], cu_q, cu_k, a["scale"], a["left"], a["right"],
+                                                  a["causal"], a["deterministic"], True, a["backend"], a["tuning"],
+                                                  a["bugs"], a["dropout_p"], seed, a["bias_grad"])
     finally:
         _SLOTS.backward = None
-    return (dq, dk, dv) + (None,) * len(_ARGS)
+    return _grads(dq, dk, dv, dbias, a["bias_grad"])
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)
@@ -219,14 +268,14 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        q, k, v, out, lse, *_ = ctx.saved_tensors  # autograd checks their versions (and the masks')
+        q, k, v, out, lse, mask, bias, *_ = ctx.saved_tensors  # autograd checks their versions (and the masks')
         if dout is None:
             dout = torch.zeros_like(out)
-        return (*_backward_kernels(q, k, v, out, lse, dout, dlse, ctx.launch), *(None,) * len(_ARGS))
+        return _grads(*_backward_kernels(q, k, v, out, lse, dout, dlse, bias, ctx.launch), ctx.args["bias_grad"])
 
 
 #: the positions in the forward op's arguments (q, k, v first) of its tensors and of ``requires_grad``
-_TENSORS = (0, 1, 2) + tuple(3 + _ARGS.index(n) for n in ("mask", "bias", "tiles", "cu_seqlens_q", "cu_seqlens_k"))
+_TENSORS = (0, 1, 2) + tuple(3 + _ARGS.index(n) for n in _TENSOR_ARGS)
 _REQUIRES_GRAD = 3 + _ARGS.index("requires_grad")
 
 

@@ -10,15 +10,19 @@ What it maps, and how:
   j ≤ i.
 * ``attn_mask``: boolean (True = takes part) or float (added to the scaled scores), broadcastable to
   (B, Hq, Nq, Nk) as SDPA broadcasts it — (Nq, Nk), (B, 1, 1, Nk) key padding, (B, 1, Nq, Nk), … —
-  expanded without a copy. A float mask runs on the torch kernels unless every entry is 0 or −inf
-  (then it is the boolean mask ``attn_mask == 0``: ``api.validate``). ``attn_mask`` together with
+  expanded without a copy. A float mask is added to the scores by the Triton kernels on CUDA (a bias
+  tile per score tile, broadcast dims read with stride 0) and by the torch kernels on CPU; one whose
+  entries are all 0 or −inf is the boolean mask ``attn_mask == 0`` (``api.validate``), which Gluon
+  also takes. A float mask that requires grad gets its gradient (dS summed over its broadcast dims;
+  torch and Triton). ``attn_mask`` together with
   ``is_causal`` is refused, as SDPA refuses it. A float mask must have q's dtype (as SDPA requires).
 * GQA (Hq ≠ Hkv) only with ``enable_gqa=True``; without it, the error SDPA raises (a RuntimeError
   naming the head dims).
 * ``dropout_p``: passed to ``attention(dropout_p=…)`` (SDPA applies it whatever the module's training
-  mode, and so does this); the seed comes from torch's default generator, so ``torch.manual_seed``
-  reproduces a run. Under ``torch.compile`` drawing that seed reads a tensor value (a graph break):
-  call ``attention(..., dropout_seed=…)`` for a full graph with dropout.
+  mode, and so does this); a fresh seed per call comes from torch's default generator, so
+  ``torch.manual_seed`` reproduces a run. It is drawn by a tensor op (``dropout.seed_tensor``) and read
+  only inside the custom op, so ``torch.compile(fullgraph=True)`` traces a dropout call without a
+  graph break.
 * Shapes: q (…, Hq, Nq, D), k (…, Hkv, Nk, D), v (…, Hkv, Nk, Dv) with 3 or 4 dims (a 3-D call is
   one head); out (…, Hq, Nq, Dv).
 
@@ -42,11 +46,12 @@ __all__ = ["scaled_dot_product_attention"]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, return_lse=False, backend="auto"):
+                                 enable_gqa=False, *, return_lse=False, backend="auto", tuning="autotune"):
     """SDPA's call on flashproof's kernels (module docstring: semantics and the empty-row convention).
 
     query (…, Hq, Nq, D), key (…, Hkv, Nk, D), value (…, Hkv, Nk, Dv) -> out (…, Hq, Nq, Dv), or
-    ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (…, Hq, Nq)). ``backend``: as ``attention``'s.
+    ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (…, Hq, Nq)). ``backend``, ``tuning``: as
+    ``attention``'s.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -88,7 +93,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if scale is None:
         scale = 1.0 / math.sqrt(D)
     res = attention(q, k, v, window=window, mask=mask, bias=bias, scale=scale, return_lse=True, backend=backend,
-                    dropout_p=dropout_p)
+                    tuning=tuning, dropout_p=dropout_p)
     out, lse = res
     if one_head:
         out, lse = out.squeeze(1), lse.squeeze(1)

@@ -77,8 +77,10 @@ def forward(q, k, v, prob, route=None):
     return _ungroup(out, bug).to(q.dtype), _ungroup(lse, bug)
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
-    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype."""
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None, ds=None):
+    """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. ``ds``: None, or a zero
+    (B, Hq, Nq, Nk) tensor in the compute dtype that receives dS = P ∘ (dP − δ), the gradient of the
+    scaled scores (a bias's gradient before its broadcast dims are summed; 0 on masked pairs)."""
     cdt = lse.dtype
     B, Hq, Nq, D = q.shape
     Hkv = k.shape[1]
@@ -93,6 +95,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     dq = torch.zeros(qg.shape, dtype=cdt, device=q.device)
     dk = torch.zeros(k.shape, dtype=cdt, device=q.device)
     dv = torch.zeros(v.shape, dtype=cdt, device=q.device)
+    dsg = None if ds is None else _group(ds, Hkv, bug)  # (B, Hkv, G, Nq, Nk), a view: written in place
     for seg in _segments(q, k, prob):
         n = seg.qs.stop - seg.qs.start
         ks, vs = k[:, :, seg.ks].to(cdt), v[:, :, seg.ks].to(cdt)
@@ -102,7 +105,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
             rows = slice(seg.qs.start + i0, seg.qs.start + i1)
             dq[:, :, :, rows] = _backward_rows(qg[:, :, :, rows].to(cdt), ks, vs,
                                                dog[:, :, :, rows].to(cdt), lg[:, :, :, rows], dg[:, :, :, rows],
-                                               dks, dvs, seg, i0, i1, prob, _kept(q, k, seg, i0, i1, prob))
+                                               dks, dvs, seg, i0, i1, prob, _kept(q, k, seg, i0, i1, prob),
+                                               None if dsg is None else dsg[:, :, :, rows, seg.ks])
     return _ungroup(dq, bug).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
@@ -281,10 +285,11 @@ def _forward_rows(qb, k, v, seg, i0, i1, prob, kept=None):
     return out, lse
 
 
-def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob, kept=None):
+def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob, kept=None, ds_rows=None):
     """One tile-row; qb (B, Hkv, G, bm, D) queries, do (B, Hkv, G, bm, Dv), lse (−inf replaced
     by 0) and delta (B, Hkv, G, bm). Adds into dk (B, Hkv, m, D) and dv (B, Hkv, m, Dv) (the segment's
-    views) and returns dq (B, Hkv, G, bm, D)."""
+    views) and returns dq (B, Hkv, G, bm, D). ds_rows: None, or the (B, Hkv, G, bm, m) view of ``ds``
+    (``backward``) that receives this tile-row's dS."""
     B, Hkv, G, bm, D = qb.shape
     n = seg.qs.stop - seg.qs.start
     dq = torch.zeros(qb.shape, dtype=qb.dtype, device=qb.device)  # contiguous: baddbmm_ adds into its view
@@ -305,6 +310,8 @@ def _backward_rows(qb, k, v, do, lse, delta, dk, dv, seg, i0, i1, prob, kept=Non
         if z is not None:
             dp = torch.where(z, dp * prob.dropout.scale, 0)
         ds = p.mul_(dp.sub_(delta[..., None]))  # p ∘ (dP − δ); 0 on masked pairs
+        if ds_rows is not None:
+            ds_rows[..., keys] = ds
         dsr = ds.flatten(2, 3)
         dq.view(B * Hkv, G * bm, D).baddbmm_(dsr.flatten(0, 1), kb.flatten(0, 1), alpha=prob.scale)
         if isinstance(keys, slice):  # dk, dv are slices of contiguous tensors: (B, Hkv) merge in a view

@@ -21,14 +21,15 @@ import math
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
-           "MAX_SPLITS", "MIN_KEYS_PER_SPLIT", "CTAS_PER_SM"]
+           "MAX_SPLITS", "MIN_KEYS_PER_SPLIT", "PROGRAMS_PER_SM"]
 
 #: Upper bound on the split count (the merge kernel holds all of a row's partial lse values in one tile).
 MAX_SPLITS = 64
 #: A split shorter than this spends more on its fixed cost (Q load, partial write, merge read) than it saves.
 MIN_KEYS_PER_SPLIT = 512
-#: Programs per SM the heuristic aims at: several resident programs hide the memory latency of each.
-CTAS_PER_SM = 4
+#: The most (request, KV head, split) programs per SM the heuristic adds splits up to (the H200 sweep:
+#: ``choose_num_splits``).
+PROGRAMS_PER_SM = 2
 
 
 class IntOps(NamedTuple):
@@ -67,22 +68,55 @@ class SplitChoice(NamedTuple):
 
     num_splits: int
     programs_without_split: int   # B · Hkv
-    target_programs: int          # CTAS_PER_SM · SMs
+    target_programs: int          # PROGRAMS_PER_SM · SMs
     longest: int                  # the longest request's candidate keys
+    key_cap: int                  # the most splits of at least MIN_KEYS_PER_SPLIT keys (a power of two, ≤ MAX_SPLITS)
 
 
 def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> SplitChoice:
-    """How many splits: enough (b, kv head, split) programs to give every SM ``CTAS_PER_SM`` of them,
-    but no split shorter than ``MIN_KEYS_PER_SPLIT`` keys and at most ``MAX_SPLITS``.
+    """The split count S: the largest power of two with B·Hkv·S ≤ PROGRAMS_PER_SM · SMs programs, no
+    split shorter than MIN_KEYS_PER_SPLIT keys, at most MAX_SPLITS; S = 1 (no merge) once B·Hkv
+    programs alone exceed half that target.
 
-    Decode is memory-bound: each program streams its split of one KV head's cache once, so the work
-    is spread evenly when the programs outnumber the SMs a few times over. B · Hkv programs already
-    do that at large batch (S = 1, no merge); at B = 1–8 with long caches the split supplies them."""
+    Decode is memory-bound: the cost is the bytes of K/V, and each program streams its split of one KV
+    head's cache. Where the rule comes from: the forced-split sweep of the H200 run of 2026-12-01
+    (132 SMs, bf16, d = 128, Hkv = 8; ``benchmarks/2026-12-01-h200-final-checks.json``, rows
+    ``ours-S*``; ms per call, host launch time included):
+
+    ==========================  =====  =====  =====  =====  =====  =====  =====
+    B, Hq/Hkv, Nk, Nq           S=1    2      4      8      16     32     64
+    ==========================  =====  =====  =====  =====  =====  =====  =====
+    8, 64/8, 128k, Nq = 1       1.474  1.049  1.022  1.002  0.999  1.033  1.036
+    8, 64/8, 128k, Nq = 5       2.405  1.206  1.019  1.091  1.033  1.079  1.166
+    1, 32/8, 16k, Nq = 1        0.278  0.180  0.149  0.151  0.146  0.280  0.157
+    2, 32/8, 16k, Nq = 1        0.263  0.190  0.160  0.163  0.167  0.162  0.163
+    4, 32/8, 16k, Nq = 1        0.271  0.194  0.175  0.171  0.173  0.178  0.193
+    8, 32/8, 16k, Nq = 1        0.272  0.227  0.230  0.236  0.237  0.245  0.270
+    1, 32/8, 16k, Nq = 5        0.317  0.223  0.142  0.102  0.092  0.092  0.091
+    2, 32/8, 16k, Nq = 5        0.332  0.222  0.143  0.106  0.099  0.106  0.110
+    4, 32/8, 16k, Nq = 5        0.369  0.262  0.177  0.157  0.162  0.168  0.173
+    8, 32/8, 16k, Nq = 5        0.313  0.233  0.189  0.233  0.233  0.217  0.240
+    ==========================  =====  =====  =====  =====  =====  =====  =====
+
+    At ≤ 1 program per SM (B·Hkv·S ≤ 128) bandwidth goes unused: a lone program streams ~46 GB/s
+    (B = 8, 128k, S = 1: 64 programs, 2.9 TB/s) and a 132nd of the copy rate is ~33 GB/s, so every SM
+    needs one program and the slack of a second. Past that, more splits only add partial writes, merge
+    work and shorter loops (S = 64 at 128k, Nq = 5: +14 %), and the old rule's ⌈4·SMs / (B·Hkv)⌉ (9 at
+    128k: 1.06 and 1.20 ms, behind both 8 and 16) overshot. The rule's choice (S = 32, 16, 8, 4 for
+    B = 1, 2, 4, 8 at 16k; 4 at 128k) is within 5 % of the row's best in 9 of the 10 rows; the miss is
+    S = 32 at B = 1, Nq = 1, whose 0.280 ms sits between 0.146 (S = 16) and 0.157 (S = 64) and reads as
+    an outlier of that single-call timing (``bench/kvcache.py`` now times by graph replay). The
+    sweep did not cover B ≥ 16 (S = 2 at B = 16, then 1): the bench's sweep now does.
+    """
     pairs = max(1, batch * heads_kv)
-    target = CTAS_PER_SM * max(1, num_sms)
-    want = -(-target // pairs)
-    cap = max(1, longest // MIN_KEYS_PER_SPLIT)
-    return SplitChoice(max(1, min(want, cap, MAX_SPLITS)), pairs, target, longest)
+    target = PROGRAMS_PER_SM * max(1, num_sms)
+    cap = 1
+    while cap * 2 <= MAX_SPLITS and longest // (cap * 2) >= MIN_KEYS_PER_SPLIT:
+        cap *= 2
+    s = 1
+    while s * 2 <= cap and pairs * s * 2 <= target:
+        s *= 2
+    return SplitChoice(s, pairs, target, longest, cap)
 
 
 def next_pow2(x: int) -> int:

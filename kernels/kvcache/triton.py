@@ -234,13 +234,17 @@ def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
 class Launch(NamedTuple):
     """Everything of a launch that depends on the call's shape only (cached per shape by ``launch_plan``):
     the tile shape, the forward's grid, its compile-time constants (as the autotuner's key
-    orders them) and the merge's grid and tile (None with one split)."""
+    orders them), the merge's grid and tile (None with one split), the key under which the autotuned
+    choice is kept (q's dtype, split or not, the constants: as the autotuner's key, which holds O's
+    dtype, and the partials are float32) and the keywords of ``tuning="first"``'s launch."""
 
     shape: LaunchShape
     grid: tuple
     consts: dict
     merge_grid: tuple | None
     block_s: int
+    tune_key: tuple
+    first_kwargs: dict
 
 
 @functools.lru_cache(maxsize=1024)
@@ -251,27 +255,28 @@ def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
                   DOT_PREC="ieee" if dtype == torch.float32 else "tf32")
     merge = (B * Hkv * G * Nq,) if S > 1 else None
-    return Launch(shape, (B * Hkv * shape.m_tiles, S), consts, merge, max(16, next_pow2(S)))
+    n, w, st = CONFIGS[0]
+    return Launch(shape, (B * Hkv * shape.m_tiles, S), consts, merge, max(16, next_pow2(S)),
+                  (dtype, S > 1, *consts.values()), {**consts, "BLOCK_N": n, "num_warps": w, "num_stages": st})
 
 
-#: (q's dtype, split or not, compile-time constants) -> the configuration the autotuner chose. A later
-#: launch with the same key goes straight to the kernel: Triton's ``Autotuner.run`` rebuilds its key
-#: from every argument on every call (host time that bounds small decode calls).
+#: ``Launch.tune_key`` -> the launch keywords (constants and the chosen config's) of the configuration
+#: the autotuner chose. A later launch with the same key goes straight to the kernel: Triton's
+#: ``Autotuner.run`` rebuilds its key from every argument on every call (host time that bounds small
+#: decode calls).
 _CHOSEN: dict = {}
 
 
-def _launch_fwd(grid, args, consts, dtype, tuning: str):
+def _launch_fwd(lp: "Launch", args, tuning: str):
     if tuning == "first":
-        n, w, st = CONFIGS[0]
-        kvcache_fwd[grid](*args, **consts, BLOCK_N=n, num_warps=w, num_stages=st)
+        kvcache_fwd[lp.grid](*args, **lp.first_kwargs)
         return
-    key = (dtype, grid[1] > 1, *consts.values())   # as the autotuner's: its key holds O's dtype (partials are fp32)
-    cfg = _CHOSEN.get(key)
-    if cfg is None:
-        _tuned[grid](*args, **consts)
-        _CHOSEN[key] = _tuned.best_config
+    kwargs = _CHOSEN.get(lp.tune_key)
+    if kwargs is None:
+        _tuned[lp.grid](*args, **lp.consts)
+        _CHOSEN[lp.tune_key] = {**lp.consts, **_tuned.best_config.all_kwargs()}
         return
-    kvcache_fwd[grid](*args, **consts, **cfg.all_kwargs())
+    kvcache_fwd[lp.grid](*args, **kwargs)
 
 
 def forward(q, k_cache, v_cache, call, *, tuning: str):
@@ -298,7 +303,7 @@ def forward(q, k_cache, v_cache, call, *, tuning: str):
     args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
             call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles, call.capacity,
             call.num_pages)
-    _launch_fwd(lp.grid, args, lp.consts, q.dtype, tuning)
+    _launch_fwd(lp, args, tuning)
     if lp.merge_grid is not None:
         kvcache_merge[lp.merge_grid](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
                                      *lse.stride(), BLOCK_S=lp.block_s, BLOCK_DV=lp.shape.block_dv)

@@ -48,8 +48,10 @@ def _solvers_line(run: dict | None) -> str:
         return (f"- second solver: not run (`flashproof prove --cross-check`, default of `--deep`): all "
                 f"{x['z3_records']} records with z3 queries rest on z3 alone")
     return (f"- second solver (cvc5; Bitwuzla for floating point): {x['two_solvers']}/{x['z3_records']} records "
-            f"with z3 queries agree on every query ({100 * x['agreement_rate']:.1f} %), {x['disagreements']} "
-            f"disagreements, controls refuted by both {x['controls_refuted_by_both']}/{x['z3_controls']}")
+            f"with z3 queries agree on every query ({100 * x['agreement_rate']:.1f} %)"
+            + (f"; obligations alone {x['obligations_two_solvers']}/{x['z3_obligations']}" if x.get("z3_obligations") else "")
+            + f", {x['disagreements']} disagreements, controls refuted by both "
+            f"{x['controls_refuted_by_both']}/{x['z3_controls']}")
 
 
 def _scope_line(it: dict) -> str:

@@ -99,7 +99,7 @@ def _line(rec: dict, k: int, n: int) -> str:
         extra = f" (counterexample {cx[:70]}{'…' if len(cx) > 70 else ''})"
     elif not rec["ok"] and rec["detail"]:
         extra = f" ({rec['detail'][:90]})"
-    cached = " cached" if rec.get("cached") else ""
+    cached = f" cached from run {rec.get('cached_from')}" if rec.get("cached") else ""
     return f"[{k:>3}/{n}] {mark} {st:<8} {rec['seconds']:7.2f}s{cached}  {rec['obligation']}{extra}"
 
 
@@ -180,7 +180,8 @@ def run(args) -> int:
     x = s["solvers"]
     print(f"{s['ok']}/{s['records']} ok; items {s['items']}; total {total:.1f} s; wrote {j} and {m}")
     print(f"solvers: {x['z3_records']} records with z3 queries; two solvers {x['two_solvers']}, one solver "
-          f"{x['one_solver']} ({x['agreement_rate']:.1%} agreeing second verdicts); disagreements "
+          f"{x['one_solver']} ({x['agreement_rate']:.1%} agreeing second verdicts; obligations alone "
+          f"{x['obligations_two_solvers']}/{x['z3_obligations']}, {x['obligations_agreement_rate']:.1%}); disagreements "
           f"{x['disagreements']}; controls refuted by both {x['controls_refuted_by_both']}/{x['z3_controls']}"
           + ("" if cross else " — cross-check not run"))
     return 0 if doc["ok"] else 1

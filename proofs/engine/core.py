@@ -56,7 +56,8 @@ ROLES = ("proof", "cross-check")
 
 
 class Query(NamedTuple):
-    """One z3 query as it was decided: ``smt2`` (z3's SMT-LIB export of the solver), ``z3`` (sat,
+    """One z3 query as it was decided: ``smt2`` (z3's SMT-LIB export of the solver; None for a goal
+    when the context does not record text, see ``Context.record_text``), ``z3`` (sat,
     unsat or unknown), ``seconds`` (z3's time) and ``purpose``: "goal" (the obligation's query) or
     "hypotheses" (the vacuity check of a goal that came out unsat; expected sat)."""
 
@@ -96,12 +97,15 @@ class Outcome(NamedTuple):
 
 class Context(NamedTuple):
     """Passed to every obligation: ``bounds`` (the dict in force: ``deep_bounds`` under --deep),
-    ``timeout_ms`` for the solver (the runner also kills the process after its own timeout) and
-    ``deep``."""
+    ``timeout_ms`` for the solver (the runner also kills the process after its own timeout),
+    ``deep``, and ``record_text``: whether each goal query's SMT-LIB text is kept in ``QUERY_LOG``
+    for a second solver (the runner sets it exactly when it cross-checks; without it a goal's
+    ``Query.smt2`` is None — the export cost the kernel obligations a fifth of their time)."""
 
     bounds: dict
     timeout_ms: int
     deep: bool
+    record_text: bool = True
 
 
 class Obligation(NamedTuple):
@@ -230,7 +234,7 @@ def fresh_solver(formulas, ctx: Context, *, logic: str | None = None):
     (``engine.smt.CheckedSolver``)."""
     from .smt import CheckedSolver
 
-    return CheckedSolver(list(formulas), timeout_ms=int(ctx.timeout_ms), logic=logic)
+    return CheckedSolver(list(formulas), timeout_ms=int(ctx.timeout_ms), logic=logic, record_text=ctx.record_text)
 
 
 def z3_prove(claim, ctx: Context, *, hypotheses=(), logic: str | None = None) -> Outcome:

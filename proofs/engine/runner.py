@@ -8,14 +8,16 @@ whose hypotheses are unsatisfiable is ``vacuous``. Cached definitive results are
 running unless ``force``.
 
 With ``cross_check``, every z3 query an obligation made (``core.QUERY_LOG``) is decided again by
-the second solver (``engine.second``) in a job of its own — forked and killed at the same timeout,
-so a second solver that hangs costs its own verdicts, never the z3 result. Its verdicts stream back
+the second solver (``engine.second``) in a job of its own — forked, with the same timeout as a
+budget of its own CPU time (killed after ``CROSS_WALL_FACTOR`` times that of wall time), so a
+second solver that hangs costs its own verdicts, never the z3 result. Its verdicts stream back
 one per query. The record then carries ``solvers`` (one entry per solver), ``trust`` ("two
 solvers" when every query z3 decided got the same answer from a second solver, "one solver"
 otherwise, "no SMT" without z3 queries) and ``disagreements`` (which make the record not ok).
 """
 from __future__ import annotations
 
+import datetime as _dt
 import gc
 import multiprocessing as mp
 import time
@@ -30,8 +32,12 @@ from .status import record_ok
 
 __all__ = ["execute", "make_record", "command_for", "solver_entries", "SolverReport", "SECOND_QUERY_S"]
 
-#: the longest the second solver may spend on one query (the job's own timeout bounds the sum)
+#: the longest the second solver may spend on one query (the job's own budget bounds the sum)
 SECOND_QUERY_S = 20.0
+#: a second-solver job may use ``timeout`` seconds of its own CPU time; on a loaded machine its
+#: wall time runs longer, so the runner kills it only after this many times ``timeout`` of wall
+#: time (a safety net: the verdicts it gathered until then still count)
+CROSS_WALL_FACTOR = 4.0
 
 
 def command_for(ob_id: str, deep: bool) -> str:
@@ -107,8 +113,11 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
 
 
 def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, deep: bool, key: str,
-                cached: bool = False, queries: list | None = None, verdicts: list | None = None) -> dict:
-    """The JSON record of one run (see ``docs/proofs.md`` for the schema)."""
+                cached: bool = False, queries: list | None = None, verdicts: list | None = None,
+                cpu_seconds: float | None = None) -> dict:
+    """The JSON record of one run (see ``docs/proofs.md`` for the schema). ``seconds`` is the
+    obligation's wall time in its worker, ``cpu_seconds`` that worker's CPU time (None when it was
+    killed): on a shared machine the wall time grows with the load, the CPU time much less."""
     vers = cache.versions()
     solver = out.solver or ob.solver
     queries = list(queries or [])
@@ -136,6 +145,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
         "bounds": bounds,
         "deep": deep,
         "seconds": round(seconds, 4),
+        "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 4),
         "counterexample": out.counterexample,
         "witness": out.witness,
         "detail": detail,
@@ -147,6 +157,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
         "disagreements": disagreements,
         "content_hash": key,
         "cached": cached,
+        "cached_from": None,
         "command": command_for(ob.id, deep),
         "module": ob.module,
     }
@@ -159,7 +170,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
 
 def _child(conn, ob: Obligation, ctx: Context) -> None:
     core.QUERY_LOG.clear()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         out = ob.fn(ctx)
         if not isinstance(out, Outcome):
@@ -174,21 +185,24 @@ def _child(conn, ob: Obligation, ctx: Context) -> None:
         tb = traceback.format_exc(limit=4).strip().splitlines()
         out = Outcome("error", detail=f"{type(e).__name__}: {e} | " + " / ".join(tb[-3:]))
     queries = [tuple(q) for q in core.QUERY_LOG]
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     try:
-        conn.send((out, time.perf_counter() - t0, queries))
+        conn.send((out, secs, cpu, queries))
     except Exception as e:  # noqa: BLE001 — e.g. an unpicklable counterexample
-        conn.send((Outcome("error", detail=f"result not transferable: {e}"), time.perf_counter() - t0, queries))
+        conn.send((Outcome("error", detail=f"result not transferable: {e}"), secs, cpu, queries))
     conn.close()
 
 
 def _cross_child(conn, texts: list, timeout: float) -> None:
     """Decide each distinct query text with the second solver; send ("v", index, verdict) per text
-    as it is decided, then ("done",)."""
+    as it is decided, then ("done",). The budget is ``timeout`` seconds of this process's CPU time
+    (cvc5 and Bitwuzla run in it), so the share of the machine other work takes does not decide how
+    many verdicts a record gets; the texts it did not reach are reported as timeouts."""
     from . import second
 
-    t0 = time.perf_counter()
+    c0 = time.process_time()
     for i, text in enumerate(texts):
-        left = timeout - (time.perf_counter() - t0) - 0.5
+        left = timeout - (time.process_time() - c0) - 0.5
         if left <= 0:
             break
         try:
@@ -203,19 +217,22 @@ def _cross_child(conn, texts: list, timeout: float) -> None:
 def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: float = 30.0, deep: bool = False,
             force: bool = False, cache_dir: Path | None = cache.DEFAULT_DIR, cross_check: bool = False,
             progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """Run ``obs`` (controls already resolved) and return their records."""
+    """Run ``obs`` (controls already resolved) and return their records. A record taken from the
+    cache says so (``cached``) and names the run that computed it (``cached_from``: that run's
+    start, UTC); a record computed now has ``cached_from`` None."""
     ctx_mp = mp.get_context("fork")
     records: list[dict] = []
     durations: dict = {}
+    run_started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
     def done(rec):
         records.append(rec)
         if cache_dir is not None and _cacheable(rec):
-            cache.store(cache_dir, rec["content_hash"], rec)
+            cache.store(cache_dir, rec["content_hash"], dict(rec, cached_from=run_started))
         if progress:
             progress(rec)
 
-    queue = []  # jobs: ("ob", ob, bounds, key) or ("cross", ob, bounds, key, out, secs, queries)
+    queue = []  # jobs: ("ob", ob, bounds, key) or ("cross", ob, bounds, key, out, secs, queries, cpu)
     for ob in obs:
         bounds = ob.deep_bounds if deep else ob.bounds
         key = cache.content_hash(ob, bounds=bounds, base=all_obs.get(ob.of) if ob.of else None,
@@ -223,6 +240,7 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
         hit = None if (force or cache_dir is None) else cache.load(cache_dir, key)
         if hit is not None and hit.get("obligation") == ob.id:
             hit["cached"] = True
+            hit.setdefault("cached_from", "an earlier run (before runs were named)")
             records.append(hit)
             if progress:
                 progress(hit)
@@ -242,19 +260,20 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
             parent, child = ctx_mp.Pipe(duplex=False)
             if job[0] == "ob":
                 _, ob, bounds, key = job
-                ctx = Context(dict(bounds), int(timeout * 1000), deep)
+                ctx = Context(dict(bounds), int(timeout * 1000), deep, record_text=cross_check)
                 proc = ctx_mp.Process(target=_child, args=(child, ob, ctx), daemon=True)
                 state = {"job": job, "proc": proc, "t0": time.perf_counter()}
             else:
                 queries = job[6]
                 texts = list(dict.fromkeys(q[0] for q in queries))
                 proc = ctx_mp.Process(target=_cross_child, args=(child, texts, timeout), daemon=True)
-                state = {"job": job, "proc": proc, "t0": time.perf_counter(), "texts": texts, "got": {}}
+                state = {"job": job, "proc": proc, "t0": time.perf_counter(), "texts": texts, "got": {},
+                         "limit": timeout * CROSS_WALL_FACTOR}
             proc.start()
             child.close()
             running[parent] = state
         now = time.perf_counter()
-        next_deadline = min(s["t0"] + timeout for s in running.values())
+        next_deadline = min(s["t0"] + s.get("limit", timeout) for s in running.values())
         ready = wait(list(running), timeout=max(0.0, next_deadline - now))
         for conn in ready:
             state = running[conn]
@@ -263,18 +282,18 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
                 running.pop(conn)
                 _, ob, bounds, key = job
                 try:
-                    out, secs, queries = conn.recv()
+                    out, secs, cpu, queries = conn.recv()
                 except (EOFError, OSError):
                     proc.join(1)
-                    out, secs, queries = (Outcome("error", detail=f"worker died (exit code {proc.exitcode})"),
-                                          time.perf_counter() - state["t0"], [])
+                    out, secs, cpu, queries = (Outcome("error", detail=f"worker died (exit code {proc.exitcode})"),
+                                               time.perf_counter() - state["t0"], None, [])
                 proc.join(5)
                 durations[ob.id] = secs
                 if cross_check and queries:
-                    queue.insert(0, ("cross", ob, bounds, key, out, secs, queries))
+                    queue.insert(0, ("cross", ob, bounds, key, out, secs, queries, cpu))
                 else:
                     done(make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries,
-                                     verdicts=None if not cross_check else []))
+                                     verdicts=None if not cross_check else [], cpu_seconds=cpu))
                 continue
             finished = False
             try:
@@ -292,7 +311,7 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
                 done(_cross_record(state, deep))
         now = time.perf_counter()
         for conn, state in list(running.items()):
-            if now - state["t0"] >= timeout:
+            if now - state["t0"] >= state.get("limit", timeout):
                 state["proc"].kill()
                 state["proc"].join(5)
                 running.pop(conn)
@@ -310,10 +329,11 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
 
 
 def _cross_record(state: dict, deep: bool) -> dict:
-    _, ob, bounds, key, out, secs, queries = state["job"]
+    _, ob, bounds, key, out, secs, queries, cpu = state["job"]
     index = {t: i for i, t in enumerate(state["texts"])}
     verdicts = [state["got"].get(index[q[0]]) for q in queries]
-    return make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries, verdicts=verdicts)
+    return make_record(ob, out, seconds=secs, bounds=bounds, deep=deep, key=key, queries=queries, verdicts=verdicts,
+                       cpu_seconds=cpu)
 
 
 def _cacheable(rec: dict) -> bool:

@@ -4,8 +4,9 @@
 holding ``formulas``: the last is the goal (a negated claim, or an existential formula), the others
 are the hypotheses. Its ``check()``
 
-* records the query — z3's SMT-LIB export, z3's answer and time — in ``core.QUERY_LOG``, from
-  which the runner gives the same text to the second solver (``engine.second``);
+* records the query — z3's SMT-LIB export (when ``record_text``: the runner asks for it exactly
+  when a second solver will read it), z3's answer and time — in ``core.QUERY_LOG``, from which the
+  runner gives the same text to the second solver (``engine.second``);
 * when z3 answers unsat, checks that the hypotheses are satisfiable, together with the antecedent
   of a claim that is an implication (or of each implication of a claim that is a conjunction):
   an unsatisfiable set raises ``core.VacuousHypotheses`` (the query would "prove" anything), an
@@ -20,7 +21,28 @@ import z3
 
 from . import core
 
-__all__ = ["CheckedSolver", "antecedents"]
+__all__ = ["CheckedSolver", "antecedents", "smt2_text"]
+
+
+def smt2_text(solver) -> str:
+    """The solver's assertions as z3's SMT-LIB benchmark: the same text as ``Solver.to_smt2()``
+    (all assertions but the last as hypotheses, the last as the formula), built from the native
+    assertion vector without wrapping each assertion in a Python object (``to_smt2`` spent most
+    of the kernel obligations' time doing so for their thousands of queries)."""
+    ref = solver.ctx.ref()
+    vec = z3.Z3_solver_get_assertions(ref, solver.solver)
+    z3.Z3_ast_vector_inc_ref(ref, vec)
+    try:
+        n = z3.Z3_ast_vector_size(ref, vec)
+        head = (z3.Ast * max(n - 1, 0))()
+        get = z3.Z3_ast_vector_get
+        for i in range(n - 1):
+            head[i] = get(ref, vec, i)
+        last = get(ref, vec, n - 1) if n else z3.BoolVal(True, solver.ctx).as_ast()
+        return z3.Z3_benchmark_to_smtlib_string(ref, "benchmark generated from python API", "", "unknown", "",
+                                                max(n - 1, 0), head, last)
+    finally:
+        z3.Z3_ast_vector_dec_ref(ref, vec)
 
 
 def antecedents(goal) -> list:
@@ -41,16 +63,18 @@ class CheckedSolver(z3.Solver):
     """See the module docstring. ``check()`` takes no assumptions: the recorded text must be the
     whole query."""
 
-    def __init__(self, formulas, *, timeout_ms: int, logic: str | None = None):
+    def __init__(self, formulas, *, timeout_ms: int, logic: str | None = None, record_text: bool = True):
         c = z3.Context()
         raw = z3.Z3_mk_solver_for_logic(c.ref(), z3.to_symbol(logic, c)) if logic else None
         super().__init__(solver=raw, ctx=c)
         self.set("timeout", int(timeout_ms))
         self._timeout_ms = int(timeout_ms)
         self._logic = logic
+        self._record_text = record_text
         fs = [f.translate(c) if isinstance(f, z3.ExprRef) else z3.BoolVal(bool(f), ctx=c) for f in formulas]
         self.hypotheses = fs[:-1]
         self.goal = fs[-1] if fs else None
+        self._vacuity_done = False  # hypotheses and goal are fixed at construction: checked once
         for f in fs:
             self.add(f)
 
@@ -59,12 +83,16 @@ class CheckedSolver(z3.Solver):
             raise TypeError("CheckedSolver.check() takes no assumptions; add them as formulas instead")
         t0 = time.perf_counter()
         r = super().check()
-        core.QUERY_LOG.append(core.Query(self.to_smt2(), str(r), time.perf_counter() - t0, "goal"))
-        if r == z3.unsat:
+        secs = time.perf_counter() - t0
+        core.QUERY_LOG.append(core.Query(smt2_text(self) if self._record_text else None, str(r), secs, "goal"))
+        if r == z3.unsat and not self._vacuity_done:
             self._not_vacuous()
+            self._vacuity_done = True
         return r
 
     def _not_vacuous(self) -> None:
+        """Check the hypotheses (and antecedent) given at construction; formulas added later between
+        push and pop are part of each goal, not hypotheses, so one check covers every ``check()``."""
         ants = antecedents(self.goal)
         sets = [(a, self.hypotheses + [a]) for a in ants] if ants else [(None, self.hypotheses)]
         for ant, fs in sets:
@@ -73,7 +101,7 @@ class CheckedSolver(z3.Solver):
             s = z3.SolverFor(self._logic, ctx=self.ctx) if self._logic else z3.Solver(ctx=self.ctx)
             s.set("timeout", self._timeout_ms)
             s.add(*fs)
-            text = s.to_smt2()
+            text = smt2_text(s)
             seen = next((q.z3 for q in core.QUERY_LOG if q.purpose == "hypotheses" and q.smt2 == text), None)
             if seen is None:
                 t0 = time.perf_counter()

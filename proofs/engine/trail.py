@@ -27,6 +27,8 @@ def solver_summary(records: list[dict]) -> dict:
     return {"z3_records": len(smt), "two_solvers": len(two), "one_solver": len(smt) - len(two),
             "agreement_rate": round(len(two) / len(smt), 4) if smt else 0.0,
             "z3_obligations": len(obl), "obligations_two_solvers": sum(r["trust"] == "two solvers" for r in obl),
+            "obligations_agreement_rate": (round(sum(r["trust"] == "two solvers" for r in obl) / len(obl), 4)
+                                           if obl else 0.0),
             "disagreements": sum(len(r.get("disagreements") or []) for r in records),
             "z3_controls": len(ctl), "controls_refuted_by_both": len(both),
             "one_solver_ids": sorted(r["obligation"] for r in smt if r["trust"] != "two solvers")}
@@ -112,7 +114,7 @@ def _md(doc: dict) -> str:
     for r in doc["obligations"]:
         b = ", ".join(f"{k}={v}" for k, v in r["bounds"].items()) or "—"
         lines.append(f"| {r['obligation']} | {r['kind']} | {r.get('role', '—')} | {r.get('scope', '—')} | "
-                     f"{r['status']} | {r['expected']} | {'yes' if r['ok'] else '**NO**'} | {_solvers_cell(r)} | "
+                     f"{r['status']}{_cached(r)} | {r['expected']} | {'yes' if r['ok'] else '**NO**'} | {_solvers_cell(r)} | "
                      f"{b} | {r['seconds']} |")
     bad = [r for r in doc["obligations"] if not r["ok"]]
     if bad:
@@ -128,9 +130,14 @@ def _solver_line(x: dict, cross_check: bool) -> str:
         return (f"Solvers: z3 only — the second-solver cross-check did not run (`--cross-check`, default of "
                 f"`--deep`); all {x['z3_records']} records with z3 queries rest on one solver.")
     return (f"Solvers: {x['two_solvers']}/{x['z3_records']} records with z3 queries carry an agreeing second "
-            f"verdict on every query ({x['agreement_rate']:.1%}); {x['disagreements']} disagreements; controls "
+            f"verdict on every query ({x['agreement_rate']:.1%}; obligations alone {x['obligations_two_solvers']}/"
+            f"{x['z3_obligations']}, {x['obligations_agreement_rate']:.1%}); {x['disagreements']} disagreements; controls "
             f"refuted by both: {x['controls_refuted_by_both']}/{x['z3_controls']}. One solver: "
             + (", ".join(x["one_solver_ids"]) or "none") + ".")
+
+
+def _cached(r: dict) -> str:
+    return f" (cached from run {r.get('cached_from')})" if r.get("cached") else ""
 
 
 def _solvers_cell(r: dict) -> str:

@@ -93,8 +93,13 @@ def test_bench_parses_shapes_and_refuses_without_gpu():
     from flashproof.bench import attention as bench
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
-    args = p.parse_args(["--shapes", "64:1024:1,128:2048:0", "--out", "/tmp/flashproof-bench-test"])
-    assert bench._shapes(args.shapes) == [(64, 1024, True), (128, 2048, False)]
+    args = p.parse_args(["--shapes", "64:1024:1,128:2048:0,128:8192:1:64/8,128:8192:0:bnhd",
+                         "--out", "/tmp/flashproof-bench-test"])
+    assert bench._shapes(args.shapes) == [(64, 1024, True, None, "bhnd"), (128, 2048, False, None, "bhnd"),
+                                          (128, 8192, True, (64, 8), "bhnd"), (128, 8192, False, None, "bnhd")]
+    for bad in ("128:8192:1:64/6", "128:8192:1:wide"):
+        with pytest.raises(ValueError, match="shape"):
+            bench._shapes(bad)
     if not torch.cuda.is_available():
         assert bench.run(args) == 2
 

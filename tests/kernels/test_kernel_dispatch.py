@@ -43,7 +43,11 @@ ROWS = [
     Row("auto_h200_causal_gluon", H200, {}, {"causal": True}, ("gluon", "gluon", False)),
     Row("auto_h200_fp16_gluon", H200, {"dtype": torch.float16}, {}, ("gluon", "gluon", False)),
     Row("auto_h200_deterministic_triton_backward", H200, {}, {"deterministic": True}, ("gluon", "triton", False)),
-    Row("auto_h200_gqa_triton_backward", H200, {"Hq": 4, "Hkv": 2}, {"causal": True}, ("gluon", "triton", False)),
+    Row("auto_h200_gqa2_causal_gluon", H200, {"Hq": 4, "Hkv": 2}, {"causal": True}, ("gluon", "gluon", False)),
+    Row("auto_h200_gqa4_gluon", H200, {"Hq": 8, "Hkv": 2}, {}, ("gluon", "gluon", False)),
+    Row("auto_h200_gqa8_causal_gluon", H200, {"Hq": 8, "Hkv": 1}, {"causal": True}, ("gluon", "gluon", False)),
+    Row("auto_h200_gqa8_deterministic_triton_backward", H200, {"Hq": 8, "Hkv": 1}, {"deterministic": True},
+        ("gluon", "triton", False)),
     Row("auto_h200_fp32_triton", H200, {"dtype": torch.float32}, {}, ("triton", "triton", False)),
     Row("auto_h200_fp64_torch", H200, {"dtype": torch.float64}, {}, ("torch", "torch", False)),
     Row("auto_h200_d64_triton", H200, {"D": 64}, {}, ("triton", "triton", True)),
@@ -68,6 +72,7 @@ ROWS = [
     Row("triton_not_installed_raises", H200_NO_TRITON, {}, {"backend": "triton"}, "triton is not installed"),
     # backend="gluon": the Gluon kernels or an error naming the rule
     Row("gluon_h200", H200, {}, {"backend": "gluon"}, ("gluon", "gluon", False)),
+    Row("gluon_h200_gqa", H200, {"Hq": 8, "Hkv": 2}, {"backend": "gluon", "causal": True}, ("gluon", "gluon", False)),
     Row("gluon_h200_deterministic_with_grad_raises", H200, {}, {"backend": "gluon", "deterministic": True},
         "cannot give the gradients"),
     Row("gluon_h200_deterministic_without_grad", H200, {"grad": False}, {"backend": "gluon", "deterministic": True},
@@ -99,11 +104,96 @@ def test_plan_is_pure_and_carries_the_tuning():
     assert plan(call, H200) == plan(call, H200) and plan(call, H200).tuning == "first"
 
 
-def test_noncontiguous_inputs_keep_gluon_out():
-    q, k, v = _qkv()
-    q = q.detach().transpose(2, 3).contiguous().transpose(2, 3)
-    got = plan(validate(q, k, v), H200)
-    assert got.forward == "triton" and "layout" in got.reasons[0]
+def _bnhd(t):
+    """(B, H, N, D) -> the same values as a transposed view of a (B, N, H, D) tensor."""
+    return t.detach().transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _packed(B=2, H=2, N=256, D=128):
+    """q, k, v as slices of one packed (B, N, 3, H, D) projection, each a (B, H, N, D) view (row stride 3·H·D)."""
+    qkv = torch.zeros(B, N, 3, H, D, dtype=torch.bfloat16)
+    return tuple(qkv[:, :, i].transpose(1, 2) for i in range(3))
+
+
+def _padded_rows(t, pad=8):
+    """(B, H, N, D) contiguous except for rows padded to D + pad (row stride D + pad, still 16-byte aligned)."""
+    B, H, N, D = t.shape
+    return torch.zeros(B, H, N, D + pad, dtype=t.dtype)[..., :D]
+
+
+class Layout(NamedTuple):
+    id: str
+    qkv: tuple   # q, k, v
+    want: tuple  # the layouts api.validate records; None: not a TMA row view
+
+
+def _layout_rows():
+    q, k, v = _qkv(B=2, Hq=4, Hkv=2)
+    q, k, v = q.detach(), k.detach(), v.detach()
+    odd = torch.zeros(2 * 4 * 256 * 128 + 4, dtype=torch.bfloat16)[4:].view(2, 4, 256, 128)  # base 8 bytes off
+    odd_row = torch.zeros(2, 4, 256, 136, dtype=torch.bfloat16)[..., 4:132]  # base 8 bytes into a padded row
+    b_major = torch.zeros(4, 2, 256, 128, dtype=torch.bfloat16).transpose(0, 1)  # (H, B, N, D) transposed: no view
+    d_major = torch.zeros(2, 4, 128, 256, dtype=torch.bfloat16).transpose(2, 3)  # last dim not contiguous
+    return [
+        Layout("contiguous", (q, k, v), ("bhnd",) * 3),
+        Layout("bnhd_views", (_bnhd(q), _bnhd(k), _bnhd(v)), ("bnhd",) * 3),
+        Layout("mixed", (_bnhd(q), k, _bnhd(v)), ("bnhd", "bhnd", "bnhd")),
+        Layout("packed_qkv_slices", _packed(), ("bnhd",) * 3),
+        Layout("padded_rows", (_padded_rows(q), k, v), ("bhnd",) * 3),
+        Layout("misaligned_base", (odd, k, v), (None, "bhnd", "bhnd")),
+        Layout("padded_row_misaligned_base", (odd_row, k, v), (None, "bhnd", "bhnd")),
+        Layout("batch_outside_heads", (b_major, k, v), (None, "bhnd", "bhnd")),
+        Layout("head_dim_strided", (d_major, k, v), (None, "bhnd", "bhnd")),
+    ]
+
+
+@pytest.mark.parametrize("row", _layout_rows(), ids=[r.id for r in _layout_rows()])
+def test_gluon_takes_exactly_the_layouts_its_descriptors_read(row):
+    """validate records per tensor which TMA row view reads it ((B·H·N, D) or (B·N, H·D)); the Gluon
+    forward and backward take the call iff all three have one, else Triton with the rule naming them."""
+    call = validate(*row.qkv, causal=True)
+    assert call.layouts == row.want
+    got = plan(call, H200)
+    if None in row.want:
+        bad = ", ".join(n for n, kind in zip("qkv", row.want) if kind is None)
+        assert (got.forward, got.backward) == ("triton", "triton") and f"layout of {bad}:" in got.reasons[0]
+    else:
+        assert (got.forward, got.backward) == ("gluon", "gluon"), got.reasons
+
+
+@pytest.mark.parametrize("shape,strides,itemsize,want", [
+    ((2, 4, 256, 128), (4 * 256 * 128, 256 * 128, 128, 1), 2, ("bhnd", 2 * 4 * 256, 128, 128)),
+    ((2, 4, 256, 128), (256 * 512, 128, 512, 1), 2, ("bnhd", 2 * 256, 512, 512)),
+    ((2, 4, 256, 128), (256 * 1536, 128, 1536, 1), 2, ("bnhd", 2 * 256, 512, 1536)),  # packed QKV slice
+    ((1, 1, 256, 128), (7, 3, 128, 1), 2, ("bhnd", 256, 128, 128)),  # size-1 dims: any stride
+    ((2, 1, 256, 128), (256 * 128, 5, 128, 1), 4, ("bhnd", 512, 128, 128)),
+    ((2, 4, 256, 128), (256 * 512, 128, 512, 2), 2, None),  # last dim strided
+    ((2, 4, 256, 128), (256 * 516, 128, 516, 1), 2, None),  # row stride 1032 bytes: not a multiple of 16
+    ((2, 4, 256, 128), (4 * 256 * 64, 256 * 64, 64, 1), 2, None),  # overlapping rows (stride 64 < D)
+    ((2, 4, 256, 128), (256 * 256, 64, 256, 1), 2, None),  # overlapping heads in a (B·N, H·D) row
+    ((2, 4, 256, 128), (0, 256 * 128, 128, 1), 2, None),  # broadcast batch
+    ((2, 4, 1, 128), (512, 128, 512, 1), 2, None),  # N = 1: no rows to step over
+], ids=["bhnd", "bnhd", "bnhd_packed", "size1_dims", "size1_head_fp32", "d_strided", "row_unaligned",
+        "rows_overlap", "heads_overlap", "broadcast_batch", "single_row"])
+def test_row_view(shape, strides, itemsize, want):
+    from flashproof.kernels.attention.gluon.layout import row_view
+    got = row_view(shape, strides, itemsize)
+    assert (None if got is None else tuple(got)) == want
+
+
+def test_row_view_coordinates_address_every_element():
+    """The row view's (row, col) of (b, h, n, d) — row = b·per_batch + h·per_head + n, col = h·col_per_head
+    + d, at row·row_stride + col — is the element's own offset, for both kinds (checked exhaustively on
+    small tensors, the packed QKV slice included)."""
+    from flashproof.kernels.attention.gluon.layout import coords, row_view
+    for t in (torch.zeros(2, 3, 4, 8), _bnhd(torch.zeros(2, 3, 4, 8)), _packed(2, 3, 4, 8)[1]):
+        B, H, N, D = t.shape
+        view = row_view(t.shape, t.stride(), 16)  # itemsize 16: any row stride is 16-byte aligned
+        c = coords(view.kind, H, N, D)
+        for b, h, n, d in torch.cartesian_prod(*(torch.arange(x) for x in t.shape)).tolist():
+            offset = b * t.stride(0) + h * t.stride(1) + n * t.stride(2) + d * t.stride(3)
+            row, col = b * c.per_batch + h * c.per_head + n, h * c.col_per_head + d
+            assert row < view.rows and col < view.cols and row * view.row_stride + col == offset, (view, b, h, n, d)
 
 
 @pytest.mark.parametrize("kw,causal", [({}, False), ({"causal": True}, True), ({"window": (None, 0)}, True),

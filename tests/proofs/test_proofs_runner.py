@@ -99,9 +99,10 @@ def test_cache_hit_then_invalidated_by_source_change(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "_reference_files", lambda: {"flashproof.verified.reference": str(ref)})
     obs = [_ob("P", _proved, "fp_fake_c")]
     first = _run(obs, tmp_path)["P"]
-    assert not first["cached"]
+    assert not first["cached"] and first["cached_from"] is None
     again = _run(obs, tmp_path)["P"]
     assert again["cached"] and again["content_hash"] == first["content_hash"]
+    assert again["cached_from"][:4].isdigit() and "T" in again["cached_from"]  # the run that computed it (UTC)
     ref.write_text("def merge(): return 2  # the reference changed\n")
     after_ref = _run(obs, tmp_path)["P"]
     assert not after_ref["cached"] and after_ref["content_hash"] != first["content_hash"]

@@ -30,6 +30,18 @@ def test_one_argument_operators_become_their_argument():
     assert "( * x y )" in text  # a product of two stays
 
 
+def test_empty_conjunction_and_disjunction_become_true_and_false():
+    """z3 exports And() / Or() of no arguments as the bare symbols ``and`` / ``or`` (KER-TILES-PLAN
+    builds them); they are read as z3's values, true and false, and the query decides as z3 does."""
+    x = z3.Bool("x")
+    text = second._one_arg(_smt2(z3.And(x, z3.And([]), z3.Not(z3.Or([])))))
+    assert "( and x true ( not false ) )" in text
+    assert second.decide(_smt2(z3.And(x, z3.And([]))), 10_000).status == "sat"
+    assert second.decide(_smt2(z3.And(x, z3.Or([]))), 10_000).status == "unsat"
+    # a constant that z3 names "and" is exported unquoted (not SMT-LIB): an error, never a verdict
+    assert second.decide(_smt2(z3.Bool("and") == x), 10_000).status == "error"
+
+
 def test_rewrite_keeps_quoted_symbols():
     a = z3.Real("a(b) c")
     text = second._one_arg(_smt2(z3.Sum([a]) > 0))
@@ -173,6 +185,35 @@ def test_a_disagreeing_second_solver_fails_the_record(tmp_path, monkeypatch):
     assert "SOLVERS DISAGREE" in rec["detail"]
 
 
+def test_a_hanging_second_solver_is_killed_and_reported_as_timeout(tmp_path, monkeypatch):
+    """The second solver's job has ``timeout`` seconds of its own CPU time; one that hangs without
+    using CPU is killed after CROSS_WALL_FACTOR × timeout of wall time, its verdicts read
+    'timeout', the record is "one solver" and z3's result stands."""
+    import time
+
+    m = _module(tmp_path, "fp_second_h")
+    monkeypatch.setattr(second, "decide", lambda text, ms: time.sleep(300))
+    t0 = time.perf_counter()
+    recs = runner.execute([_ob("L", _lemma, m)], all_obs={}, jobs=1, timeout=1.0, cache_dir=None, cross_check=True)
+    assert time.perf_counter() - t0 < 60  # killed, not waited for
+    rec = recs[0]
+    assert rec["status"] == "proved" and rec["ok"] and rec["trust"] == "one solver"
+    assert rec["solvers"][1]["status"] == "timeout"
+
+
+def test_integer_queries_go_through_the_portfolio():
+    """An integer query is decided by the first cvc5 configuration that answers; the detail names
+    it and the logic; the logic of a query is read off its sorts."""
+    n, b = z3.Ints("n b")
+    v = second.decide(_smt2(n >= 1, b >= 1, n * b < n), 10_000)
+    assert v.status == "unsat" and v.detail == "default (ALL)"
+    x = z3.Real("x")
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    assert [second.logic_of(second._one_arg(_smt2(*q))) for q in
+            ([n * b > 1], [x * x > 1], [f(n) > 1], [n > 1, x > 1], [z3.ForAll([n], n * b >= 0)])] == \
+        ["QF_NIA", "QF_NRA", "QF_UFNIA", "QF_NIRA", "ALL"]
+
+
 def test_contradictory_hypotheses_are_vacuous_and_fail(tmp_path):
     """The vacuity control: planted contradictory hypotheses, and a contradictory antecedent, are
     reported as vacuous (not proved) by the runner, and the second solver agrees they are unsat."""
@@ -192,6 +233,44 @@ def test_vacuity_raised_in_process_and_satisfiable_hypotheses_pass():
     assert _lemma(CTX).status == "proved"
     assert [q.purpose for q in core.QUERY_LOG] == ["goal", "hypotheses"]
     assert core.QUERY_LOG[1].z3 == "sat"
+
+
+def test_export_is_z3s_own_text():
+    """``smt.smt2_text`` (the fast export every recorded query uses) gives z3's ``to_smt2`` text,
+    with pushed formulas, for an empty solver and for one formula."""
+    from flashproof.proofs.engine.smt import smt2_text
+
+    x, y = z3.Reals("x y")
+    n = z3.Int("n")
+    s = z3.Solver()
+    for k in range(4):
+        s.add(x + k > y * z3.ToReal(n))
+    s.push()
+    s.add(z3.Or(x == 1, y == 2))
+    one = z3.Solver()
+    one.add(x > 1)
+    for solver in (s, z3.Solver(), one):
+        assert smt2_text(solver) == solver.to_smt2()
+
+
+def test_vacuity_checked_once_per_solver_and_still_caught():
+    """A solver asked several goals between push and pop (the kernel obligations' pattern) checks
+    its fixed hypotheses once: one 'hypotheses' query beside every goal; contradictory fixed
+    hypotheses are still caught on the first unsat goal."""
+    x = z3.Real("x")
+    core.QUERY_LOG.clear()
+    s = core.fresh_solver([x > 0, x < 5], CTX)
+    for bound in (6, 7, 8):
+        s.push()
+        s.add(z3.Not(x < bound).translate(s.ctx))
+        assert s.check() == z3.unsat
+        s.pop()
+    assert [q.purpose for q in core.QUERY_LOG] == ["goal", "hypotheses", "goal", "goal"]
+    bad = core.fresh_solver([x > 1, x < 0, x < 5], CTX)
+    bad.push()
+    bad.add(z3.Not(x == 7).translate(bad.ctx))
+    with pytest.raises(core.VacuousHypotheses):
+        bad.check()
 
 
 def test_real_obligation_agrees(tmp_path):

@@ -5,13 +5,15 @@ tests/support/kernel_compile.py``) by tests/kernels/test_kernel_compile.py in a 
 TRITON_INTERPRET (interpreted kernels cannot be compiled); prints "compiled N of M"."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 
 import torch
 
 _INT_PTRS = {f"{n}_{x}" for n in ("KV", "Q") for x in ("NUM", "IDX")} | {"CU_Q", "CU_K"}
 _DATA_PTRS = {"Q", "K", "V", "DO", "DK", "DQ", "O"}
-_F32_PTRS = {"LSE", "DELTA", "DLSE"}
+_F32_PTRS = {"LSE", "DELTA", "DLSE", "DS"}
 #: the arguments each kernel takes as tensor descriptors when USE_DESC (the Triton host's launches)
 _STREAMED = {"attn_fwd": ("Q", "K", "V"), "attn_bwd_dkdv": ("Q", "DO"), "attn_bwd_dq": ("K", "V")}
 
@@ -34,7 +36,7 @@ def _signature(fn, dt, consts):
         elif consts.get("USE_DESC") and "USE_DESC" in names and n in _STREAMED[fn.__name__]:
             rows, cols = _DESC_BLOCKS[n]  # 4-D TMA descriptors, blocks as the pre-hook sets them
             sig[n] = f"tensordesc<{dt}[1, 1, {consts[rows]}, {consts[cols]}]>"
-        elif n in _DATA_PTRS or (n == "DV" and fn.__name__ == "attn_bwd_dkdv"):
+        elif n in _DATA_PTRS or n == "BIAS" or (n == "DV" and fn.__name__ == "attn_bwd_dkdv"):
             sig[n] = f"*{dt}"
         elif n in ("qk_scale", "sm_scale", "drop_scale"):
             sig[n] = "fp32"
@@ -47,13 +49,17 @@ def _signature(fn, dt, consts):
 
 BASE = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=64, BLOCK_DV=64, IS_VARLEN=False, HAS_LEFT=False, HAS_RIGHT=True,
             HAS_MASK=False, HAS_TILES=False, TILE_Q=0, TILE_K=0, GQA_MAP=False, NO_ALPHA=False, NO_MAX=False,
-            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, DROPOUT=False)
+            UNGUARDED=False, TILE_FLOOR=False, HAS_DLSE=True, USE_DESC=False, FMA=True, DROPOUT=False,
+            HAS_BIAS=False, WRITE_DS=False)
 VARIANTS = {
     "plain": {},
     "descriptors_d128": dict(USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "descriptors_tiles": dict(USE_DESC=True, HAS_TILES=True, TILE_Q=128, TILE_K=128, BLOCK_D=128, BLOCK_DV=64),
     "dropout_descriptors_d128": dict(DROPOUT=True, USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
     "dropout_varlen_window_mask": dict(DROPOUT=True, IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True),
+    "bias_descriptors_d128": dict(HAS_BIAS=True, USE_DESC=True, BLOCK_M=128, BLOCK_N=128, BLOCK_D=128, BLOCK_DV=128),
+    "bias_dropout_varlen_window_mask": dict(HAS_BIAS=True, WRITE_DS=True, DROPOUT=True, IS_VARLEN=True, HAS_LEFT=True,
+                                            HAS_MASK=True),
     "varlen_window_mask_tiles": dict(IS_VARLEN=True, HAS_LEFT=True, HAS_MASK=True, HAS_TILES=True, TILE_Q=64,
                                      TILE_K=64, BLOCK_D=32, BLOCK_DV=128),
 }
@@ -62,8 +68,9 @@ VARIANTS = {
 def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_needs=None, *, gluon=False,
                  options=None, check=None):
     """Compile ``fn`` for sm_90 down to a cubin (and check its PTX holds ``ptx_needs``, and passes
-    ``check(ptx)``, which raises AssertionError otherwise); ``name`` goes to ``compiled``, and to
-    ``failures`` with the error if it fails. ``gluon``: ``fn`` is a Gluon kernel."""
+    ``check(asm)`` — asm: the PTX, cubin, ... by name — which raises AssertionError otherwise);
+    ``name`` goes to ``compiled``, and to ``failures`` with the error if it fails. ``gluon``: ``fn`` is a
+    Gluon kernel."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -78,13 +85,25 @@ def compile_sm90(fn, sig, consts, name, compiled: list, failures: list, ptx_need
         if ptx_needs:
             assert ptx_needs in k.asm["ptx"], f"no {ptx_needs} in the PTX"
         if check:
-            check(k.asm["ptx"])
+            check(k.asm)
     except Exception as e:  # noqa: BLE001 - reported by the test
         failures.append((name, f"{type(e).__name__}: {e}"[:400]))
 
 
-def _no_spills(ptx):
-    assert "ld.local" not in ptx, "spills (local loads) in the PTX"
+def _no_spills(asm):
+    """No local memory in the PTX and no stack frame in the cubin (ptxas' register spills land there:
+    ``cuobjdump -res-usage`` reports them as STACK, which the PTX cannot show)."""
+    assert "ld.local" not in asm["ptx"], "spills (local loads) in the PTX"
+    import tempfile
+
+    import triton.backends.nvidia as nv
+    tool = os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(asm["cubin"])
+        f.flush()
+        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    stacks = [int(x) for x in re.findall(r"STACK:(\d+)", usage)]
+    assert stacks and not any(stacks), f"ptxas spilled registers: {usage.strip()[-300:]}"
 
 
 def compile_all(compiled: list) -> list:
@@ -115,10 +134,19 @@ def compile_all(compiled: list) -> list:
     return failures
 
 
+def _gluon_signature(fn, typed: dict, consts: dict) -> dict:
+    """``typed`` (descriptors, pointers, floats), then every other runtime argument as i32 (lengths,
+    head counts, the group size and the row views' coordinates and strides: unspecialised, so one
+    cubin stands for every layout and group size), then the constexprs."""
+    return {p.name: "constexpr" if p.is_constexpr else typed.get(p.name, "i32") for p in fn.params} | \
+        {n: "constexpr" for n in consts}
+
+
 def compile_gluon(compiled: list) -> list:
-    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not) down to sm_90 cubins:
-    the forward's register split (setmaxnreg); the backward's dQ by 16-byte vector reductions
-    (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32 atomic add left); no spills."""
+    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not; the backward with
+    G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
+    16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32
+    atomic add left); no spills. Layouts and group sizes are runtime arguments (``_gluon_signature``)."""
     from triton.experimental.gluon import language as gl
 
     from flashproof.kernels.attention.gluon import bwd as GB
@@ -127,9 +155,10 @@ def compile_gluon(compiled: list) -> list:
     failures = []
     variants = [("bf16", False), ("bf16", True), ("fp16", False), ("fp16", True)]  # (dtype, causal)
 
-    def fwd_check(ptx):
+    def fwd_check(asm):
+        ptx = asm["ptx"]
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
-        _no_spills(ptx)
+        _no_spills(asm)
 
     for dt, causal in variants:
         gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dt]
@@ -138,26 +167,30 @@ def compile_gluon(compiled: list) -> list:
                 for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
         consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
                       CONSUMER_REGS=G.CONSUMER_REGS)
-        sig = {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "H": "i32", "GROUPS": "i32",
-               **{n: "constexpr" for n in consts}}
+        sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
         compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
-    def bwd_check(ptx):
+    def bwd_check(asm):
+        ptx = asm["ptx"]
         assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
         assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
-        _no_spills(ptx)
+        assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{GB.CONSUMER_REGS};", ptx), "no consumer register raise"
+        assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{GB.PRODUCER_REGS};", ptx), "no producer register drop"
+        _no_spills(asm)
 
-    for dt, causal in variants:
+    # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
+    # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
+    for (dt, causal), group in ((v, g) for v in variants for g in ("gqa", "G=1")):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS)
-        sig = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd, "lse_desc": vd, "delta_desc": vd,
-               "dq_ptr": "*fp32", "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32", "N_CTX": "i32",
-               **{n: "constexpr" for n in consts}}
-        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}", compiled,
+                      PRODUCER_REGS=GB.PRODUCER_REGS, **({"G": 1} if group == "G=1" else {}))
+        sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
+                                                 "lse_desc": vd, "delta_desc": vd, "dq_ptr": "*fp32",
+                                                 "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32"}, consts)
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=bwd_check)
     return failures
 

@@ -1,6 +1,6 @@
 """Warp-specialised Hopper backward (sm_90) in Gluon: the ``deterministic=False`` backward of the calls
-the Gluon forward takes, when Hq = Hkv (``dispatch.plan`` says which); everything else, and every
-``deterministic=True`` call, runs the Triton kernels (two kernels, no atomics).
+the Gluon forward takes, GQA included (``dispatch.plan`` says which); every ``deterministic=True``
+call runs the Triton kernels (two kernels, no atomics).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
 dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in): one 16-byte
@@ -9,7 +9,17 @@ scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:
 N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
 scalar atomic per element, which was deleted (it lived until commit 62d839a).
 
-Grid: (N / BLOCK_N, B·H).  One CTA = one key block of BLOCK_N = 128 keys of one (batch, head).
+Grid: (B·Hkv, N / BLOCK_N), the heads fastest: CTAs launch in order of the key block, so under causal
+the heaviest (j = 0: all query blocks) go first for every head and the light ones fill the tail (with
+the key block fastest, head h's heavy block launched only after every block of heads < h: with G
+query heads per CTA that tail is G times longer).  One CTA = one key block of BLOCK_N = 128 keys of
+one (batch, KV head), and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
+CTA walks the query blocks of all G heads, so dK, dV sum over the group in registers and are
+written once (no reduction pass), and each head's dQ gets its own reductions. Iteration it is query
+block t = it // G of head g = it % G (the heads fastest): one counter drives the ring slots and
+phases and the dS buffers on both sides, so nothing restarts between heads. (A loop over heads with
+the per-head schedule inside, masked diagonal iterations unrolled per head, spilled registers in
+the consumers: its extra loop state did not fit in 240.)
 Partitions (``gl.warp_specialize``):
 
 * 2 consumer warpgroups (default partition + one 4-warp worker, ``CONSUMER_REGS`` registers after
@@ -42,19 +52,28 @@ Double-buffering dS is enough without an "empty" barrier: a warpgroup writes ds[
 iteration t+2 only after it waited ds_ready[buf^1] of iteration t+1, which the other warpgroup
 arrives on after its wait-all of iteration t (which retired its dQ read of ds[buf]).
 
-dQ accumulates un-scaled (dS K) in fp32; the wrapper multiplies by sm_scale when converting.
-dK is scaled by sm_scale in the epilogue.  lse is the natural-log logsumexp; Δ = rowsum(o·do).
+dS is scaled by sm_scale before it is rounded for the two products that read it, so dK and dQ come
+out scaled: dQ accumulates scale · dS K in fp32 and the wrapper's conversion to q's dtype and layout
+is one pass (an fp32 multiply of the dQ tile before its reductions spilled registers).  lse is the
+natural-log logsumexp; Δ = rowsum(o·do).
 
 Causal (Nq = Nk, top-left = bottom-right): key block j sees query blocks i ≥ 2j (64-row query
-blocks); only t = 0, 1 (query blocks 2j, 2j+1) are masked.  Non-causal: every CTA visits all
-query blocks starting at its own diagonal (2j) and wrapping, so CTAs of one head do not all
-hammer the same dQ rows with atomics at the same time.
+blocks); only query blocks 2j, 2j+1 are masked, behind a uniform branch on the block index (one
+loop body: two copies of it, masked and not, made the consumers spill).  Non-causal: every CTA
+visits all query blocks starting at its own diagonal (2j) and wrapping, so CTAs of one head do not
+all hammer the same dQ rows with atomics at the same time.
+
+Layouts: Q, K, V, dO are read in place through TMA descriptors over their row views (``layout.py``:
+a (B·H·N, D) or a (B·N, H·D) matrix, each tensor its own); dK, dV are stored through the same kind
+of view (laid out as ``torch.empty_like`` of K, V); dQ accumulates in a contiguous fp32 buffer and
+is converted into Q's layout by the wrapper.
 """
 from __future__ import annotations
 
 import torch
 
-from .common import AVAILABLE, gl_dtype, jit as _jit
+from . import layout
+from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -74,49 +93,58 @@ PRODUCER_REGS = 24
 # Producer: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
-                        do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem,
-                        delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
+                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
+                        sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch,
+                        dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
+    q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [kv_row, 0], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [kv_row, 0], kv_bar, v_smem)
-    for t in range(n_iter):
-        slot = t % NUM_STAGES
-        phase = (t // NUM_STAGES) & 1
-        qb = (i0 + t) % n_qblk
-        row = q_base + qb * BM
+    tma.async_copy_global_to_shared(k_desc, [k_row, k_col], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [v_row, v_col], kv_bar, v_smem)
+    for it in range(G * n_iter):  # the consumers' order: query block t of head g, g fastest
+        t = it // G
+        g = it - t * G
+        qrow = ((i0 + t) % n_qblk) * BM
+        slot = it % NUM_STAGES
+        phase = (it // NUM_STAGES) & 1
         mbarrier.wait(q_empty.index(slot), phase ^ 1)
         mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [row, 0], q_ready.index(slot), q_smem.index(slot))
-        tma.async_copy_global_to_shared(lse_desc, [row], q_ready.index(slot), lse_smem.index(slot))
+        tma.async_copy_global_to_shared(q_desc, [q_row0 + g * q_ph + qrow, q_col0 + g * q_ch], q_ready.index(slot),
+                                        q_smem.index(slot))
+        tma.async_copy_global_to_shared(lse_desc, [vec_row0 + g * N_CTX + qrow], q_ready.index(slot),
+                                        lse_smem.index(slot))  # lse, Δ: (B, Hq, N) contiguous
         mbarrier.wait(do_empty.index(slot), phase ^ 1)
         mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(do_desc, [row, 0], do_ready.index(slot), do_smem.index(slot))
-        tma.async_copy_global_to_shared(delta_desc, [row], do_ready.index(slot), delta_smem.index(slot))
+        tma.async_copy_global_to_shared(do_desc, [do_row0 + g * do_ph + qrow, do_col0 + g * do_ch],
+                                        do_ready.index(slot), do_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [vec_row0 + g * N_CTX + qrow], do_ready.index(slot),
+                                        delta_smem.index(slot))
 
 
 # ----------------------------------------------------------------------------------------
 # Consumer warpgroup.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
-              q_empty, do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0, i0,
-              n_qblk, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, lse_smem, delta_smem, qk_scale, sm_scale,
+              seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+    """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
+    (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
+    dQ[b, h, 0, WG·64] of the contiguous (B, Hq, N, D) fp32 accumulator."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BNW: gl.constexpr = k_w.type.shape[0]  # keys of this warpgroup (64)
     DQW: gl.constexpr = k_cols.type.shape[1]  # dQ columns of this warpgroup (64)
-    LOG2E: gl.constexpr = 1.4426950408889634
 
-    slot = t % NUM_STAGES
-    phase = (t // NUM_STAGES) & 1
-    buf = t % 2
-    bphase = (t // 2) & 1
-    qb = (i0 + t) % n_qblk
-    qrow = q_base + qb * BM  # global row (in the (B·H·N) view) of the first query
+    slot = it % NUM_STAGES
+    phase = (it // NUM_STAGES) & 1
+    buf = it % 2
+    bphase = (it // 2) & 1
 
     q_s = q_smem.index(slot)
     do_s = do_smem.index(slot)
@@ -131,17 +159,18 @@ def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols,
 
     # P^T = exp2(S^T·scale·log2e − lse·log2e) while dP^T is still in flight
     sT = warpgroup_mma_wait(num_outstanding=1, deps=[s_tok])
-    lse2 = lse_smem.index(slot).load(col_layout) * LOG2E
+    lse2 = lse_smem.index(slot).load(col_layout) * 1.4426950408889634  # log2 e
     pT = gl.exp2(sT * qk_scale - gl.expand_dims(lse2, 0))
     if MASK:
-        keys = seq_row0 + WG * BNW + gl.arange(0, BNW, layout=gl.SliceLayout(1, s_layout))
-        qrs = qb * BM + gl.arange(0, BM, layout=col_layout)
-        keep = gl.expand_dims(keys, 1) <= gl.expand_dims(qrs, 0)
-        pT = gl.where(keep, pT, gl.zeros_like(pT))
+        if qb * BM < seq_row0 + 2 * BNW:  # the block's two diagonal query blocks (a uniform branch)
+            keys = seq_row0 + WG * BNW + gl.arange(0, BNW, layout=gl.SliceLayout(1, s_layout))
+            qrs = qb * BM + gl.arange(0, BM, layout=col_layout)
+            keep = gl.expand_dims(keys, 1) <= gl.expand_dims(qrs, 0)
+            pT = gl.where(keep, pT, gl.zeros_like(pT))
 
     dpT = warpgroup_mma_wait(num_outstanding=0, deps=[dp_tok])
     delta = delta_smem.index(slot).load(col_layout)
-    dsT = pT * (dpT - gl.expand_dims(delta, 0))
+    dsT = pT * (dpT - gl.expand_dims(delta, 0)) * sm_scale  # dS·scale: dK = dSᵀQ·scale, dQ = dS K·scale
     pT_op = gl.convert_layout(pT.to(q_smem.dtype), a_layout)
     # dV += P^T dO   (A = P^T from registers)
     dv_tok = warpgroup_mma(pT_op, do_s, dv, is_async=True)
@@ -166,8 +195,7 @@ def _bwd_iter(t, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols,
     mbarrier.arrive(do_empty.index(slot), count=1)
 
     # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
-    dq_base = dq_ptr + qrow.to(gl.int64) * D + WG * DQW  # scalar base; per-element i32 offsets
-    _dq_red_v4(dq_base, dq, D)
+    _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * D, dq, D)  # scalar base; per-element i32 offsets
     return dk, dv
 
 
@@ -181,8 +209,10 @@ def _dq_red_v4(dq_base, dq, D: gl.constexpr):
     (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
     first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
     column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
-    allocation).  The values go in as their i32 bit patterns: inline_asm_elementwise broadcasts its
-    arguments with the binary-operator type check, which rejects pointer ⊕ float.  The asm must
+    allocation). D is a constexpr on purpose: with a run-time row stride the 32 per-thread offsets
+    are loop-invariant registers, and the consumers spilled.  The values go
+    in as their i32 bit patterns: inline_asm_elementwise broadcasts its arguments with the
+    binary-operator type check, which rejects pointer ⊕ float.  The asm must
     have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
     BM: gl.constexpr = dq.type.shape[0]
     DQW: gl.constexpr = dq.type.shape[1]
@@ -202,9 +232,16 @@ def _dq_red_v4(dq_base, dq, D: gl.constexpr):
 
 
 @_jit
-def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
-                  do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem,
-                  qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
+def _dq_head(dq_grp, g, N_CTX, WG: gl.constexpr, D: gl.constexpr):
+    """&dQ[b, h0 + g, 0, WG·D/2] in the contiguous (B, Hq, N, D) fp32 accumulator (dq_grp: &dQ[b, h0])."""
+    return dq_grp + (g * N_CTX).to(gl.int64) * D + WG * (D // 2)
+
+
+@_jit
+def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
+                  q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
+                  n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
+                  v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -225,76 +262,108 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     dv = gl.zeros([BNW, D], gl.float32, acc_layout)
     mbarrier.wait(kv_bar, 0)
 
-    if CAUSAL:
-        # query blocks 2j and 2j+1 overlap the diagonal: masked
-        for t in gl.static_range(2):
-            dk, dv = _bwd_iter(t, dk, dv, WG, True, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
-                               i0, n_qblk, s_layout, a_layout, dq_layout)
-        for t in range(2, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
-                               i0, n_qblk, s_layout, a_layout, dq_layout)
-    else:
-        for t in range(0, n_iter):
-            dk, dv = _bwd_iter(t, dk, dv, WG, False, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                               do_empty, ds_smem, ds_ready, dq_ptr, lse_smem, delta_smem, qk_scale, q_base, seq_row0,
-                               i0, n_qblk, s_layout, a_layout, dq_layout)
+    # GQA: iteration it is query block t = it // G of head g = it % G (heads fastest), so dK, dV sum
+    # over the group in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
+    for it in range(0, G * n_iter):
+        t = it // G
+        if CAUSAL:
+            qb = i0 + t
+        else:
+            qb = (i0 + t) % n_qblk
+        dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+                           do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), lse_smem,
+                           delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout, dq_layout)
 
-    # epilogue: dK·scale, dV -> global (direct stores from the accumulator layout)
-    r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout))
+    # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
+    # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
+    # from the program ids and the kernel's arguments, not carried through the loop in registers.
+    bk = gl.program_id(0)
+    Hkv = Hq // G
+    b = bk // Hkv
+    hk = bk % Hkv
+    dk_blk = dk_ptr + (b * dk_pb + hk * dk_ph + seq_row0).to(gl.int64) * dk_rs + hk * dk_ch
+    dv_blk = dv_ptr + (b * dv_pb + hk * dv_ph + seq_row0).to(gl.int64) * dv_rs + hk * dv_ch
+    r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout)) + WG * BNW
     c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-    offs = gl.expand_dims((kv_row + WG * BNW + r).to(gl.int64) * D, 1) + gl.expand_dims(c, 0)
-    gl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty))
-    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty))
+    gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), dk.to(dk_blk.dtype.element_ty))
+    gl.store(dv_blk + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_blk.dtype.element_ty))
 
 
 @_jit
-def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                  lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
-def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                      dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
-def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                  lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
-def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-                        dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk):
-    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
-                  ds_smem, ds_ready, dq_ptr, dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base,
-                  seq_row0, i0, n_iter, n_qblk)
+def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
+                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX,
-                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr):
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
+                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb,
+                 dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
+    columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
+    (B, Hq, N, D) accumulator."""
     BM: gl.constexpr = q_desc.block_type.shape[0]
     BN: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
     dt: gl.constexpr = q_desc.dtype
 
-    j = gl.program_id(0)  # key block (heaviest first under causal)
-    bh = gl.program_id(1)
+    bk = gl.program_id(0)  # (batch, KV head): the fastest grid dim, so that
+    j = gl.program_id(1)  # the key blocks launch heaviest (j = 0 under causal) first for every head
+    Hkv = Hq // G
+    b = bk // Hkv
+    hk = bk % Hkv
     seq_row0 = j * BN  # first key (within the sequence)
-    kv_row = bh * N_CTX + seq_row0
-    q_base = bh * N_CTX
+    h0 = hk * G  # the group's first query head
+    k_row = b * k_pb + hk * k_ph + seq_row0
+    k_col = hk * k_ch
+    v_row = b * v_pb + hk * v_ph + seq_row0
+    v_col = hk * v_ch
+    q_row0 = b * q_pb + h0 * q_ph
+    q_col0 = h0 * q_ch
+    do_row0 = b * do_pb + h0 * do_ph
+    do_col0 = h0 * do_ch
+    vec_row0 = (b * Hq + h0) * N_CTX
+    dq_grp = dq_ptr + vec_row0.to(gl.int64) * HEAD_D
     n_qblk = N_CTX // BM
     i0 = seq_row0 // BM  # first query block: the diagonal
     if CAUSAL:
@@ -324,12 +393,14 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
         mbarrier.init(do_ready.index(s), count=1)
         mbarrier.init(q_empty.index(s), count=2)
         mbarrier.init(do_empty.index(s), count=2)
-    for b in gl.static_range(2):
-        mbarrier.init(ds_ready.index(b), count=2)
+    for i in gl.static_range(2):
+        mbarrier.init(ds_ready.index(i), count=2)
     fence_async_shared()
 
-    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_ptr,
-            dk_ptr, dv_ptr, lse_smem, delta_smem, qk_scale, sm_scale, kv_row, q_base, seq_row0, i0, n_iter, n_qblk)
+    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
+            delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
     if CAUSAL:
@@ -361,27 +432,35 @@ def vec_layout():
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
-    """(dq, dk, dv) shaped like (q, k, v) (B, H, N, 128), for a call the router sends here (the Gluon
-    forward's calls with Hq = Hkv and deterministic=False). δ = rowsum(out · dout) − dlse comes from
-    the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused here)."""
+    """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, 128), k, v (B, Hkv, N, 128), each in its input's
+    layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the router sends
+    here (the Gluon forward's calls with deterministic=False; Hq = G·Hkv). δ = rowsum(out · dout) −
+    dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
     from ..triton.host import delta as _delta
 
-    B, H, N, D = q.shape
-    dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
+    B, Hq, N, D = q.shape
+    Hkv = k.shape[1]
+    if layout.tma_kind(dout) is None:
+        dout = dout.contiguous()  # autograd may hand an expanded (stride-0) gradient
     lse = lse.contiguous()
-    delta = _delta(out, dout, lse, dlse)
-    dq_acc = torch.zeros(B, H, N, D, dtype=torch.float32, device=q.device)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    delta = _delta(out, dout, lse, dlse)  # (B, Hq, N) contiguous, like lse
     gdt = gl_dtype(q.dtype)
     q_layout, kv_layout = desc_layouts(gdt)
-    rows = lambda t: t.view(-1, D)  # noqa: E731
-    descs = (TensorDescriptor.from_tensor(rows(q), [BLOCK_M, D], q_layout),
-             TensorDescriptor.from_tensor(rows(k), [BLOCK_N, D], kv_layout),
-             TensorDescriptor.from_tensor(rows(v), [BLOCK_N, D], kv_layout),
-             TensorDescriptor.from_tensor(rows(dout), [BLOCK_M, D], q_layout),
-             TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
+    (qd, qc), (kd, kc), (vd, vc), (dod, doc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
+        (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
+    # dK, dV laid out as empty_like gives (the input's strides when it is dense, else compact in its
+    # stride order: what op.py returns, no copy), each with its own row view (compact bhnd or bnhd); dQ
+    # accumulates in a
+    # contiguous fp32 buffer (a constexpr row stride: see _dq_red_v4), converted into q's layout below
+    dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
+    descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
-    _attn_bwd_ws[(N // BLOCK_N, B * H)](*descs, dq_acc, dk, dv, float(prob.scale), N, NUM_STAGES=NUM_STAGES,
-                                        CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
-    return (dq_acc * prob.scale).to(q.dtype), dk, dv
+    _attn_bwd_ws[(B * Hkv, N // BLOCK_N)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
+                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
+                                          CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
+                                          PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    dq = torch.empty_like(q)
+    dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
+    return dq, dk, dv

@@ -1,5 +1,6 @@
 """What the Gluon kernels share: the import guard (``AVAILABLE``), ``jit`` (a no-op decorator when Gluon
-is missing, so the modules still import on an older Triton), and the torch -> Gluon element types.
+is missing, so the modules still import on an older Triton), the torch -> Gluon element types, and
+the TMA descriptor over a tensor's row view (``layout.py``).
 
 Gluon is Triton's lower-level dialect (explicit layouts, asynchronous MMA, mbarriers and warp
 specialisation). It has no interpreter: on CPU the kernels are only compiled for sm_90
@@ -8,6 +9,8 @@ specialisation). It has no interpreter: on CPU the kernels are only compiled for
 from __future__ import annotations
 
 import torch
+
+from .layout import coords, row_view
 
 try:
     from triton.experimental import gluon
@@ -25,3 +28,18 @@ jit = gluon.jit if AVAILABLE else (lambda fn: fn)
 def gl_dtype(dtype):
     """Gluon's element type of a torch fp16/bf16 dtype."""
     return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+
+
+def row_descriptor(t, block_rows: int, smem_layout):
+    """(TMA descriptor, Coords) of a (B, H, N, D) tensor ``t`` read in place through its row view
+    (``layout.row_view``), in boxes of (block_rows, D); raises naming the strides when none fits (the
+    router's ``gluon_rule`` keeps such calls away)."""
+    view = row_view(t.shape, t.stride(), t.element_size())
+    if view is None or t.data_ptr() % 16:
+        raise ValueError(f"the Gluon kernels read (B, H, N, D) tensors through a (B*H*N, D) or (B*N, H*D) row view "
+                         f"(last dim contiguous, 16-byte aligned rows and base); got shape {tuple(t.shape)}, strides "
+                         f"{t.stride()}, base address % 16 = {t.data_ptr() % 16}")
+    B, H, N, D = t.shape
+    desc = TensorDescriptor(t, [view.rows, view.cols], [view.row_stride, 1], [block_rows, D], smem_layout)
+    return desc, coords(view.kind, H, N, D)
+

@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import torch
 
-from .common import AVAILABLE, gl_dtype, jit as _jit
+from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
 BLOCK_M_WG = 64
@@ -55,22 +54,22 @@ CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops 
 # ----------------------------------------------------------------------------------------
 @_jit
 def _attn_load_partition(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
-                         v_empty, q_row, kv_row, n_kv):
+                         v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv):
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(q_desc, [q_row + BM_WG, 0], q_bar, q_smem.index(1))
+    tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(q_desc, [q_row + BM_WG, q_col], q_bar, q_smem.index(1))
     for j in range(n_kv):
         slot = j % NUM_STAGES
         phase = (j // NUM_STAGES) & 1
         mbarrier.wait(k_empty.index(slot), phase ^ 1)
         mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0], k_ready.index(slot), k_smem.index(slot))
+        tma.async_copy_global_to_shared(k_desc, [k_row + j * BLOCK_N, k_col], k_ready.index(slot), k_smem.index(slot))
         mbarrier.wait(v_empty.index(slot), phase ^ 1)
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [kv_row + j * BLOCK_N, 0], v_ready.index(slot), v_smem.index(slot))
+        tma.async_copy_global_to_shared(v_desc, [v_row + j * BLOCK_N, v_col], v_ready.index(slot), v_smem.index(slot))
 
 
 # ----------------------------------------------------------------------------------------
@@ -122,7 +121,7 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 
 @_jit
 def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, k_empty, v_empty, qk_scale, q_row, lse_row, row_in_seq, n_kv):
+                   v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
     # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
     BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -192,40 +191,41 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
     # all 4 warps of this warpgroup must have written their rows before the elected thread(s)
     # issue the TMA store (lowers to a warpgroup-local named barrier inside the partition)
     gl.thread_barrier()
-    tma.async_copy_shared_to_global(o_desc, [q_row + WG * BM, 0], q_s)
+    tma.async_copy_shared_to_global(o_desc, [o_row + WG * BM, o_col], q_s)
     tma.store_wait(pendings=0)
 
 
 @_jit
-def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
-                            lse_row, row_in_seq, n_kv):
+def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
     _attn_consumer(0, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
-                              lse_row, row_in_seq, n_kv):
+def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
     _attn_consumer(0, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
-                            lse_row, row_in_seq, n_kv):
+def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
     _attn_consumer(1, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
 
 
 @_jit
-def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
-                              lse_row, row_in_seq, n_kv):
+def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
     _attn_consumer(1, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, q_row, lse_row, row_in_seq, n_kv)
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
 
 
 @_jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
+                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, o_pb, o_ph, o_ch,  # row views (layout.Coords)
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                  CONSUMER_REGS: gl.constexpr):
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
@@ -236,9 +236,18 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
     start_m = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (causal) query blocks first
 
     row_in_seq = start_m * BLOCK_M
-    q_row = bh * N_CTX + row_in_seq
-    kv_row = ((bh // H) * (H // GROUPS) + (bh % H) // GROUPS) * N_CTX  # GQA: query head h reads kv head h // GROUPS
-    lse_row = bh * N_CTX + row_in_seq
+    b = bh // H
+    h = bh % H
+    hk = h // GROUPS  # GQA: query head h reads kv head h // GROUPS
+    q_row = b * q_pb + h * q_ph + row_in_seq  # row view: row of (b, h, row_in_seq), first column
+    q_col = h * q_ch
+    o_row = b * o_pb + h * o_ph + row_in_seq
+    o_col = h * o_ch
+    k_row = b * k_pb + hk * k_ph
+    k_col = hk * k_ch
+    v_row = b * v_pb + hk * v_ph
+    v_col = hk * v_ch
+    lse_row = bh * N_CTX + row_in_seq  # lse (B, H, N) contiguous
     if CAUSAL:
         n_kv = (start_m + 1) * BLOCK_M // BLOCK_N
     else:
@@ -261,10 +270,10 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
         mbarrier.init(v_empty.index(i), count=2)
     fence_async_shared()
 
-    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, q_row,
-                 lse_row, row_in_seq, n_kv)
+    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, o_row,
+                 o_col, lse_row, row_in_seq, n_kv)
     load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, q_row,
-                 kv_row, n_kv)
+                 q_col, k_row, k_col, v_row, v_col, n_kv)
     if CAUSAL:
         gl.warp_specialize([
             (_attn_consumer_wg0_causal, cons_args),
@@ -280,24 +289,28 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
 
 
 def _descs(q, k, v, o):
-    """2-D TMA descriptors over the (B·H·N, D) row views."""
+    """TMA descriptors over the row views of q, k, v, o (``layout.row_view``: (B·H·N, D) or (B·N, H·D),
+    each tensor its own) and their (per_batch, per_head, col_per_head), in that order."""
     dt = gl_dtype(q.dtype)
     q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M_WG, HEAD_DIM], dt)
     kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dt)
-    rows = lambda t: t.view(-1, HEAD_DIM)  # noqa: E731
-    return (TensorDescriptor.from_tensor(rows(q), [BLOCK_M_WG, HEAD_DIM], q_layout),
-            TensorDescriptor.from_tensor(rows(k), [BLOCK_N, HEAD_DIM], kv_layout),
-            TensorDescriptor.from_tensor(rows(v), [BLOCK_N, HEAD_DIM], kv_layout),
-            TensorDescriptor.from_tensor(rows(o), [BLOCK_M_WG, HEAD_DIM], q_layout))
+    (qd, qc), (kd, kc), (vd, vc), (od, oc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
+        (q, BLOCK_M_WG, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (o, BLOCK_M_WG, q_layout)))
+    return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)
 
 
 def forward(q, k, v, prob, route=None):
-    """q, k, v (B, H, N, 128) fp16/bf16 -> (out (B, H, N, 128), lse (B, H, N) fp32), for a call that
-    ``dispatch.gluon_rule`` accepts. ``route``: the plan (unused here)."""
-    B, H, N, _ = q.shape
+    """q (B, H, N, 128), k, v (B, Hkv, N, 128) fp16/bf16, each contiguous or a (B, N, H, D) transposed
+    view (``layout.py``) -> (out (B, H, N, 128), lse (B, H, N) fp32 contiguous), for a call that
+    ``dispatch.gluon_rule`` accepts. out is laid out as ``torch.empty_like(q)`` (q's strides when q is
+    dense, e.g. a (B, N, H, D) transposed view; else compact in q's stride order, e.g. (B, N, H, D) for
+    a packed QKV slice), what ``op.py`` returns (no copy).
+    ``route``: the plan (unused here)."""
+    B, H, N, D = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
-    _attn_fwd_ws[(B * H, N // BLOCK_M)](*_descs(q, k, v, out), lse, float(prob.scale), N, H, prob.groups,
+    descs, views = _descs(q, k, v, out)
+    _attn_fwd_ws[(B * H, N // BLOCK_M)](*descs, lse, float(prob.scale), N, H, prob.groups, *views,
                                         HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
                                         CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

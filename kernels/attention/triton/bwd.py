@@ -15,6 +15,12 @@ Dropout (DROPOUT): the forward's keep bits are regenerated (``fwd.dropout_keep``
 positions; nothing was saved) and replayed: dV += (r ∘ P)ᵀ dO and dP = r ∘ (dO Vᵀ) with
 r = keep / (1 − p); δ = rowsum(dO ∘ O) is unchanged (O is the dropped-out output).
 
+Additive bias (HAS_BIAS): the recomputed scores add the forward's bias tile (``fwd.add_bias``; its −inf
+entries are masked pairs), and every step runs the predicate. WRITE_DS (the bias requires grad): the
+dK/dV kernel, which visits every allowed pair once, also stores dS = P ∘ (dP − δ) (the gradient of the
+scaled scores, hence of the bias) into a zeroed (B, Hq, Nq, Nk) fp32 buffer; the op sums it over the
+bias's broadcast dims.
+
 Masked pairs have P = dS = 0 by ``where`` (not by 0 · x), and rows/keys that no allowed pair
 reads are zeroed before a product, so planted NaN/inf cannot leak.
 
@@ -30,7 +36,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .fwd import DROPOUT_RUNTIME, allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv, seq_bounds
+from .fwd import (DROPOUT_RUNTIME, add_bias, allowed_pairs, allowed_tile, dropout_keep, key_range, load_kv,
+                  seq_bounds)
 
 
 @triton.jit
@@ -92,7 +99,8 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
                start_m, offs_n, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                qk_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
-               seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr):
+               seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
+               HAS_BIAS: tl.constexpr, ds_base, WRITE_DS: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
     (``ieee``) S is computed as the forward computes it, Q Kᵀ, and then transposed: P = 2^(S − lse)
@@ -125,10 +133,12 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
     lse = tl.load(lse_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(delta_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)  # natural -> exp2 domain
-    pT = tl.math.exp2(sT - lse2[None, :])
     if MASKED:
         okT = allowed_pairs(offs_m[None, :], offs_n[:, None], q_len, k_len, diag, left, right, mask_base, smi, smj,
                             q_start, HAS_LEFT, HAS_RIGHT, HAS_MASK)  # (BN, BM)
+        sT, okT = add_bias(sT, okT, bias_base, offs_m[None, :], offs_n[:, None], sbi, sbj, HAS_BIAS)
+    pT = tl.math.exp2(sT - lse2[None, :])
+    if MASKED:
         pT = tl.where(okT, pT, 0.0)
         live = tl.max(okT.to(tl.int32), axis=0) > 0  # query rows some key of this block reads
         qT = tl.where(live[None, :], qT, 0.0)
@@ -144,6 +154,9 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
     dsT = pT * (dpT - delta[None, :])
     if MASKED:
         dsT = tl.where(okT, dsT, 0.0)
+    if WRITE_DS:  # the bias's gradient: dS of pair (i, j) at ds_base + i · Nk + j (0 on masked pairs)
+        tl.store(ds_base + offs_m[None, :].to(tl.int64) * Nk + offs_n[:, None].to(tl.int64), dsT,
+                 mask=(offs_m[None, :] < q_len) & (offs_n[:, None] < k_len))
     dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
     return dk, dv
 
@@ -153,16 +166,21 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                   sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                   sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd, smb, smh, smi, smj,
                   Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV_DIM, qk_scale, sm_scale, left, right, K_BUCKET,
-                  seed, drop_t, drop_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-                  IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                  seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, DS, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr,
+                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr):
+                  DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, WRITE_DS: tl.constexpr):
     """Grid (cdiv(max Nk, BLOCK_N), B·Hkv) -> DK (B, Hkv, Nk, D), DV (B, Hkv, Nk, DV) in the input
     dtype. USE_DESC: Q and DO are 4-D tensor descriptors (blocks [1, 1, BLOCK_M, BLOCK_D|BLOCK_DV])
-    streamed by TMA; the host checked TMA's layout rules (not varlen)."""
+    streamed by TMA; the host checked TMA's layout rules (not varlen). HAS_BIAS: as the forward's (every step
+    runs the predicate, PRED). WRITE_DS: also store dS (fp32) into DS, a contiguous (B, Hq, Nq, Nk) buffer
+    that the host zeroed (pairs no program visits stay 0), from which the host sums the bias's gradient."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
+    PRED: tl.constexpr = HAS_MASK or HAS_BIAS  # every step needs the per-pair predicate
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // Hkv
@@ -187,7 +205,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
     diag = k_len - q_len
-    a, c1, c2, hi = query_range(n0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, HAS_MASK)
+    a, c1, c2, hi = query_range(n0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, PRED)
     for g in range(0, GROUPS):
         if GQA_MAP:
             h = (hk + g * Hkv).to(tl.int64)
@@ -203,6 +221,8 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
         row_base = (bb * Hq + h) * Nq + q_start
         drop_base = row_base * Nk + k_start  # the dropout counter of pair (0, 0) of this query head
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
+        bias_base = BIAS + bb * sbb + h * sbh + q_start.to(tl.int64) * sbi + k_start.to(tl.int64) * sbj
+        ds_base = DS + drop_base  # the same pair offset as dropout's counter
         if HAS_TILES:
             SUBS: tl.constexpr = TILE_Q // BLOCK_M
             t_off = (bb * Hq + h) * TK + n0 // TILE_K
@@ -214,8 +234,9 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                     dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                         sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                         diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
-                                        desc_b, desc_h, BLOCK_M, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                        DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                                        desc_b, desc_h, BLOCK_M, grp == 0 or PRED, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                                        DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT,
+                                        bias_base, sbi, sbj, HAS_BIAS, ds_base, WRITE_DS)
                 idx += n_g
         else:
             for start_m in range(a, c1, BLOCK_M):
@@ -223,19 +244,22 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    ds_base, WRITE_DS)
             for start_m in range(c1, c2, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    ds_base, WRITE_DS)
             for start_m in range(c2, hi, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    ds_base, WRITE_DS)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
              dk.to(DK.dtype.element_ty), mask=in_k[:, None] & (offs_d[None, :] < D))
@@ -248,15 +272,18 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
-             seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr):
+             seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
+             HAS_BIAS: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
-    p = tl.math.exp2(s - lse2[:, None])
     if MASKED:
         ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                           HAS_LEFT, HAS_RIGHT, HAS_MASK)
+        s, ok = add_bias(s, ok, bias_base, offs_m[:, None], offs_n[None, :], sbi, sbj, HAS_BIAS)
+    p = tl.math.exp2(s - lse2[:, None])
+    if MASKED:
         p = tl.where(ok, p, 0.0)
         live = tl.max(ok.to(tl.int32), axis=0) > 0
         k = tl.where(live[:, None], k, 0.0)
@@ -275,16 +302,19 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdn, sdd,
                 sdqb, sdqh, sdqn, sdqd, smb, smh, smi, smj,
                 Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, sm_scale, left, right, Q_BUCKET,
-                seed, drop_t, drop_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-                IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
+                HAS_RIGHT: tl.constexpr,
                 HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
-                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr):
+                DOT_PREC: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, DROPOUT: tl.constexpr,
+                HAS_BIAS: tl.constexpr):
     """Grid (cdiv(max Nq, BLOCK_M), B·Hq) -> DQ (B, Hq, Nq, D) in the input dtype.
     USE_DESC: K and V are 4-D tensor descriptors (blocks [1, 1, BLOCK_N, BLOCK_D|BLOCK_DV]) streamed
-    by TMA; the host checked TMA's layout rules (not varlen)."""
+    by TMA; the host checked TMA's layout rules (not varlen). HAS_BIAS: as the forward's (PRED)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     if HAS_TILES:
         tl.static_assert(TILE_Q % BLOCK_M == 0 and TILE_K % BLOCK_N == 0, "kernel tiles must nest in mask tiles")
+    PRED: tl.constexpr = HAS_MASK or HAS_BIAS  # every step needs the per-pair predicate
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // Hq
@@ -321,9 +351,10 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     desc_b = bb.to(tl.int32)  # descriptor coordinates are int32
     desc_h = hk.to(tl.int32)
     mask_base = MASK + bb * smb + h.to(tl.int64) * smh + k_start.to(tl.int64) * smj
+    bias_base = BIAS + bb * sbb + h.to(tl.int64) * sbh + q_start.to(tl.int64) * sbi + k_start.to(tl.int64) * sbj
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     diag = k_len - q_len
-    a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, HAS_MASK)
+    a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, PRED)
     if HAS_TILES:
         t_off = (bb * Hq + h) * TQ + m0 // TILE_Q
         idx = KV_IDX + t_off * TK
@@ -334,25 +365,26 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 start_n = tl.load(idx + it // SUBS) * TILE_K + (it % SUBS) * BLOCK_N
                 dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                               offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
-                              qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or HAS_MASK, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                              DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                              qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or PRED, HAS_LEFT, HAS_RIGHT, HAS_MASK,
+                              DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT,
+                              bias_base, sbi, sbj, HAS_BIAS)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
                           True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c1, c2, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
                           False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c2, hi, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
                           True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT)
+                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
     dq = dq * sm_scale
     tl.store(DQ + bb * sdqb + h.to(tl.int64) * sdqh + q_off * sdqn + offs_d[None, :] * sdqd,
              dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))

@@ -72,6 +72,22 @@ def allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi
 
 
 @triton.jit
+def add_bias(s, ok, bias_base, rows, cols, sbi, sbj, HAS_BIAS: tl.constexpr):
+    """(s, ok) with the additive float bias of the pairs (rows, cols) (sequence-local, broadcast) added
+    to the exp2-domain scores s (bias / ln 2: the bias is in natural-log units, as SDPA's attn_mask);
+    a −inf entry makes its pair masked (ok False), so that it is handled like a boolean mask's masked
+    pair. bias_base points at pair (0, 0) of this (batch, query head, sequence); broadcast dims have
+    stride 0. Loaded only where ok (other pairs are masked anyway). Called on masked steps only: a call
+    with a bias runs every step with the predicate (the callers' ALL_MASKED)."""
+    if HAS_BIAS:
+        bv = tl.load(bias_base + rows.to(tl.int64) * sbi + cols.to(tl.int64) * sbj, mask=ok, other=0.0)
+        bv = bv.to(tl.float32)
+        ok = ok & (bv != float("-inf"))
+        s = s + bv * 1.4426950408889634  # · 1/ln 2: natural-log units to the exp2 domain
+    return s, ok
+
+
+@triton.jit
 def dropout_keep(seed, drop_t, base, rows, cols, Nk):
     """bool keep bits of the pairs (rows, cols) (broadcast) of one (batch, query head, sequence):
     base = ((b · Hq + h) · Nq + q_start) · Nk + k_start (int64), so the Philox counter is the pair's
@@ -136,7 +152,8 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr,
               NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr,
-              FMA: tl.constexpr, seed, drop_t, drop_base, Nk, DROPOUT: tl.constexpr):
+              FMA: tl.constexpr, seed, drop_t, drop_base, Nk, DROPOUT: tl.constexpr,
+              bias_base, sbi, sbj, HAS_BIAS: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
                    BLOCK_N, USE_DESC)
@@ -156,6 +173,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
         if MASKED:
             ok = allowed_tile(offs_m, offs_n, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start,
                               HAS_LEFT, HAS_RIGHT, HAS_MASK)
+            s, ok = add_bias(s, ok, bias_base, offs_m[:, None], offs_n[None, :], sbi, sbj, HAS_BIAS)
             s = tl.where(ok, s, float("-inf"))
             live = tl.max(ok.to(tl.int32), axis=0) > 0  # keys some row reads; others are zeroed
             v = tl.where(live[:, None], v, 0.0)
@@ -184,17 +202,20 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
 def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
              sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, son, sod,
              smb, smh, smi, smj, Hq, Hkv, GROUPS, Nq, Nk, TQ, TK, D, DV, qk_scale, left, right, Q_BUCKET,
-             seed, drop_t, drop_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+             seed, drop_t, drop_scale, BIAS, sbb, sbh, sbi, sbj,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
              IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, HAS_TILES: tl.constexpr, TILE_Q: tl.constexpr, TILE_K: tl.constexpr,
              DOT_PREC: tl.constexpr, NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr,
              TILE_FLOOR: tl.constexpr, GQA_MAP: tl.constexpr, USE_DESC: tl.constexpr, FMA: tl.constexpr,
-             DROPOUT: tl.constexpr):
+             DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr):
     """Grid (cdiv(max Nq, BLOCK_M), B·Hq). q (B, Hq, Nq, D) -> O (B, Hq, Nq, DV), LSE (B, Hq, Nq) fp32.
     USE_DESC (not varlen; the host checked TMA's alignment rules): Q, K, V are 4-D tensor descriptors
     with blocks [1, 1, BLOCK_M|BLOCK_N, BLOCK_D|BLOCK_DV] (set by the autotuner's pre-hook), loaded by
     TMA with zero fill past the ragged end and the head dim; otherwise they are pointers. DROPOUT:
-    keep bits from (seed, position), drop below drop_t, kept scaled by drop_scale = 1/(1 − p)."""
+    keep bits from (seed, position), drop below drop_t, kept scaled by drop_scale = 1/(1 − p).
+    HAS_BIAS: BIAS (B|1, Hq|1, Nq, Nk) with strides (sbb, sbh, sbi, sbj), 0 on broadcast dims, is added
+    to the scaled scores (``add_bias``)."""
     tl.static_assert(BLOCK_N % 16 == 0 and BLOCK_M % 16 == 0, "tl.dot needs tiles of at least 16")
     tl.static_assert(BLOCK_D >= 16 and BLOCK_DV >= 16, "head dims are padded to >= 16")
     if HAS_TILES:
@@ -234,7 +255,8 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
     diag = k_len - q_len
     drop_base = ((bb * Hq + h) * Nq + q_start) * Nk + k_start  # int64: the dropout counter of pair (0, 0)
-    ALL_MASKED: tl.constexpr = HAS_MASK or NO_ALPHA or NO_MAX or UNGUARDED or TILE_FLOOR
+    bias_base = BIAS + bb * sbb + h.to(tl.int64) * sbh + q_start.to(tl.int64) * sbi + k_start.to(tl.int64) * sbj
+    ALL_MASKED: tl.constexpr = HAS_BIAS or HAS_MASK or NO_ALPHA or NO_MAX or UNGUARDED or TILE_FLOOR
     a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, ALL_MASKED)
     if TILE_FLOOR:
         hi = tl.minimum(hi, (k_len // BLOCK_N) * BLOCK_N)
@@ -256,7 +278,7 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                                           offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                           smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, g == 0 or ALL_MASKED,
                                           HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC,
-                                          FMA, seed, drop_t, drop_base, Nk, DROPOUT)
+                                          FMA, seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
@@ -264,19 +286,19 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                       DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
-                                      seed, drop_t, drop_base, Nk, DROPOUT)
+                                      seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c1, c2, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                       DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
-                                      seed, drop_t, drop_base, Nk, DROPOUT)
+                                      seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c2, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                       DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
-                                      seed, drop_t, drop_base, Nk, DROPOUT)
+                                      seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]

@@ -70,16 +70,28 @@ def _set_blocks(nargs):
             nargs[name].block_shape = [1, 1, nargs[rows], nargs[cols]]
 
 
+#: most warps a pointer-load launch (no TMA descriptors: varlen, or a layout TMA cannot take) runs with.
+#: On the H200 (Triton 3.6) the varlen forward with BLOCK_DV < BLOCK_D at 8 warps gave NaN rows and illegal
+#: memory accesses that came and went from one run of the same launch to the next, while every index stays
+#: in bounds (KER-BOUNDS, and the interpreter's bounds check): a race in the compiled code, as in Triton's
+#: known Hopper issue where, past 4 warps, one warp group's warp_group_dot_wait does not wait for the
+#: other's wgmma (triton-lang/triton #9484, reverted in #9497, reapplied in #11056). 4 warps are one warp
+#: group. scripts/gpu_varlen.sh runs the 8-warp launch as a control and the pruned one many times.
+POINTER_MAX_WARPS = 4
+
+
 def _prune(configs, named_args, **kwargs):
-    """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, or are too
-    large for the padded head dim (shared memory). The autotuner skips a configuration that runs
-    out of shared memory."""
+    """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, are too large
+    for the padded head dim (shared memory), or run more than ``POINTER_MAX_WARPS`` warps on the
+    pointer-load path. The autotuner skips a configuration that runs out of shared memory."""
     args = {**named_args, **kwargs}
     tq, tk = args.get("TILE_Q", 0), args.get("TILE_K", 0)
     big = max(args["BLOCK_D"], args["BLOCK_DV"]) > 128
+    pointer = args.get("USE_DESC") is False
     keep = [c for c in configs
             if (not tq or (tq % c.kwargs["BLOCK_M"] == 0 and tk % c.kwargs["BLOCK_N"] == 0))
-            and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
+            and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))
+            and (not pointer or c.num_warps <= POINTER_MAX_WARPS)]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
     return keep
@@ -114,7 +126,7 @@ def _smem_estimate(c, args) -> int:
 
 
 _KEY = ["BLOCK_D", "BLOCK_DV", "IS_VARLEN", "HAS_LEFT", "HAS_RIGHT", "HAS_MASK", "HAS_TILES", "TILE_Q",
-        "TILE_K", "DOT_PREC", "DROPOUT"]
+        "TILE_K", "DOT_PREC", "DROPOUT", "HAS_BIAS"]
 #: Every autotuned kernel, in one place: (kernel, configuration shapes (BLOCK_M, BLOCK_N, num_warps,
 #: num_stages) — the first the default —, extra autotuning key, extra autotune arguments).
 #: ``tests/kernels/test_correctness.py`` runs each shape on its own against the oracle.
@@ -123,7 +135,7 @@ TUNED = {
                        (128, 32, 4, 4), (64, 32, 4, 2), (32, 32, 4, 2)],
             ["GQA_MAP", "NO_ALPHA", "NO_MAX", "UNGUARDED", "TILE_FLOOR", "USE_DESC", "FMA"], {}),
     "dkdv": (attn_bwd_dkdv, [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (32, 32, 4, 2),
-                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
+                             (16, 32, 4, 2)], ["GQA_MAP", "USE_DESC", "WRITE_DS"], {}),
     "dq": (attn_bwd_dq, [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3), (64, 32, 4, 2),
                          (32, 32, 4, 2)], ["GQA_MAP", "USE_DESC"], {}),
 }
@@ -253,6 +265,11 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
         c.update(MASK=u, HAS_MASK=True, mask_strides=strides)
     else:
         c.update(MASK=dummy_u8, HAS_MASK=False, mask_strides=(0, 0, 0, 0))
+    if prob.bias is not None:  # (B|1, Hq|1, Nq, Nk), any strides (an expanded mask keeps its stride-0 dims)
+        b = prob.bias
+        c.update(BIAS=b, HAS_BIAS=True, bias_strides=tuple(0 if b.shape[i] == 1 else b.stride(i) for i in range(4)))
+    else:
+        c.update(BIAS=dummy_u8, HAS_BIAS=False, bias_strides=(0, 0, 0, 0))
     if prob.tiles is not None:
         c.update({f"{n}_{x}": dummy_i for n in ("KV", "Q") for x in ("NUM", "IDX")})  # lists not asked for
         c.update(_tile_plan(prob, B, Hq, Nq, Nk, lists), TQ=prob.tiles.tiles.shape[2], TK=prob.tiles.tiles.shape[3],
@@ -294,6 +311,11 @@ def _dropout_args(c):
     return {n: c[n] for n in ("seed", "drop_t", "drop_scale", "DROPOUT")}
 
 
+def _bias_args(c):
+    """The additive-bias arguments of every kernel: the bias, its four strides, HAS_BIAS."""
+    return dict(BIAS=c["BIAS"], **dict(zip(("sbb", "sbh", "sbi", "sbj"), c["bias_strides"])), HAS_BIAS=c["HAS_BIAS"])
+
+
 def forward(q, k, v, prob, route, tuned=None, mem=torch):
     """q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), lse (B, Hq, Nq) fp32.
     route: the ``dispatch.Plan`` (tuning, fma). For the kernel tests only (``attention()`` passes
@@ -317,7 +339,7 @@ def forward(q, k, v, prob, route, tuned=None, mem=torch):
             TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], NO_ALPHA="no_alpha" in prob.bugs,
             NO_MAX="no_max" in prob.bugs, UNGUARDED="unguarded_inf" in prob.bugs,
             TILE_FLOOR="tile_floor" in prob.bugs, GQA_MAP=c["GQA_MAP"], USE_DESC=descs is not None,
-            FMA=route.fma, **_dropout_args(c))
+            FMA=route.fma, **_dropout_args(c), **_bias_args(c))
     return out, lse
 
 
@@ -336,10 +358,11 @@ def delta(out, dout, lse, dlse, mem=torch):
     return d
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
+def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch, ds=None):
     """Gradients (dq, dk, dv) shaped like (q, k, v), in their dtype. Launches (see ``bwd.py``): δ, the
     dK/dV kernel and the dQ kernel (no atomics, bitwise reproducible, 7 N²d products). ``route``,
-    ``tuned``, ``mem`` as in ``forward``."""
+    ``tuned``, ``mem`` as in ``forward``. ``ds``: None, or a zero contiguous (B, Hq, Nq, Nk) float32
+    tensor into which the dK/dV kernel writes dS (a bias's gradient before its broadcast dims are summed)."""
     B, Hq, Nq, D = q.shape
     Nk = k.shape[2]
     dk, dv = mem.empty_like(k), mem.empty_like(v)
@@ -350,7 +373,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
     dlt = delta(out, dout, lse, dlse, mem)
     common = dict(BLOCK_D=c["BLOCK_D"], BLOCK_DV=c["BLOCK_DV"], IS_VARLEN=c["IS_VARLEN"], HAS_LEFT=c["HAS_LEFT"],
                   HAS_RIGHT=c["HAS_RIGHT"], HAS_MASK=c["HAS_MASK"], HAS_TILES=c["HAS_TILES"], TILE_Q=c["TILE_Q"],
-                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"], **_dropout_args(c))
+                  TILE_K=c["TILE_K"], DOT_PREC=c["DOT_PREC"], GQA_MAP=c["GQA_MAP"], **_dropout_args(c),
+                  **_bias_args(c))
     scalars = (Hq, c["Hkv"], c["GROUPS"], Nq, Nk, c["TQ"], c["TK"], D, v.shape[3], c["scale"] * LOG2E, c["scale"],
                c["left"], c["right"])
     grid_kv = lambda META: (triton.cdiv(c["max_k"], META["BLOCK_N"]), c["n_seq"] * c["Hkv"])  # noqa: E731
@@ -359,7 +383,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route, tuned=None, mem=torch):
     qd = _descriptors(prob, q, dout)  # streamed by the dK/dV kernel
     kd = _descriptors(prob, k, v)  # streamed by the dQ kernel
     _launch(tuned.dkdv, grid_kv, *(qd[0] if qd else q, k, v, qd[1] if qd else dout), lse, dlt, dk, dv, *tail,
-            *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None)
+            *strides, *c["mask_strides"], *scalars, _bucket(c["max_k"]), **common, USE_DESC=qd is not None,
+            DS=c["BIAS"] if ds is None else ds, WRITE_DS=ds is not None)
     dq = mem.empty_like(q)
     grid_q = lambda META: (triton.cdiv(c["max_q"], META["BLOCK_M"]), c["n_seq"] * Hq)  # noqa: E731
     _launch(tuned.dq, grid_q, q, *(kd or (k, v)), dout, lse, dlt, dq, c["CU_Q"], c["CU_K"], c["MASK"], c["KV_NUM"],

@@ -1,0 +1,82 @@
+"""bench/kvcache.py's plumbing on the CPU (the GPU run is the only place its timings mean anything): one
+tiny shape through ``time_shape`` with the three clocks replaced by stand-ins that still run each call,
+then the tables and the target counts from those rows. Catches a row, a column or a lambda that would
+only fail on the lent H200."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "kvcache.py")
+_spec = importlib.util.spec_from_file_location("bench_kvcache", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+@pytest.fixture
+def cpu_bench(monkeypatch):
+    """The bench on CPU tensors: each clock runs its calls once (so every lambda is exercised) and
+    returns a fixed time, 2 ms for ours' graph, 3 ms for everything else."""
+    calls = []
+
+    def fake(fns, **_):
+        fns = fns if isinstance(fns, list) else [fns]
+        for f in fns:
+            calls.append(f())
+        return bench.Timing(3.0, 2.5, 3.5)
+
+    def fake_graph(fns, **_):
+        fake(fns)
+        return bench.Timing(2.0, 1.9, 2.2)
+    monkeypatch.setattr(bench, "DEV", "cpu")
+    monkeypatch.setattr(bench, "graph_ms", fake_graph)
+    monkeypatch.setattr(bench, "call_ms", fake)
+    monkeypatch.setattr(bench, "host_us", fake)
+    monkeypatch.setattr(bench, "D", 16)
+    monkeypatch.setattr(bench, "PAGE", 16)
+    monkeypatch.setattr(bench, "BIG_PAGE", 32)
+    return calls
+
+
+def test_time_shape_rows_and_tables(cpu_bench, capsys):
+    shape = (2, 4, 2, 1, 64)
+    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "sdpa-cudnn"], seed=0, copy=4.0,
+                            tuning="first")
+    assert cpu_bench, "no call ran"
+    got = {(r["provider"], r["method"]) for r in rows}
+    assert {("ours", "graph"), ("ours", "call"), ("ours", "host"), ("ours", "validate"),
+            ("ours-paged", "graph"), ("ours-paged-big", "graph")} <= got
+    assert {(f"ours-S{s}", "graph") for s in bench.SWEEP} <= got
+    ours = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "graph"))
+    kv_bytes = 2 * 2 * 64 * 2 * 16 * 2                       # B·Hkv·Nk·(D + Dv)·2 bytes
+    assert ours["tbps"] == pytest.approx(kv_bytes / 1e12 / 2e-3)
+    assert ours["pct_copy"] == pytest.approx(100 * ours["tbps"] / 4.0)
+    host = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "host"))
+    assert host["tbps"] is None                              # µs of host time carry no bandwidth
+    # SDPA's cuDNN backend does not run on CPU tensors: a row that says so, never a number
+    cudnn = [r for r in rows if r["provider"] == "sdpa-cudnn"]
+    assert cudnn and all(r["ms"] is None and "refused" in r["note"] for r in cudnn)
+    meet = bench.print_tables(rows, [shape], 4.0)
+    out = capsys.readouterr().out
+    assert "% of copy" in out and "cuDNN/ours" in out and "best S" in out
+    assert meet == [dict(shape=shape, vs_cudnn=None, pct_copy=ours["pct_copy"], paged=1.0)]
+    assert "paged-32/contig" in out
+
+
+def test_targets_count_what_the_issue_asks(capsys):
+    """cuDNN/ours ≥ 1, ≥ 85 % of copy at Nk ≥ 8k, paged within 5 %: counted from the graph rows."""
+    def row(B, Nk, provider, ms, pct=None):
+        return dict(B=B, Hq=32, Hkv=8, Nq=1, Nk=Nk, provider=provider, method="graph", ms=ms, lo=ms, hi=ms,
+                    tbps=1.0, pct_copy=pct, note="", copies=1, chosen_splits=1)
+    rows = [row(1, 16384, "ours", 1.0, 90), row(1, 16384, "sdpa-cudnn", 1.1), row(1, 16384, "ours-paged", 1.04),
+            row(2, 16384, "ours", 1.0, 80), row(2, 16384, "sdpa-cudnn", 0.9), row(2, 16384, "ours-paged", 1.2),
+            row(4, 4096, "ours", 1.0, 50)]
+    shapes = [(1, 32, 8, 1, 16384), (2, 32, 8, 1, 16384), (4, 32, 8, 1, 4096)]
+    bench.print_tables(rows, shapes, 4.0)
+    out = capsys.readouterr().out
+    assert ("ours >= cuDNN at 1 of 3 shapes; >= 85 % of copy bandwidth at 1 of 2 shapes with Nk >= 8k; "
+            "paged within 5 % of contiguous at 1 of 3") in out
