@@ -4,9 +4,9 @@
 #               empty_rows=True, ties=True, poison='inf', noncontig=True, seed=41294480), bf16)
 # checked on one CUDA machine, every step time-boxed, everything logged under OUTDIR:
 #   bash scripts/gpu_varlen.sh OUTDIR
-# The first run of this script (14:00 UTC, main) showed the fault to be a race: the same launch faulted or gave
-# NaN in some runs only, on the pointer-load path with BLOCK_DV < BLOCK_D and 8 warps; host._prune now keeps
-# such launches at 4 warps (host.POINTER_MAX_WARPS). This run checks that fix:
+# Runs so far (H200): the same launch faulted or gave NaN in some runs only, varlen with BLOCK_DV < BLOCK_D
+# (d >= 32), at 8 and at 4 warps; dv >= d passed. The host now pads varlen V tiles to BLOCK_D (host._pad_dv), so
+# the "first" probes below run that width; the CONTROL rows force the forward's 8-warp rows as before.
 # 1. probe:    the spec's forward (and backward) alone, CUDA_LAUNCH_BLOCKING=1, one process each (an illegal
 #              access cannot poison the next probe), each launch repeated 200 times and compared bitwise with
 #              its first run: the host's own choice on the report's spec, its shrunk variants, one feature taken
@@ -203,7 +203,7 @@ fi
 L="seqlens=((1, 1), (0, 129), (65, 1), (1, 1)), block=64"
 R=200
 {
-  # the host's own choice (tuning="first", pointer path: 4 warps after host._prune), many runs each
+  # the host's own choice (tuning="first"), many runs each
   echo "A-first-fwdbwd|$A|bf16|first|fwd+bwd|$R"
   echo "B-first-fwdbwd|$B|bf16|first|fwd+bwd|$R"
   echo "A-fp16-fwdbwd|$A|fp16|first|fwd+bwd|$R"
@@ -227,7 +227,7 @@ R=200
   for cfg in 128,64,4,3 64,64,4,3 64,128,4,3 128,32,4,4 64,32,4,2 32,32,4,2; do
     echo "A-fwd-$cfg|$A|bf16|$cfg|fwd|$R"
   done
-  # controls: the 8-warp launches host._prune now refuses, forced (expected to reproduce: NaN, mismatch or IMA)
+  # controls: 8-warp rows forced (with BLOCK_DV as the host pads it now)
   for cfg in 128,64,8,3 128,128,8,3; do
     echo "CONTROL-A-fwd-$cfg|$A|bf16|$cfg|fwd|$R"
   done

@@ -105,9 +105,9 @@ The loads, stores and integer operations the compiled kernel performs are the on
 under A-TRITON-INT and A-TRITON-MASKED-LOAD, and the shared memory the compiler itself manages (operand
 tiles, layout conversions, pipelining buffers) is synchronised between warps. The index obligations run
 the source, so a fault in the compiled code is outside what they show. Known exception, avoided by the
-host: Triton 3.6 on Hopper at 8 warps, where one warp group's warp_group_dot_wait does not wait for the
-other's (triton-lang/triton #9484, #9497, #11056); the H200 varlen forward raced there (NaN rows, illegal
-memory accesses, run to run), and pointer-load launches now run 4 warps (host.POINTER_MAX_WARPS).
+host without its cause found: on the H200 (Triton 3.6) the varlen forward with BLOCK_DV < BLOCK_D faulted
+(illegal memory accesses, NaN rows, run to run) at in-bounds indices; varlen V tiles are now padded to
+BLOCK_D (host._pad_dv), the width that passed there.
 """)
 
 assumption("A-KER-HOST-LIMITS", "what the Triton host passes to the kernels", statement="""

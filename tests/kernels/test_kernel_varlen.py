@@ -16,7 +16,8 @@ import pytest
 from flashproof.fuzz import targets
 from flashproof.fuzz.checks import examine
 from flashproof.fuzz.interpreter_shim import bounds_checked
-from flashproof.fuzz.problem import ProblemSpec
+from flashproof.fuzz.problem import ProblemSpec, build
+from flashproof.kernels.attention.api import validate
 from flashproof.kernels.interpreter import interpreting
 
 pytest.importorskip("triton")
@@ -66,35 +67,34 @@ def _table(name):
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in host.TUNED[name][1]]
 
 
-def _launch_args(name, use_desc):
-    """What host._prune sees of the reported launch (bf16, d = 64, dv = 8) of kernel ``name``."""
+def _launch_args(name):
+    """What host._prune sees of the reported launch (bf16, d = 64, dv = 8: V as wide as q/k, see host._pad_dv)."""
     import torch
-    return dict(Q=torch.empty(1, dtype=torch.bfloat16), BLOCK_D=64, BLOCK_DV=16, TILE_Q=0, TILE_K=0,
-                USE_DESC=use_desc, **({"DK": 1} if name == "dkdv" else {}))
+    return dict(Q=torch.empty(1, dtype=torch.bfloat16), BLOCK_D=64, BLOCK_DV=64, TILE_Q=0, TILE_K=0,
+                USE_DESC=False, **({"DK": 1} if name == "dkdv" else {}))
 
 
-def test_pointer_launches_run_at_most_four_warps():
-    """host._prune: no launch without TMA descriptors (varlen among them) runs more than 4 warps, the
-    8-warp launch that raced on the H200 (see host.POINTER_MAX_WARPS); descriptor launches keep every row."""
+def test_varlen_value_tiles_are_as_wide_as_the_key_tiles():
+    """host._pad_dv: a varlen launch with Dv < D pads V to BLOCK_D lanes (the width that passed on the H200,
+    where BLOCK_DV < BLOCK_D faulted); a dense launch keeps Dv's own padding; Dv > D is left alone."""
     from flashproof.kernels.attention.triton import host
-    for name in host.Tuners._fields:
-        table = _table(name)
-        assert any(c.num_warps > host.POINTER_MAX_WARPS for c in table), name  # the rule has something to drop
-        kept = host._prune(table, _launch_args(name, False))
-        assert kept and all(c.num_warps <= host.POINTER_MAX_WARPS for c in kept), (name, kept)
-        assert kept == [c for c in table if c.num_warps <= host.POINTER_MAX_WARPS]
-        assert host._prune(table, _launch_args(name, True)) == table
+    assert [host._pad_dv(64, 8, True), host._pad_dv(64, 8, False)] == [64, 16]
+    assert [host._pad_dv(128, 32, True), host._pad_dv(8, 64, True), host._pad_dv(16, 8, True)] == [128, 64, 16]
+    p = build(SPECS["reported"])
+    call = validate(p.q, p.k, p.v, mask=p.allowed, cu_seqlens_q=p.cu_seqlens_q, cu_seqlens_k=p.cu_seqlens_k,
+                    backend="triton")
+    c = host._common(p.q.float(), p.k.float(), p.v.float(), call)
+    assert (c["BLOCK_D"], c["BLOCK_DV"]) == (64, 64)
 
 
 def test_gpu_configurations(monkeypatch):
-    """The reported spec on the configurations an H200 now runs with tuning="first" at these sizes (the
-    first row of each table that host._prune keeps for a pointer launch and that fits shared memory:
-    BLOCK_M = 128 > every sequence's query count in the forward)."""
+    """The reported spec on the configurations an H200 runs with tuning="first" at these sizes (the first
+    row of each table that fits shared memory: BLOCK_M = 128 > every sequence's query count in the forward)."""
     from flashproof.kernels.attention.triton import host
     shapes = {}
     for name in host.Tuners._fields:
-        (c,) = host._prune_first(_table(name), _launch_args(name, False))
+        (c,) = host._prune_first(_table(name), _launch_args(name))
         shapes[name] = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)]
-    assert shapes["fwd"] == [(128, 64, 4, 3)]
+    assert shapes["fwd"] == [(128, 64, 8, 3)]
     monkeypatch.setitem(host.TUNERS, "first", host.tuners(shapes, tuning="first"))
     _examine(SPECS["reported"], "bf16")

@@ -70,28 +70,16 @@ def _set_blocks(nargs):
             nargs[name].block_shape = [1, 1, nargs[rows], nargs[cols]]
 
 
-#: most warps a pointer-load launch (no TMA descriptors: varlen, or a layout TMA cannot take) runs with.
-#: On the H200 (Triton 3.6) the varlen forward with BLOCK_DV < BLOCK_D at 8 warps gave NaN rows and illegal
-#: memory accesses that came and went from one run of the same launch to the next, while every index stays
-#: in bounds (KER-BOUNDS, and the interpreter's bounds check): a race in the compiled code, as in Triton's
-#: known Hopper issue where, past 4 warps, one warp group's warp_group_dot_wait does not wait for the
-#: other's wgmma (triton-lang/triton #9484, reverted in #9497, reapplied in #11056). 4 warps are one warp
-#: group. scripts/gpu_varlen.sh runs the 8-warp launch as a control and the pruned one many times.
-POINTER_MAX_WARPS = 4
-
-
 def _prune(configs, named_args, **kwargs):
-    """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, are too large
-    for the padded head dim (shared memory), or run more than ``POINTER_MAX_WARPS`` warps on the
-    pointer-load path. The autotuner skips a configuration that runs out of shared memory."""
+    """Drop configurations whose tiles do not nest in the block-sparse mask's tiles, or are too
+    large for the padded head dim (shared memory). The autotuner skips a configuration that runs
+    out of shared memory."""
     args = {**named_args, **kwargs}
     tq, tk = args.get("TILE_Q", 0), args.get("TILE_K", 0)
     big = max(args["BLOCK_D"], args["BLOCK_DV"]) > 128
-    pointer = args.get("USE_DESC") is False
     keep = [c for c in configs
             if (not tq or (tq % c.kwargs["BLOCK_M"] == 0 and tk % c.kwargs["BLOCK_N"] == 0))
-            and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))
-            and (not pointer or c.num_warps <= POINTER_MAX_WARPS)]
+            and (not big or (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 32 * 64 and c.num_stages <= 2))]
     if not keep:
         keep = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
     return keep
@@ -206,6 +194,16 @@ def _pad(d):
     return max(16, _pow2(d))
 
 
+def _pad_dv(D, Dv, varlen):
+    """BLOCK_DV: Dv padded like ``_pad``, and to at least BLOCK_D for varlen launches. On the H200 (Triton 3.6)
+    the varlen forward with BLOCK_DV < BLOCK_D (d >= 32) hit illegal memory accesses or returned NaN rows,
+    varying from run to run of one launch, with poisoned strided inputs and a dense mask, while its indices
+    are in bounds (KER-BOUNDS-*-REPORTED, the interpreter's bounds check); the root cause is not found (not
+    the 8-warp wait race: 4 warps faulted too). Every varlen launch with BLOCK_DV >= BLOCK_D passed there, so
+    varlen V tiles are as wide as the q/k ones (lanes past Dv are masked). scripts/gpu_varlen.sh, A-TRITON-CODEGEN."""
+    return max(_pad(Dv), _pad(D)) if varlen else _pad(Dv)
+
+
 def _bucket(n):
     return _pow2(max(n, 1))
 
@@ -252,7 +250,8 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     c.update(Hq=Hq, Hkv=Hkv, GROUPS=prob.groups, Nq=Nq, Nk=Nk, D=D, scale=prob.scale,
              **dict(zip(("left", "right"), _index_args(prob.window, Nq, Nk))),
              HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
-             BLOCK_D=_pad(D), BLOCK_DV=_pad(Dv), DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
+             BLOCK_D=_pad(D), BLOCK_DV=_pad_dv(D, Dv, prob.seqlens is not None),
+             DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
              GQA_MAP="gqa_map" in prob.bugs)
     if prob.seqlens is not None:
         cu_q, cu_k, max_q, max_k = prob.seqlens
