@@ -25,7 +25,9 @@ kernel run in dtype τ:
   at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dbias (= dS = P ∘ (dP − δ), summed over the
   bias's broadcast dims) — max|dO|·max|V| + max|dLSE|; dq —
   |scale|·(max|dO|·max|V| + max|dLSE|)·max|K|; dk — the same with max|Q| (maxima over finite entries;
-  at least τ's smallest normal), plus, for every T but lse, M_T · eps_stat · S, where S is the
+  at least τ's smallest normal); with dropout, every M_T but lse's is multiplied by the largest
+  multiplier r = 1/(1 − p) (a kept probability is scaled by r, so out, dV and dP are sums of terms up
+  to r times larger), plus, for every T but lse, M_T · eps_stat · S, where S is the
   largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
   inputs): a kernel that saves LSE and recomputes p = exp(s − lse) (FlashAttention's backward,
   split-KV merging) perturbs every probability by that relative amount, which a naive softmax
@@ -78,18 +80,23 @@ def _absmax(t: torch.Tensor) -> float:
     return fin.abs().max().item() if fin.numel() else 0.0
 
 
-def magnitudes(q, k, v, dout, lse, scale: float, dlse=None) -> dict:
+def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0) -> dict:
     """M_T for each compared tensor T, and "score" = S = max |score| ≈ max |scale·q·k| (bounded by
     |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed). ``dlse``
-    (the LSE cotangent, or None) enters dq and dk as γ_ij = p_ij(⟨dO_i, V_j⟩ − δ_i + dlse_i) does."""
-    mq, mk, mv, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
+    (the LSE cotangent, or None) enters dq and dk as γ_ij = p_ij(⟨dO_i, V_j⟩ − δ_i + dlse_i) does.
+    ``drop``: dropout's largest multiplier 1/(1 − p) (1 without dropout), which scales every M_T
+    but lse's (module docstring)."""
+    if not drop >= 1.0:
+        raise ValueError(f"drop is dropout's multiplier 1/(1 - p) >= 1, received {drop!r}")
+    mq, mk, mv0, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
+    mv = drop * mv0
     mlse = _absmax(lse)
     mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
-    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": mo, "dbias": mg,
+    return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": drop * mo, "dbias": mg,
             "dq": abs(scale) * mg * mk,
             "dk": abs(scale) * mg * mq, "score": score,
-            "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv, "scale": float(scale)}}
+            "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv0, "scale": float(scale)}}
 
 
 def proved_bound(name: str, mags: dict, dtype: torch.dtype) -> float:

@@ -9,13 +9,13 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support.dropout_cases import DROP_CASES, failures, reference, run, run_and_judge, verdicts
 from support.kernel_cases import ids, leaves, problem_of
 
 from flashproof.fuzz.oracle import read_inputs
-from flashproof.fuzz.problem import build
+from flashproof.fuzz.problem import ProblemSpec, build
 from flashproof.fuzz.strategies import attention_problems
 from flashproof.kernels import attention
 from flashproof.kernels.attention import dispatch, dropout_mask
@@ -213,6 +213,10 @@ FUZZ_FAMILIES = ("causal", "window", "mask", "empty_rows", "ties", "zero_q", "la
 
 
 @settings(max_examples=25, deadline=None)
+# a draw that failed CI once when the rule's magnitudes ignored dropout's 1/(1 - p) (float64, p = 0.9:
+# error 8.9e-16 against a bound of 6.4e-16 on out)
+@example(spec=ProblemSpec(heads_q=2, n_q=1, n_k=9, d=1, dv=1, window=(1, 0), block=16, seed=0), p=0.9, seed=217,
+         dtype=torch.float64)
 @given(spec=attention_problems(max_nq=20, max_nk=20, max_d=8, max_heads_kv=2, max_group=2,
                                families=FUZZ_FAMILIES),
        p=st.sampled_from([0.1, 0.5, 0.9]), seed=st.integers(0, D.MAX_SEED - 1),

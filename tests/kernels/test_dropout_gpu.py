@@ -68,7 +68,7 @@ def test_gluon_sized_call_with_dropout_runs_triton_and_meets_the_dense_oracle():
     out64, lse64 = masked_attention(*x64, allowed, d ** -0.5, r)
     g64 = torch.autograd.grad(out64, x64, do.double())
     base = naive(q, k, v, allowed, d ** -0.5, do, drop=r)
-    mags = magnitudes(q.double(), k.double(), v.double(), do.double(), lse64, d ** -0.5)
+    mags = magnitudes(q.double(), k.double(), v.double(), do.double(), lse64, d ** -0.5, drop=1 / (1 - p))
     got = (res.out, res.lse, *grads)
     want = (out64, lse64, *g64)
     basel = (base[0], base[1], *base[2])

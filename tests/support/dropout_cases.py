@@ -63,7 +63,7 @@ def verdicts(prob, dtype, expected: dict, got: dict, keep: torch.Tensor, p: floa
     clean = read_inputs(prob)
     r = keep.to(torch.float64) / (1.0 - p)
     base = naive(*(t.to(dtype) for t in clean), prob.allowed, prob.scale, prob.dout.to(dtype), drop=r)
-    mags = magnitudes(*clean, prob.dout, expected["lse"], prob.scale)
+    mags = magnitudes(*clean, prob.dout, expected["lse"], prob.scale, drop=1.0 / (1.0 - p))
     empty = prob.empty_rows[..., None]
     baseline = {"out": base[0], "lse": base[1], "dq": base[2][0], "dk": base[2][1], "dv": base[2][2]}
     return [judge(n, got[n], expected[n], baseline[n], dtype, mags, exact_zero=empty if n in ("out", "dq") else None)
