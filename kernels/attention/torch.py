@@ -24,9 +24,10 @@ of a kv head are stacked as rows of one matmul. ``bias`` (an additive float mask
 ``mask`` (so NaN/inf planted where they point cannot leak either).
 
 Dropout (``prob.dropout``): each chunk's keep bits z are regenerated from the seed and the pairs'
-positions (``dropout.keep_bits``, the Triton kernels' Philox); the forward accumulates (p ∘ z) V and
-scales out by 1/(1 − p) (ℓ, lse undropped); the backward uses the same z: dV += (r ∘ p)ᵀ dO and
-dP = r ∘ (dO Vᵀ) with r = z/(1 − p), and δ = rowsum(dO ∘ O) with the dropped-out O.
+positions (``dropout.keep_bits``, the Triton kernels' Philox bits); the forward accumulates (p ∘ z) V and
+scales out by 1/(1 − p_r) (p_r the realised drop probability, ``dropout.realised_p``; ℓ, lse undropped);
+the backward uses the same z: dV += (r ∘ p)ᵀ dO and dP = r ∘ (dO Vᵀ) with r = z/(1 − p_r), and
+δ = rowsum(dO ∘ O) with the dropped-out O.
 
 Arithmetic is float32 (float64 for float64 inputs). Keys or queries read only by masked pairs are
 zeroed before any product, so NaN/inf planted there cannot leak through 0 · NaN.
@@ -201,7 +202,8 @@ def _chunks(seg, n, m, i0, i1, prob, device):
 def _kept(q, k, seg, i0, i1, prob):
     """None without dropout, else kept(keys) -> bool (B, Hkv, G, i1 − i0, len(keys)): the keep bits of
     tile-row [i0, i1) of the segment against its keys ``keys`` (a slice or an index tensor, relative
-    to the segment), at their positions in the q and k tensors."""
+    to the segment): rows at their positions in q, key columns counted from the segment's start
+    (``dropout.keep_bits``)."""
     if prob.dropout is None:
         return None
     B, Hq, Nq = q.shape[:3]
@@ -213,7 +215,7 @@ def _kept(q, k, seg, i0, i1, prob):
 
     def kept(keys):
         j = ar(keys.start, keys.stop) if isinstance(keys, slice) else keys.to(torch.int64)
-        return keep_bits(prob.dropout, Hq, Nq, Nk, b, h, i, (seg.ks.start + j)[None, None, None, None, :])
+        return keep_bits(prob.dropout, Hq, Nq, Nk, b, h, i, j[None, None, None, None, :])  # j: sequence-local
     return kept
 
 

@@ -40,16 +40,31 @@ def test_torch_dropout_meets_the_reference_with_the_same_bits(case, dtype):
     assert not bad, failures(f"{case.id} {dtype}", bad)
 
 
-@pytest.mark.parametrize("p", [0.9, 0.99, 1 - 2.0 ** -24], ids=["0.9", "0.99", "1-2^-24"])
+@pytest.mark.parametrize("p", [0.9, 0.99, 1 - 2.0 ** -16], ids=["0.9", "0.99", "1-2^-16"])
 def test_p_near_one(p):
-    """Few or no kept pairs and a scale up to 2^24: still the reference's values (the naive baseline
-    in float32 carries the same scale); at 1 − 2⁻²⁴ the draw keeps (almost surely) nothing: out = 0."""
+    """Few or no kept pairs and a scale up to 2^16 (the largest: t = 2¹⁶ − 1): still the reference's values
+    (the naive baseline in float32 carries the same scale); a row whose allowed pairs are all dropped has
+    out = 0 exactly, and lse stays the undropped softmax's."""
     bad = run_and_judge(DROP_CASES[1], torch.float32, "torch", p, 7)
     assert not bad, failures(f"p={p}", bad)
+    prob, _, got = run(DROP_CASES[1], torch.float32, "torch", p, 7)
+    kept_rows = (dropout_mask(7, p, tuple(prob.allowed.shape)) & prob.allowed).any(-1)  # (B, Hq, Nq)
+    assert (kept_rows | ~got["out"].any(-1)).all()  # no kept pair -> a zero row
     if p > 0.999:
-        _, _, got = run(DROP_CASES[1], torch.float32, "torch", p, 7)
-        assert not got["out"].any() and not got["dv"].any()
+        assert not kept_rows.all()  # the scale 2^16 case drops whole rows
         assert torch.isfinite(got["lse"]).any()  # the statistics stay those of the undropped softmax
+
+
+def test_p_is_realised_at_16_bits():
+    """The drop probability realised is round(p · 2¹⁶) / 2¹⁶ and the kept entries are scaled by its inverse
+    keep probability (so E[r] = 1 exactly); p below 2⁻¹⁷ drops nothing (no Dropout: the undropped call)."""
+    for p in (0.1, 0.5, 0.9, 0.3, 2.0 ** -16, 1 - 2.0 ** -16, 0.123456789):
+        drop = D.make(p, 1)
+        t = math.floor(p * 65536 + 0.5)
+        assert drop.t == t and D.realised_p(p) == t / 65536 and abs(D.realised_p(p) - p) <= 2.0 ** -17
+        assert drop.scale == 1 / (1 - t / 65536)  # both exact: t/2^16 and 1 - t/2^16 are dyadic
+    assert D.make(2.0 ** -18, 1) is None and D.realised_p(2.0 ** -18) == 0.0
+    assert D.make(0.0, 1) is None
 
 
 def test_the_check_rejects_a_fresh_mask():
@@ -94,14 +109,41 @@ def test_seed_none_follows_torch_manual_seed():
 
 
 def test_philox_known_answer():
-    """Philox-4x32-10 with key 0 and counter 0: first word 0x6627e8d5 (Salmon et al.'s known-answer
-    vector; the same value Triton's tl.randint(0, 0) gives)."""
-    assert int(D.philox(0, torch.zeros(1, dtype=torch.int64))) == 0x6627E8D5
+    """Philox-4x32-10 with key 0 and counter 0: words 0x6627e8d5 0xe169c58d 0xbc57ac4c 0x9b00dbd8 (Salmon et
+    al.'s known-answer vector; the first is the value Triton's tl.randint(0, 0) gives)."""
+    words = [int(w) for w in D.philox(0, torch.zeros(1, dtype=torch.int64))]
+    assert words == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
     # the 16-bit split of the 32x32 products is exact at the extremes
     x = torch.tensor([0, 1, 2 ** 32 - 1], dtype=torch.int64)
     for a in (D._ROUND_A, D._ROUND_B):
         hi, lo = D._mulhilo(a, x)
         assert [(h << 32) + l for h, l in zip(hi.tolist(), lo.tolist())] == [a * int(t) for t in x]
+
+
+def test_bit_layout_is_the_documented_one():
+    """keep_bits against the module's formula written out per pair in plain ints: counter
+    row · ⌈Nk/8⌉ + ⌊j/8⌋, key j takes half (j mod 2) of word ⌊(j mod 8)/2⌋; kept iff half ≥ t."""
+    drop, Hq, Nq, Nk = D.make(0.4, 2 ** 40 + 3), 3, 5, 21
+    mask = dropout_mask(drop.seed, drop.p, (2, Hq, Nq, Nk))
+    for b, h, i, j in [(0, 0, 0, 0), (0, 0, 0, 7), (0, 0, 0, 8), (1, 2, 4, 20), (1, 0, 3, 13), (0, 1, 2, 5)]:
+        counter = ((b * Hq + h) * Nq + i) * 3 + j // 8  # ⌈21 / 8⌉ = 3
+        words = [int(w) for w in D.philox(drop.seed, torch.tensor([counter]))]
+        half = (words[(j % 8) // 2] >> (16 * (j % 2))) & 0xFFFF
+        assert bool(mask[b, h, i, j]) == (half >= drop.t), (b, h, i, j)
+
+
+def test_varlen_key_columns_count_from_each_sequence():
+    """With cu_seqlens_k, a sequence's keys take the bits of key columns 0, 1, … (the kernels count them
+    from the sequence's start, so that groups of 8 keys align with their tiles); bad offsets are refused."""
+    cu = [0, 5, 5, 21, 30]
+    shape = (1, 2, 7, 30)
+    packed = dropout_mask(3, 0.5, shape, cu_seqlens_k=cu)
+    plain = dropout_mask(3, 0.5, shape)
+    for s0, s1 in zip(cu, cu[1:]):
+        assert torch.equal(packed[..., s0:s1], plain[..., :s1 - s0])
+    for bad in ([0, 5, 29], [1, 30], [0, 20, 10, 30]):
+        with pytest.raises(ValueError, match="cu_seqlens_k"):
+            dropout_mask(3, 0.5, shape, cu_seqlens_k=bad)
 
 
 def test_the_mask_is_regenerated_not_saved():
@@ -132,7 +174,7 @@ def test_kernel_output_counts_the_kept_keys():
 def test_kept_fraction_is_one_minus_p(p):
     shape = (4, 4, 128, 128)  # n = 262144 bits: ε ≈ 0.0053 at ALPHA
     keep = dropout_mask(2024, p, shape)
-    assert hoeffding_ok(int(keep.sum()), keep.numel(), 1 - p)
+    assert hoeffding_ok(int(keep.sum()), keep.numel(), 1 - D.realised_p(p))
 
 
 def test_kept_fraction_control_is_rejected():
@@ -162,6 +204,7 @@ def test_bits_of_neighbouring_positions_are_independent():
     ({"dropout_p": -0.1}, ValueError, "[0, 1)"),
     ({"dropout_p": 1.0}, ValueError, "[0, 1)"),
     ({"dropout_p": 1.5}, ValueError, "[0, 1)"),
+    ({"dropout_p": 1 - 2.0 ** -24}, ValueError, "1 - 2**-17"),
     ({"dropout_p": float("nan")}, ValueError, "[0, 1)"),
     ({"dropout_p": True}, TypeError, "float"),
     ({"dropout_p": "0.1"}, TypeError, "float"),
@@ -170,7 +213,7 @@ def test_bits_of_neighbouring_positions_are_independent():
     ({"dropout_p": 0.1, "dropout_seed": 2 ** 63}, ValueError, "2**63"),
     ({"dropout_p": 0.1, "dropout_seed": 1.5}, TypeError, "int"),
     ({"dropout_p": 0.1, "dropout_seed": True}, TypeError, "int"),
-], ids=["p_negative", "p_one", "p_above_one", "p_nan", "p_bool", "p_str", "p_none", "seed_negative",
+], ids=["p_negative", "p_one", "p_above_one", "p_rounds_to_one", "p_nan", "p_bool", "p_str", "p_none", "seed_negative",
         "seed_too_big", "seed_float", "seed_bool"])
 def test_bad_dropout_arguments(kw, exc, words):
     q = torch.randn(1, 1, 4, 8)

@@ -31,6 +31,17 @@ def test_the_kernels_bits_are_dropout_mask(seed, p):
     assert torch.equal(out.bool(), dropout_mask(seed, p, (B, Hq, Nq, Nk)))
 
 
+@pytest.mark.parametrize("block_m, block_n", [(16, 32), (32, 64), (64, 16)])
+def test_the_kernels_bits_do_not_depend_on_the_tile(block_m, block_n):
+    """The forward and the backward kernels use different tiles: every tile shape draws the same bits."""
+    B, Hq, Nq, Nk = 1, 2, 40, 75
+    out = torch.empty(B, Hq, Nq, Nk, dtype=torch.int8)
+    drop = D.make(0.3, 99)
+    write_keep[(B * Hq, triton.cdiv(Nq, block_m), triton.cdiv(Nk, block_n))](out, drop.seed, drop.t, Hq, Nq, Nk,
+                                                                              BLOCK_M=block_m, BLOCK_N=block_n)
+    assert torch.equal(out.bool(), dropout_mask(99, 0.3, (B, Hq, Nq, Nk)))
+
+
 @pytest.mark.parametrize("case", DROP_CASES, ids=ids(DROP_CASES))
 def test_triton_dropout_meets_the_reference_with_the_same_bits(case):
     bad = run_and_judge(case, torch.float32, "triton", 0.3, 1234)

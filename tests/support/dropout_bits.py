@@ -18,7 +18,7 @@ def write_keep(OUT, seed, drop_t, Hq, Nq, Nk, BLOCK_M: tl.constexpr, BLOCK_N: tl
     h = pid_bh % Hq
     offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
-    base = (b.to(tl.int64) * Hq + h) * Nq * Nk
-    keep = dropout_keep(seed, drop_t, base, offs_m[:, None], offs_n[None, :], Nk)
+    row_base = (b.to(tl.int64) * Hq + h) * Nq
+    keep = dropout_keep(seed, drop_t, row_base, offs_m, tl.program_id(2) * BLOCK_N, Nk, BLOCK_N)
     ok = (offs_m[:, None] < Nq) & (offs_n[None, :] < Nk)
-    tl.store(OUT + base + offs_m[:, None].to(tl.int64) * Nk + offs_n[None, :], keep.to(tl.int8), mask=ok)
+    tl.store(OUT + row_base * Nk + offs_m[:, None].to(tl.int64) * Nk + offs_n[None, :], keep.to(tl.int8), mask=ok)

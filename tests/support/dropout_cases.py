@@ -3,8 +3,8 @@ verified reference given the SAME keep bits, under the one tolerance rule.
 
 ``run_and_judge(case, dtype, backend, p, seed)`` calls ``attention(..., dropout_p=p, dropout_seed=seed)``
 forward and backward on a feature case (``support.kernel_cases``), reads the call's keep bits from
-``dropout_mask(seed, p, shape)`` (the kernels' own counter-based bits, as a tensor), runs the verified
-``tiled_forward``/``tiled_backward`` with ``dropout=Dropout(keep, p)`` on every (batch, query head) in
+``dropout_mask(seed, p, shape, cu_seqlens_k=…)`` (the kernels' own counter-based bits, as a tensor), runs the
+verified ``tiled_forward``/``tiled_backward`` with ``dropout=Dropout(keep, realised_p(p))`` on every (batch, query head) in
 float64, and applies ``tolerance.judge`` to out, lse, dq, dk, dv, the naive baseline being the dense
 dropped-out formula in the kernel's dtype (``tolerance.naive(..., drop=r)``). No tolerance is stated here.
 """
@@ -18,6 +18,7 @@ from flashproof.fuzz.oracle import read_inputs
 from flashproof.fuzz.tolerance import judge, magnitudes, naive
 from flashproof.kernels import attention
 from flashproof.kernels.attention import dropout_mask
+from flashproof.kernels.attention.dropout import realised_p
 
 __all__ = ["DROP_CASES", "reference", "verdicts", "run", "run_and_judge", "failures"]
 
@@ -32,8 +33,10 @@ DROP_CASES = [
 
 
 def reference(prob, keep: torch.Tensor, p: float, num: str = "float") -> dict:
-    """The verified reference with ``dropout=Dropout(keep[b, h], p)`` per (batch, query head):
-    float64 CPU tensors out, lse, dq, dk, dv (empty rows: 0 / −inf, the extension)."""
+    """The verified reference with ``dropout=Dropout(keep[b, h], realised_p(p))`` per (batch, query head),
+    p the call's dropout_p (the kernels realise the drop probability t/2¹⁶ and scale by its inverse keep
+    probability): float64 CPU tensors out, lse, dq, dk, dv (empty rows: 0 / −inf, the extension)."""
+    p = realised_p(p)
     s = prob.spec
     group = s.heads_q // s.heads_kv
     res = {"out": torch.zeros(prob.dout.shape, dtype=torch.float64),
@@ -59,7 +62,8 @@ def reference(prob, keep: torch.Tensor, p: float, num: str = "float") -> dict:
 
 def verdicts(prob, dtype, expected: dict, got: dict, keep: torch.Tensor, p: float):
     """The tolerance rule on each of out, lse, dq, dk, dv; the baseline is the dropped-out dense
-    formula in ``dtype`` with the same keep bits."""
+    formula in ``dtype`` with the same keep bits and the realised drop probability of the call's p."""
+    p = realised_p(p)
     clean = read_inputs(prob)
     r = keep.to(torch.float64) / (1.0 - p)
     base = naive(*(t.to(dtype) for t in clean), prob.allowed, prob.scale, prob.dout.to(dtype), drop=r)
@@ -91,6 +95,7 @@ def run_and_judge(case: Case, dtype, backend: str, p: float, seed: int, mask_see
     """Judge one dropout call (tensors on ``device``) against the reference run with the keep bits of
     ``mask_seed`` (default: the call's own seed); returns the failing verdicts."""
     prob, _, got = run(case, dtype, backend, p, seed, device)
-    keep = dropout_mask(seed if mask_seed is None else mask_seed, p, tuple(prob.allowed.shape))
+    keep = dropout_mask(seed if mask_seed is None else mask_seed, p, tuple(prob.allowed.shape),
+                        cu_seqlens_k=prob.cu_seqlens_k)
     expected = reference(prob, keep, p)
     return [v for v in verdicts(prob, dtype, expected, got, keep, p) if not v.ok]

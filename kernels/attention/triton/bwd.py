@@ -99,7 +99,7 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
                start_m, offs_n, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                qk_scale, desc_b, desc_h, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                HAS_RIGHT: tl.constexpr, HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
-               seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
+               seed, drop_t, drop_scale, drop_row, n0, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
                HAS_BIAS: tl.constexpr, ds_base, WRITE_DS: tl.constexpr):
     """Key-major (transposed) form, as in Triton's fused-attention tutorial: for fp16/bf16 every
     dot's first operand is computed or loaded here, never a transposed register tile. For fp32
@@ -144,7 +144,7 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqn, sqd, sd
         qT = tl.where(live[None, :], qT, 0.0)
         do = tl.where(live[:, None], do, 0.0)
     if DROPOUT:  # the forward's bits, replayed
-        keepT = dropout_keep(seed, drop_t, drop_base, offs_m[None, :], offs_n[:, None], Nk)  # (BN, BM)
+        keepT = tl.trans(dropout_keep(seed, drop_t, drop_row, offs_m, n0, Nk, offs_n.shape[0]))  # (BN, BM)
         dv = tl.dot(tl.where(keepT, pT * drop_scale, 0.0).to(do.dtype), do, dv, input_precision=DOT_PREC)
     else:
         dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
@@ -219,10 +219,10 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
             do_base = DO + bb * sdb + h * sdh + q_start.to(tl.int64) * sdn
         desc_h = h.to(tl.int32)
         row_base = (bb * Hq + h) * Nq + q_start
-        drop_base = row_base * Nk + k_start  # the dropout counter of pair (0, 0) of this query head
+        drop_row = row_base  # the dropout row of this query head's query 0
         mask_base = MASK + bb * smb + h * smh + k_start.to(tl.int64) * smj
         bias_base = BIAS + bb * sbb + h * sbh + q_start.to(tl.int64) * sbi + k_start.to(tl.int64) * sbj
-        ds_base = DS + drop_base  # the same pair offset as dropout's counter
+        ds_base = DS + row_base * Nk + k_start  # pair (0, 0) of this query head and sequence
         if HAS_TILES:
             SUBS: tl.constexpr = TILE_Q // BLOCK_M
             t_off = (bb * Hq + h) * TK + n0 // TILE_K
@@ -235,7 +235,7 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                                         sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                         diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                         desc_b, desc_h, BLOCK_M, grp == 0 or PRED, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                                        DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT,
+                                        DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_row, n0, Nk, DROPOUT,
                                         bias_base, sbi, sbj, HAS_BIAS, ds_base, WRITE_DS)
                 idx += n_g
         else:
@@ -244,21 +244,21 @@ def attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, MASK, Q_NUM, Q_ID
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    seed, drop_t, drop_scale, drop_row, n0, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
                                     ds_base, WRITE_DS)
             for start_m in range(c1, c2, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    seed, drop_t, drop_scale, drop_row, n0, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
                                     ds_base, WRITE_DS)
             for start_m in range(c2, hi, BLOCK_M):
                 dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row_base, DELTA + row_base,
                                     sqn, sqd, sdn, sdd, start_m, offs_n, offs_d, offs_dv, q_len, k_len,
                                     diag, left, right, mask_base, smi, smj, q_start, D, DV_DIM, qk_scale,
                                     desc_b, desc_h, BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                                    seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
+                                    seed, drop_t, drop_scale, drop_row, n0, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS,
                                     ds_base, WRITE_DS)
     dk = dk * sm_scale
     tl.store(DK + bb * sdkb + hk.to(tl.int64) * sdkh + k_off * sdkn + offs_d[None, :] * sdkd,
@@ -272,7 +272,7 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
              q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
              HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr, USE_DESC: tl.constexpr,
-             seed, drop_t, drop_scale, drop_base, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
+             seed, drop_t, drop_scale, drop_row, Nk, DROPOUT: tl.constexpr, bias_base, sbi, sbj,
              HAS_BIAS: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
@@ -289,7 +289,7 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n
         k = tl.where(live[:, None], k, 0.0)
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
     if DROPOUT:  # the forward's bits, replayed: dP = r ∘ (dO Vᵀ)
-        dp = tl.where(dropout_keep(seed, drop_t, drop_base, offs_m[:, None], offs_n[None, :], Nk), dp * drop_scale, 0.0)
+        dp = tl.where(dropout_keep(seed, drop_t, drop_row, offs_m, start_n, Nk, BLOCK_N), dp * drop_scale, 0.0)
     ds = p * (dp - delta[:, None])
     if MASKED:
         ds = tl.where(ok, ds, 0.0)
@@ -338,7 +338,7 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     do = tl.load(DO + bb * sdb + h.to(tl.int64) * sdh + q_off * sdn + offs_dv[None, :] * sdd,
                  mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0)
     row_base = (bb * Hq + h) * Nq + q_start
-    drop_base = row_base * Nk + k_start  # the dropout counter of pair (0, 0)
+    drop_row = row_base  # the dropout row of this query head's query 0
     lse = tl.load(LSE + row_base + offs_m, mask=rows, other=0.0)
     delta = tl.load(DELTA + row_base + offs_m, mask=rows, other=0.0)
     lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
@@ -366,7 +366,7 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                 dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d,
                               offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV,
                               qk_scale, desc_b, desc_h, BLOCK_N, grp == 0 or PRED, HAS_LEFT, HAS_RIGHT, HAS_MASK,
-                              DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_base, Nk, DROPOUT,
+                              DOT_PREC, USE_DESC, seed, drop_t, drop_scale, drop_row, Nk, DROPOUT,
                               bias_base, sbi, sbj, HAS_BIAS)
             idx += n_g
     else:
@@ -374,17 +374,17 @@ def attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
                           True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                          seed, drop_t, drop_scale, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c1, c2, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
                           False, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                          seed, drop_t, drop_scale, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c2, hi, BLOCK_N):
             dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, skn, skd, svn, svd, start_n, offs_m, offs_d, offs_dv,
                           q_len, k_len, diag, left, right, mask_base, smi, smj, q_start, D, DV, qk_scale, desc_b, desc_h, BLOCK_N,
                           True, HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, USE_DESC,
-                          seed, drop_t, drop_scale, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                          seed, drop_t, drop_scale, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
     dq = dq * sm_scale
     tl.store(DQ + bb * sdqb + h.to(tl.int64) * sdqh + q_off * sdqn + offs_d[None, :] * sdqd,
              dq.to(DQ.dtype.element_ty), mask=rows[:, None] & (offs_d[None, :] < D))

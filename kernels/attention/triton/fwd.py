@@ -12,7 +12,8 @@ is 0 instead, so (−inf) − (−inf) never occurs. Result: out = acc / l_i (0 
 lse = (m_i + log2 l_i) · ln 2 (−inf if l_i = 0).
 
 Dropout (DROPOUT): after l_i has taken the tile's undropped p, the pairs whose keep bit is 0
-(``dropout_keep``: Philox of the seed and the pair's position, ``../dropout.py``) leave acc alone;
+(``dropout_keep``: one Philox call of the seed and position per 8 keys of a row, ``../dropout.py``)
+leave acc alone;
 out is scaled by 1/(1 − p) at the end. The backward regenerates the same bits.
 """
 from __future__ import annotations
@@ -88,12 +89,21 @@ def add_bias(s, ok, bias_base, rows, cols, sbi, sbj, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
-def dropout_keep(seed, drop_t, base, rows, cols, Nk):
-    """bool keep bits of the pairs (rows, cols) (broadcast) of one (batch, query head, sequence):
-    base = ((b · Hq + h) · Nq + q_start) · Nk + k_start (int64), so the Philox counter is the pair's
-    offset ((b · Hq + h) · Nq + i) · Nk + j in the q, k tensors; kept iff the 32-bit draw ≥ drop_t."""
-    offset = base + rows.to(tl.int64) * Nk + cols.to(tl.int64)
-    return tl.randint(seed, offset).to(tl.int64) >= drop_t
+def dropout_keep(seed, drop_t, row_base, rows, start_n, Nk, BLOCK_N: tl.constexpr):
+    """bool (BM, BN) keep bits of query rows ``rows`` (BM,) and the keys start_n + [0, BLOCK_N) of one
+    (batch, query head, sequence) (``../dropout.py``): row_base = (b · Hq + h) · Nq + q_start (int64), so
+    row_base + rows is the pair's row in q; the key columns count from the sequence's start and
+    start_n is a multiple of 8 (every key tile starts at a multiple of BLOCK_N). One Philox call per 8
+    keys of a row: its four 32-bit words, read as eight 16-bit halves, are spread over those keys by
+    interleaving (key 8g + 2k + e takes half e of word k of group g); kept iff the half ≥ drop_t."""
+    tl.static_assert(BLOCK_N % 8 == 0, "dropout draws the bits of 8 keys per Philox call")
+    n_groups = (Nk + 7) // 8  # groups of 8 keys per row: the counter's row stride
+    g = start_n // 8 + tl.arange(0, BLOCK_N // 8)  # (BN/8,) the tile's groups
+    counter = (row_base + rows.to(tl.int64))[:, None] * n_groups + g[None, :]  # (BM, BN/8) int64
+    w0, w1, w2, w3 = tl.randint4x(seed, counter)  # uint32 each
+    words = tl.interleave(tl.interleave(w0, w2), tl.interleave(w1, w3))  # (BM, BN/2): [4g + k] = w_k of group g
+    halves = tl.interleave(words & 0xFFFF, words >> 16)  # (BM, BN): [2m + e] = half e (0: low) of word m
+    return halves.to(tl.int32) >= drop_t
 
 
 @triton.jit
@@ -152,7 +162,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_MASK: tl.constexpr, DOT_PREC: tl.constexpr,
               NO_ALPHA: tl.constexpr, NO_MAX: tl.constexpr, UNGUARDED: tl.constexpr, USE_DESC: tl.constexpr,
-              FMA: tl.constexpr, seed, drop_t, drop_base, Nk, DROPOUT: tl.constexpr,
+              FMA: tl.constexpr, seed, drop_t, drop_row, Nk, DROPOUT: tl.constexpr,
               bias_base, sbi, sbj, HAS_BIAS: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k, v = load_kv(k_base, v_base, skn, skd, svn, svd, start_n, offs_n, offs_d, offs_dv, k_len, D, DV, desc_b, desc_h,
@@ -193,7 +203,7 @@ def _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, off
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
     if DROPOUT:  # ℓ took the undropped p; a dropped pair only leaves the value sum
-        p = tl.where(dropout_keep(seed, drop_t, drop_base, offs_m[:, None], offs_n[None, :], Nk), p, 0.0)
+        p = tl.where(dropout_keep(seed, drop_t, drop_row, offs_m, start_n, Nk, BLOCK_N), p, 0.0)
     acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
     return acc, l_i, m_new
 
@@ -254,7 +264,7 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
     diag = k_len - q_len
-    drop_base = ((bb * Hq + h) * Nq + q_start) * Nk + k_start  # int64: the dropout counter of pair (0, 0)
+    drop_row = (bb * Hq + h) * Nq + q_start  # int64: the dropout row of this sequence's query 0
     bias_base = BIAS + bb * sbb + h.to(tl.int64) * sbh + q_start.to(tl.int64) * sbi + k_start.to(tl.int64) * sbj
     ALL_MASKED: tl.constexpr = HAS_BIAS or HAS_MASK or NO_ALPHA or NO_MAX or UNGUARDED or TILE_FLOOR
     a, c1, c2, hi = key_range(m0, q_len, k_len, left, right, BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, ALL_MASKED)
@@ -278,7 +288,7 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                                           offs_m, offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base,
                                           smi, smj, q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, g == 0 or ALL_MASKED,
                                           HAS_LEFT, HAS_RIGHT, HAS_MASK, DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC,
-                                          FMA, seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                          FMA, seed, drop_t, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
             idx += n_g
     else:
         for start_n in range(a, c1, BLOCK_N):
@@ -286,19 +296,19 @@ def attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, MASK, KV_NUM, KV_IDX,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                       DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
-                                      seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                      seed, drop_t, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c1, c2, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                       DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
-                                      seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                      seed, drop_t, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
         for start_n in range(c2, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_step(acc, l_i, m_i, q, k_base, v_base, skn, skd, svn, svd, start_n, offs_m,
                                       offs_d, offs_dv, q_len, k_len, diag, left, right, mask_base, smi, smj,
                                       q_start, D, DV, qk_scale, desc_b, hk, BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_MASK,
                                       DOT_PREC, NO_ALPHA, NO_MAX, UNGUARDED, USE_DESC, FMA,
-                                      seed, drop_t, drop_base, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
+                                      seed, drop_t, drop_row, Nk, DROPOUT, bias_base, sbi, sbj, HAS_BIAS)
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
