@@ -95,15 +95,17 @@ def dropout_keep(seed, drop_t, row_base, rows, start_n, Nk, BLOCK_N: tl.constexp
     row_base + rows is the pair's row in q; the key columns count from the sequence's start and
     start_n is a multiple of 8 (every key tile starts at a multiple of BLOCK_N). One Philox call per 8
     keys of a row: its four 32-bit words, read as eight 16-bit halves, are spread over those keys by
-    interleaving (key 8g + 2k + e takes half e of word k of group g); kept iff the half ≥ drop_t."""
+    interleaving (key 8g + 2k + e takes half e, 0 the low one, of word k of group g); kept iff the
+    half ≥ drop_t. Both halves are compared without extracting them: hi ≥ t ⟺ w ≥ t · 2¹⁶ and
+    lo ≥ t ⟺ (w · 2¹⁶ mod 2³²) ≥ t · 2¹⁶ (the other half only adds less than 2¹⁶)."""
     tl.static_assert(BLOCK_N % 8 == 0, "dropout draws the bits of 8 keys per Philox call")
     n_groups = (Nk + 7) // 8  # groups of 8 keys per row: the counter's row stride
     g = start_n // 8 + tl.arange(0, BLOCK_N // 8)  # (BN/8,) the tile's groups
     counter = (row_base + rows.to(tl.int64))[:, None] * n_groups + g[None, :]  # (BM, BN/8) int64
     w0, w1, w2, w3 = tl.randint4x(seed, counter)  # uint32 each
     words = tl.interleave(tl.interleave(w0, w2), tl.interleave(w1, w3))  # (BM, BN/2): [4g + k] = w_k of group g
-    halves = tl.interleave(words & 0xFFFF, words >> 16)  # (BM, BN): [2m + e] = half e (0: low) of word m
-    return halves.to(tl.int32) >= drop_t
+    t_hi = drop_t.to(tl.uint32) << 16
+    return tl.interleave((words << 16) >= t_hi, words >= t_hi)  # (BM, BN): [2m + e] = half e of word m
 
 
 @triton.jit
