@@ -147,14 +147,23 @@ def philox(seed: int, counter: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
 
 def keep_bits(drop: Dropout, Hq: int, Nq: int, Nk: int, b, h, i, j) -> torch.Tensor:
-    """bool keep bits of the pairs (b, h, i, j) (int64 tensors that broadcast together; i the row in q,
-    j the key column counted from the sequence's first key) of a call whose q has Hq heads and Nq rows
-    and whose k has Nk rows (the module docstring's formula)."""
-    counter = ((b * Hq + h) * Nq + i) * ((Nk + GROUP - 1) // GROUP) + (j >> 3)  # GROUP = 8 keys per call
-    w0, w1, w2, w3 = philox(drop.seed, counter)
-    k = (j >> 1) & 3  # the word of key j's half
-    word = torch.where(k == 0, w0, torch.where(k == 1, w1, torch.where(k == 2, w2, w3)))
-    u = (word >> ((j & 1) * BITS)) & (_LEVELS - 1)
+    """bool keep bits of the pairs (b, h, i, j) of a call whose q has Hq heads and Nq rows and whose k has
+    Nk rows (the module docstring's formula): b, h, i int64 tensors that broadcast together with j, the
+    key columns (counted from the sequence's first key), an int64 tensor that varies along its last dim
+    only (shape (1, …, 1, c)). Philox runs once per group of 8 columns that j touches, not per pair."""
+    if j.dim() == 0 or any(n != 1 for n in j.shape[:-1]):
+        raise ValueError(f"keep_bits: j must vary along its last dim only, shape (1, ..., 1, c); got {tuple(j.shape)}")
+    if j.numel() == 0:
+        return torch.ones(torch.broadcast_shapes(b.shape, h.shape, i.shape, j.shape), dtype=torch.bool, device=j.device)
+    g0, g1 = int(j.min()) // GROUP, int(j.max()) // GROUP + 1
+    g = torch.arange(g0, g1, dtype=torch.int64, device=j.device)  # the groups j touches
+    rows = (b * Hq + h) * Nq + i  # (…, 1): the pairs' rows in q
+    if rows.dim() != j.dim() or rows.shape[-1] != 1:
+        raise ValueError(f"keep_bits: b, h, i must have j's rank and size 1 in its last dim; got {tuple(rows.shape)} "
+                         f"against j {tuple(j.shape)}")
+    words = philox(drop.seed, rows * ((Nk + GROUP - 1) // GROUP) + g)  # 4 × (…, G)
+    halves = torch.stack([x for w in words for x in (w & (_LEVELS - 1), w >> BITS)], -1)  # (…, G, 8)
+    u = halves.flatten(-2)[..., j.flatten() - GROUP * g0]  # (…, c): key 8g + 2k + e takes half e of word k
     return u >= drop.t
 
 

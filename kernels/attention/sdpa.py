@@ -19,7 +19,8 @@ What it maps, and how:
 * GQA (Hq ≠ Hkv) only with ``enable_gqa=True``; without it, the error SDPA raises (a RuntimeError
   naming the head dims).
 * ``dropout_p``: passed to ``attention(dropout_p=…)`` (SDPA applies it whatever the module's training
-  mode, and so does this); a fresh seed per call comes from torch's default generator, so
+  mode, and so does this; the drop probability realised is round(p · 2¹⁶) / 2¹⁶, and p must be below
+  1 − 2⁻¹⁷: ``attention``'s docstring); a fresh seed per call comes from torch's default generator, so
   ``torch.manual_seed`` reproduces a run. It is drawn by a tensor op (``dropout.seed_tensor``) and read
   only inside the custom op, so ``torch.compile(fullgraph=True)`` traces a dropout call without a
   graph break.
