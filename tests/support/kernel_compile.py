@@ -40,8 +40,10 @@ def _signature(fn, dt, consts):
             sig[n] = f"*{dt}"
         elif n in ("qk_scale", "sm_scale", "drop_scale"):
             sig[n] = "fp32"
-        elif n in ("seed", "drop_t"):  # a 63-bit seed, a threshold up to 2^32 - 1
+        elif n == "seed":  # a 63-bit seed
             sig[n] = "i64"
+        elif n == "drop_t":  # the 16-bit threshold round(p * 2^16) < 2^16: Triton passes it as i32
+            sig[n] = "i32"
         else:
             sig[n] = "i32"
     return sig, {n: consts[n] for n, t in sig.items() if t == "constexpr"}
