@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a CUDA machine: correctness, fuzzing and timing, each step time-boxed.
 #   bash scripts/gpu_session.sh check    # everything below that checks correctness, then the sampler bench
-#   bash scripts/gpu_session.sh kernel   # only the attention steps;  ... sampler  # only the sampler steps
+#   bash scripts/gpu_session.sh kernel   # only the attention steps (fuzz campaigns, then gpu_check cases);
+#   bash scripts/gpu_session.sh fuzz     # only the fuzz campaigns;  ... sampler  # only the sampler steps
 #   bash scripts/gpu_session.sh bench    # flashproof bench (ours vs SDPA flash/cuDNN/efficient, FlexAttention), sampler bench
 #   bash scripts/gpu_session.sh all      # check, then bench
 #   bash scripts/gpu_session.sh probe    # lab/probe.py: Triton/Gluon timings, block-sparse breakdown
@@ -32,14 +33,15 @@ $PY -m pip install -q --no-deps --no-build-isolation --target /tmp/fp "$ROOT" > 
 export PYTHONPATH=/tmp/fp
 cd /tmp
 JOBS=${JOBS:-$(nproc)}
-BOX=${BOX:-300}            # time box of each parallel correctness step (s)
+BOX=${BOX:-300}            # time box of each fuzz campaign (s)
+GC_BOX=${GC_BOX:-220}      # time box of each gpu_check step (s)
 # warm-phase processes of each fuzz step (flashproof fuzz --workers): the steps already run in parallel,
 # so each compiles its launch specialisations in a few processes rather than one per core; the SDPA and
 # FlexAttention steps skip the warm phase (--workers 0: no Triton kernel of ours to compile)
 FUZZ_WORKERS=${FUZZ_WORKERS:-3}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   $PY -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
-  echo "jobs $JOBS, box ${BOX}s"
+  echo "jobs $JOBS, fuzz box ${BOX}s, gpu_check box ${GC_BOX}s"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 pack() { (flock 9; tar -czf "$OUT/results.tar.gz.part" -C "$RES" . 2>/dev/null && mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz") 9>"$RES.lock"; }
@@ -59,17 +61,15 @@ par() {  # par NAME SECONDS CMD...: a step in the background, at most JOBS at a 
 GC="$PY $ROOT/lab/gpu_check.py --fuzz-budget 0 --minutes 60"
 CASESG=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat  # the Gluon kernels' shapes
 CASES9=causal_1025_gqa,causal_nq_lt_nk,causal_nq_gt_nk_empty_rows,plain_d256,window_d96_dv64,mask_late_keys,block_sparse,varlen,strided_mqa
-kernel_steps() {
-  par gc_determinism "$BOX" $GC --out "$RES/gc_determinism" --cases determinism --dtypes bf16
-  for dt in bf16 fp16 fp32; do
-    par "gc_priority_$dt" "$BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
-  done
-  for dt in bf16 fp16; do par "gc_cases_$dt" "$BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt; done
-  # fp32 compiles and runs ~3x longer: one process per case (groups of three hit a 250 s box after
-  # two of three on 2026-11-30 15:37, with ~20 steps sharing 16 cores)
-  for case in ${CASES9//,/ }; do
-    par "gc_fp32_$case" "$BOX" $GC --out "$RES/gc_fp32_$case" --cases "$case" --dtypes fp32
-  done
+kernel_steps() {  # the fuzz campaigns first, with the machine to themselves, then the gpu_check cases
+  fuzz_steps; wait
+  gc_steps
+}
+# The campaigns are compile-bound (each warm phase compiles its launch specialisations in parallel
+# processes), so they run before the gpu_check cases, whose compiles would otherwise share the cores
+# with them: on 2026-12-01 15:16 UTC, all steps side by side, the Gluon profile's shards examined one
+# example each in their boxes.
+fuzz_steps() {
   # The campaign of our Triton kernel, sharded by hypothesis seed: each shard runs its whole budget
   # (complete) unless the time box ends it (INCOMPLETE, exit 3 — never counted as passed).
   # "triton" fuzzes the default GPU call with the deterministic backward (and checks it bitwise),
@@ -79,13 +79,26 @@ kernel_steps() {
         --budget "${FUZZ_BUDGET:-25}" --profile gpu --seconds $((BOX * 9 / 10 - 10)) --workers "$FUZZ_WORKERS" \
         --json "$RES/fuzz_${kern}_${dt}_s$seed.json"
   done; done; done
-  gluon_steps  # the Hopper (Gluon) kernels' cases and fuzz profile (d = 128, Nq = Nk multiples of 128)
+  gluon_fuzz  # the Hopper (Gluon) kernels' fuzz profile (d = 128, Nq = Nk multiples of 128)
   # third-party kernels: deviations are findings about them (README), not failures of ours
   par fuzz_third_party "$BOX" $PY -m flashproof fuzz --kernel sdpa-cudnn --kernel sdpa-efficient \
       --kernel sdpa-flash --dtype bf16 --budget 100 --profile gpu --seconds $((BOX * 9 / 10 - 10)) --workers 0 \
       --json "$RES/fuzz_third_party.json"
   par fuzz_third_party_flex "$BOX" $PY -m flashproof fuzz --kernel flex --dtype bf16 --budget 100 --profile gpu \
       --seconds $((BOX * 9 / 10 - 10)) --workers 0 --json "$RES/fuzz_third_party_flex.json"
+}
+gc_steps() {  # lab/gpu_check.py's cases against the float64 oracle, one process per case group / dtype
+  par gc_determinism "$GC_BOX" $GC --out "$RES/gc_determinism" --cases determinism --dtypes bf16
+  for dt in bf16 fp16 fp32; do
+    par "gc_priority_$dt" "$GC_BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
+  done
+  for dt in bf16 fp16; do par "gc_cases_$dt" "$GC_BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt; done
+  # fp32 compiles and runs ~3x longer: one process per case (groups of three hit a 250 s box after
+  # two of three on 2026-11-30 15:37, with ~20 steps sharing 16 cores)
+  for case in ${CASES9//,/ }; do
+    par "gc_fp32_$case" "$GC_BOX" $GC --out "$RES/gc_fp32_$case" --cases "$case" --dtypes fp32
+  done
+  gluon_gc
 }
 sampler_tests() {
   par sampler_tests "$BOX" $PY -m pytest -q -p no:cacheprovider -m gpu "$ROOT/tests/sampler"
@@ -100,10 +113,11 @@ probe() {  # timings (lab/probe.py); PROBE_PARTS narrows it (fwd,sparse,host,lau
       ${PROBE_PARTS:+--parts "$PROBE_PARTS"}
 }
 verdict() { $PY "$ROOT/scripts/gpu_merge.py" "$RES" > "$OUT/verdict.txt" 2>&1; cat "$OUT/verdict.txt"; pack; }
-gluon_steps() {  # the Hopper (Gluon) kernels alone: their gpu_check cases and their fuzz profile
+gluon_gc() {  # the Hopper (Gluon) kernels' gpu_check cases
+  for dt in bf16 fp16; do par "gc_gluon_$dt" "$GC_BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt; done
+}
+gluon_fuzz() {  # triton-atomic: deterministic=False, the default call, so the Gluon backward runs too
   for dt in bf16 fp16; do
-    par "gc_gluon_$dt" "$BOX" $GC --out "$RES/gc_gluon_$dt" --cases $CASESG --dtypes $dt
-    # triton-atomic: deterministic=False, the default call, so the Gluon backward runs too (Hq = Hkv)
     par "fuzz_gluon_$dt" "$BOX" $PY -m flashproof fuzz --kernel triton-atomic --dtype $dt --seed 0 \
         --budget "${FUZZ_BUDGET:-25}" --profile gluon --seconds $((BOX * 9 / 10 - 10)) --workers "$FUZZ_WORKERS" \
         --json "$RES/fuzz_gluon_$dt.json"
@@ -112,11 +126,12 @@ gluon_steps() {  # the Hopper (Gluon) kernels alone: their gpu_check cases and t
 case "${1:-check}" in
 check)   kernel_steps; sampler_tests; wait; verdict; sampler_bench ;;
 kernel)  kernel_steps; wait; verdict ;;
+fuzz)    fuzz_steps; wait; verdict ;;
 sampler) sampler_tests; wait; verdict; sampler_bench ;;
 bench)   attn_bench; sampler_bench ;;
 all)     kernel_steps; sampler_tests; wait; verdict; sampler_bench; attn_bench ;;
 probe)   probe ;;
-gluon)   gluon_steps; wait; verdict; PROBE_PARTS=${PROBE_PARTS:-gluon,gluon-bwd} probe ;;
+gluon)   gluon_gc; gluon_fuzz; wait; verdict; PROBE_PARTS=${PROBE_PARTS:-gluon,gluon-bwd} probe ;;
 attn-bench) attn_bench ;;
-*) echo "usage: $0 check|kernel|sampler|bench|attn-bench|all|probe|gluon" >&2; exit 2 ;;
+*) echo "usage: $0 check|kernel|fuzz|sampler|bench|attn-bench|all|probe|gluon" >&2; exit 2 ;;
 esac

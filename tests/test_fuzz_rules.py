@@ -51,6 +51,22 @@ def test_overflowing_baseline_checks_only_finiteness():
     assert v.ok and not v.bounded
 
 
+def test_a_value_beyond_the_dtype_range_rounds_to_its_infinity():
+    # found on the H200 (fp16, GQA 2:1, huge logits): the exact dK entry -67662 is beyond fp16's
+    # range, so the correctly rounded fp16 result is -inf; +inf there, or -inf at an entry fp16 can
+    # hold, is still a deviation
+    ref = torch.tensor([-67662.05, 3.0, 70000.0], dtype=torch.float64)
+    inf = float("inf")
+    ok = judge("dk", torch.tensor([-inf, 3.0, inf]), ref, torch.tensor([-inf, 3.0, inf]), torch.float16, MAGS)
+    assert ok.ok and ok.error == 0.0
+    for got, at in (([inf, 3.0, inf], 0), ([-inf, -inf, inf], 1)):
+        v = judge("dk", torch.tensor(got), ref, ref, torch.float16, MAGS)
+        assert (v.ok, v.reason, v.first) == (False, "non-finite", (at,))
+    # fp32 holds -67662: an infinity there is a deviation
+    v = judge("dk", torch.tensor([-inf, 3.0, 70000.0]), ref, ref, torch.float32, MAGS)
+    assert (v.ok, v.reason, v.first) == (False, "non-finite", (0,))
+
+
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="shape"):
         judge("out", REF[:2], REF, REF, torch.float32, MAGS)
