@@ -9,10 +9,10 @@ scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:
 N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
 scalar atomic per element, which was deleted (it lived until commit 62d839a).
 
-Grid: (B·Hkv, N / BLOCK_N), the heads fastest: CTAs launch in order of the key block, so under causal
-the heaviest (j = 0: all query blocks) go first for every head and the light ones fill the tail (with
-the key block fastest, head h's heavy block launched only after every block of heads < h: with G
-query heads per CTA that tail is G times longer).  One CTA = one key block of BLOCK_N = 128 keys of
+Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
+one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
+fastest, which launches every head's heaviest causal block first, read 4-8 % slower non-causal and
+no faster causal on the H200: BENCHMARKS.md, 2026-12-01 17:06 UTC; it lived until 2c9d53b.)  One CTA = one key block of BLOCK_N = 128 keys of
 one (batch, KV head), and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
 CTA walks the query blocks of all G heads, so dK, dV sum over the group in registers and are
 written once (no reduction pass), and each head's dQ gets its own reductions. Iteration it is query
@@ -277,7 +277,7 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
     # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
     # from the program ids and the kernel's arguments, not carried through the loop in registers.
-    bk = gl.program_id(0)
+    bk = gl.program_id(1)
     Hkv = Hq // G
     b = bk // Hkv
     hk = bk % Hkv
@@ -347,8 +347,8 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
     dt: gl.constexpr = q_desc.dtype
 
-    bk = gl.program_id(0)  # (batch, KV head): the fastest grid dim, so that
-    j = gl.program_id(1)  # the key blocks launch heaviest (j = 0 under causal) first for every head
+    j = gl.program_id(0)  # key block: the fastest grid dim (the resident CTAs share their Q, dO in L2)
+    bk = gl.program_id(1)  # (batch, KV head)
     Hkv = Hq // G
     b = bk // Hkv
     hk = bk % Hkv
@@ -457,7 +457,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
-    _attn_bwd_ws[(B * Hkv, N // BLOCK_N)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
                                           *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
                                           PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
