@@ -13,7 +13,9 @@ budget of its own CPU time (killed after ``CROSS_WALL_FACTOR`` times that of wal
 second solver that hangs costs its own verdicts, never the z3 result. Its verdicts stream back
 one per query. The record then carries ``solvers`` (one entry per solver), ``trust`` ("two
 solvers" when every query z3 decided got the same answer from a second solver, "one solver"
-otherwise, "no SMT" without z3 queries) and ``disagreements`` (which make the record not ok).
+otherwise, "no SMT" without z3 queries) and ``disagreements`` (which make the record not ok). A
+second solver's entry counts the queries it decided on a rewritten form (``rewritten``, named in its
+``detail``).
 """
 from __future__ import annotations
 
@@ -86,10 +88,12 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
             v = second.Verdict("second solver", None, "timeout", 0.0, "not reached before the job's timeout")
         name, version, status, secs, detail = v
         e = per.setdefault(name, {"name": name, "version": version, "seconds": 0.0, "queries": 0, "agreed": 0,
-                                  "answers": {}, "details": []})
+                                  "answers": {}, "details": [], "rewritten": 0})
         e["queries"] += 1
         e["seconds"] += secs
         e["answers"][status] = e["answers"].get(status, 0) + 1
+        if status in ("sat", "unsat") and detail.startswith(second.REWRITTEN):
+            e["rewritten"] += 1  # decided on the rewritten form of the query: said so in the entry's detail
         if status in ("sat", "unsat") and z3_answer in ("sat", "unsat"):
             if status == z3_answer:
                 e["agreed"] += 1
@@ -106,6 +110,9 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
         else:
             st = next((k for k in ("error", "timeout", "unsupported", "unknown") if ans.get(k)), None) or out.status
         det = e.pop("details")
+        if e["rewritten"]:
+            det.insert(0, f"{e['rewritten']} of {e['queries']} queries decided on a rewritten form "
+                          "(field normalisation or hypothesis slicing; docs/proofs.md)")
         entries.append(dict(e, status=st, seconds=round(e["seconds"], 4), answers=ans,
                             **({"detail": "; ".join(det)} if det else {})))
     trust = "two solvers" if decided_by_z3 and agreed == decided_by_z3 and not disagreements else "one solver"
