@@ -13,7 +13,8 @@ plain polynomial arithmetic, which cvc5's rewriter normalises by itself:
    until no divisor holds an ite (at most ``MAX_CASES`` cases). A side whose division-free assertions
    and condition the second solver finds unsat is dropped (no model, so its case has none); an ite
    elsewhere keeps its condition
-   and gets one denominator for both branches, ite(c, x, y) ↦ ite(c, Nx·Dy, Ny·Dx)/(Dx·Dy).
+   and gets one denominator for both branches, ite(c, x, y) ↦ ite(c, Nx·Dy, Ny·Dx)/(Dx·Dy) — or,
+   with ``split_all``, is split on as well.
 2. **Clearing denominators.** In each case every real term t is written as a fraction N/D whose
    denominator is a polynomial: x + y ↦ (Nx·Dy + Ny·Dx)/(Dx·Dy), x·y ↦ (Nx·Ny)/(Dx·Dy), x/y ↦ (Nx·Dy)/(Dx·Ny); an
    atom x = y becomes Nx·Dy = Ny·Dx and x < y (≤, >, ≥) becomes Nx·Dx·Dy² < Ny·Dy·Dx² — both
@@ -87,14 +88,14 @@ def _real_ite(fs, in_divisor=False):
     return None
 
 
-def _ite_cases(fs, ctx, refute):
+def _ite_cases(fs, ctx, refute, split_all=False):
     """The ite cases of ``fs`` that ``refute`` does not rule out, and how many it ruled out: a side
     c (or ¬c) whose division-free assertions plus c the second solver finds unsat has no model, so
     neither has its case (that unsat answer is part of the verdict)."""
     out, pruned, todo = [], 0, [list(fs)]
     while todo:
         case = todo.pop()
-        t = _real_ite(case)
+        t = _real_ite(case, in_divisor=split_all)
         if t is None:
             out.append(case)
             if len(out) > MAX_CASES:
@@ -206,10 +207,12 @@ class Rewrite(NamedTuple):
     pruned: int
 
 
-def cases(smt2: str, refute) -> Rewrite | None:
+def cases(smt2: str, refute, split_all: bool = False) -> Rewrite | None:
     """The ite cases of the query with denominators cleared (see the module docstring), or None when
     the query is outside the rewrite. Only for queries over the reals (no Int, no FP). ``refute(text)``:
-    True when the second solver finds that SMT-LIB query unsat (it prunes ite sides)."""
+    True when the second solver finds that SMT-LIB query unsat (it prunes ite sides). ``split_all``:
+    split on every real ite, not only those inside divisors (no ite is left: each case is a
+    polynomial formula, at the price of more cases)."""
     if any(tok in smt2 for tok in ("Int", "FloatingPoint", "RoundingMode", "forall", "exists", "Array")):
         return None
     ctx = z3.Context()
@@ -218,7 +221,7 @@ def cases(smt2: str, refute) -> Rewrite | None:
         memo: dict = {}
         if not any(_has_div(f, memo) for f in fs):
             return None  # nothing to clear: the rewrite would be the query itself
-        split, pruned = _ite_cases(fs, ctx, refute)
+        split, pruned = _ite_cases(fs, ctx, refute, split_all)
         out = []
         for case in split:
             fr = _Fractions(ctx)

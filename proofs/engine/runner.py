@@ -9,7 +9,8 @@ running unless ``force``.
 
 With ``cross_check``, every z3 query an obligation made (``core.QUERY_LOG``) is decided again by
 the second solver (``engine.second``) in a job of its own — forked, with the same timeout as a
-budget of its own CPU time (killed after ``CROSS_WALL_FACTOR`` times that of wall time), so a
+budget of ``CROSS_CPU_FACTOR`` times it of its own CPU time (killed after ``CROSS_WALL_FACTOR`` times
+that of wall time), so a
 second solver that hangs costs its own verdicts, never the z3 result. Its verdicts stream back
 one per query. The record then carries ``solvers`` (one entry per solver), ``trust`` ("two
 solvers" when every query z3 decided got the same answer from a second solver, "one solver"
@@ -40,6 +41,10 @@ SECOND_QUERY_S = 20.0
 #: wall time runs longer, so the runner kills it only after this many times ``timeout`` of wall
 #: time (a safety net: the verdicts it gathered until then still count)
 CROSS_WALL_FACTOR = 4.0
+#: a second-solver job's CPU budget is this many times the obligation's ``timeout``: the kernel index
+#: records ask 1500–2000 queries, whose cvc5 runs (parse, set-up, decide: 30–50 ms each) need more
+#: than the 60 s one z3 run may take; the budget still bounds a record's cross-check
+CROSS_CPU_FACTOR = 3.0
 
 
 def command_for(ob_id: str, deep: bool) -> str:
@@ -273,9 +278,10 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
             else:
                 queries = job[6]
                 texts = list(dict.fromkeys(q[0] for q in queries))
-                proc = ctx_mp.Process(target=_cross_child, args=(child, texts, timeout), daemon=True)
+                budget = timeout * CROSS_CPU_FACTOR
+                proc = ctx_mp.Process(target=_cross_child, args=(child, texts, budget), daemon=True)
                 state = {"job": job, "proc": proc, "t0": time.perf_counter(), "texts": texts, "got": {},
-                         "limit": timeout * CROSS_WALL_FACTOR}
+                         "limit": budget * CROSS_WALL_FACTOR}
             proc.start()
             child.close()
             running[parent] = state

@@ -276,8 +276,8 @@ def _by_rewrite(smt2: str, ms: int) -> tuple[str, str]:
             raise TimeoutError
         return _real(_one_arg(q), min(left(), _REWRITE_QUERY_MS)) == "unsat"
 
-    try:
-        rw = normalize.cases(smt2, refute)
+    try:  # every real ite split first (polynomial cases); too many cases: only those in divisors
+        rw = normalize.cases(smt2, refute, split_all=True) or normalize.cases(smt2, refute)
     except TimeoutError:
         return "unknown", "out of time while splitting ite cases"
     if rw is None:
