@@ -15,16 +15,22 @@ plain polynomial arithmetic, which cvc5's rewriter normalises by itself:
    elsewhere keeps its condition
    and gets one denominator for both branches, ite(c, x, y) ↦ ite(c, Nx·Dy, Ny·Dx)/(Dx·Dy) — or,
    with ``split_all``, is split on as well.
+Before the split, each top-level equation x_1 + … + x_k = c over distinct variables (a
+distribution's total mass) replaces x_k by c − x_1 − … − x_{k−1} in the other assertions (the
+equation stays): the same models, and an identity that holds on the simplex becomes one of polynomials.
+
 2. **Clearing denominators.** In each case every real term t is written as a fraction N/D whose
    denominator is a polynomial: x + y ↦ (Nx·Dy + Ny·Dx)/(Dx·Dy), x·y ↦ (Nx·Ny)/(Dx·Dy), x/y ↦ (Nx·Dy)/(Dx·Ny); an
    atom x = y becomes Nx·Dy = Ny·Dx and x < y (≤, >, ≥) becomes Nx·Dx·Dy² < Ny·Dy·Dx² — both
    equivalent to the original atom wherever every D is non-zero (the second multiplies by
    (Dx·Dy)² > 0). Every D is a product of divisors' numerators, so the rewrite is exact in every
    model in which **each divisor is non-zero**. That side condition is not assumed: for each divisor
-   y (innermost first) the case yields the query G ∧ Ny = 0, where G are the case's assertions that
-   contain no division (the hypotheses, e.g. A > 0); the second solver must answer it unsat. Then in
-   every model of the case (which satisfies G) every divisor is non-zero, so the case and its
-   rewrite have the same models.
+   y the case yields the query G ∧ Ny = 0, where G are the case's assertions that contain no
+   division (the hypotheses, e.g. A > 0, and the case's conditions); the second solver must answer
+   it unsat — or the same query with G the division-free assertions of the query itself (fewer
+   facts, so its unsat implies the case's; asked once for every case). Then in every model of the
+   case (which satisfies G) every divisor is non-zero, so the case and its rewrite have the same
+   models.
 
 So the original query is unsat iff the second solver finds, in every case, every side query and the
 rewritten query unsat; it is sat when it finds some case's side queries unsat and its rewrite sat
@@ -46,8 +52,10 @@ MAX_CASES = 64
 
 
 class Case(NamedTuple):
-    """One ite case: ``side`` (SMT-LIB queries that must be unsat: a divisor is zero under the
-    case's division-free assertions) and ``text`` (the case without division)."""
+    """One ite case: ``side`` (per divisor, two SMT-LIB queries of which one must be unsat: the
+    divisor is zero under the division-free assertions common to every case, or under the case's
+    own — the first, when unsat, serves every case, the second is weaker) and ``text`` (the case
+    without division)."""
 
     side: tuple
     text: str
@@ -200,6 +208,24 @@ class _Fractions:
         raise _Outside(f"atom {f.decl().name()} is not a comparison of real terms")
 
 
+def _eliminate(fs):
+    """``fs`` with each top-level equation x_1 + … + x_k = c (distinct real variables, c a numeral)
+    used to replace x_k by c − x_1 − … − x_{k−1} in every other assertion (the equation stays): the
+    same models, and identities that hold on the simplex become polynomial identities."""
+    out = list(fs)
+    for i, f in enumerate(fs):
+        if not (z3.is_eq(f) and z3.is_add(f.arg(0)) and z3.is_rational_value(f.arg(1))):
+            continue
+        xs = f.arg(0).children()
+        if not all(z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED for x in xs) or \
+                len({x.get_id() for x in xs}) != len(xs):
+            continue
+        v, rest = xs[-1], xs[:-1]
+        value = f.arg(1) - z3.Sum(*rest) if rest else f.arg(1)
+        out = [g if j == i else z3.substitute(g, (v, value)) for j, g in enumerate(out)]
+    return out
+
+
 class Rewrite(NamedTuple):
     """``cases`` (one ``Case`` per ite case left) and ``pruned`` (ite sides the second solver refuted)."""
 
@@ -221,6 +247,9 @@ def cases(smt2: str, refute, split_all: bool = False) -> Rewrite | None:
         memo: dict = {}
         if not any(_has_div(f, memo) for f in fs):
             return None  # nothing to clear: the rewrite would be the query itself
+        fs = _eliminate(fs)
+        memo = {}
+        common = [f for f in fs if not _has_div(f, memo)]  # the division-free assertions of every case
         split, pruned = _ite_cases(fs, ctx, refute, split_all)
         out = []
         for case in split:
@@ -232,7 +261,7 @@ def cases(smt2: str, refute, split_all: bool = False) -> Rewrite | None:
             for n in fr.divisors:
                 if n.get_id() not in seen:
                     seen.add(n.get_id())
-                    side.append(_text(plain + [n == 0], ctx))
+                    side.append((_text(common + [n == 0], ctx), _text(plain + [n == 0], ctx)))
             out.append(Case(tuple(side), _text(rewritten, ctx)))
         return Rewrite(out, pruned)
     except _Outside:

@@ -58,8 +58,8 @@ _TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|;[^\n]*|[()]|[^\s()|";]+')
 _COVERINGS_MS = 3000
 #: the field-normalised route (``engine.normalize``) gets this share of the time left after coverings,
 #: each of its queries at most ``_REWRITE_QUERY_MS``
-_REWRITE_SHARE = 0.75
-_REWRITE_QUERY_MS = 5000
+_REWRITE_SHARE = 0.9
+_REWRITE_QUERY_MS = 2000
 #: the first word of the detail of a verdict reached on a rewritten form of the query
 REWRITTEN = "rewritten"
 
@@ -271,22 +271,37 @@ def _by_rewrite(smt2: str, ms: int) -> tuple[str, str]:
     def left() -> int:
         return int(ms - 1000 * (time.perf_counter() - t0))
 
-    def refute(q: str) -> bool:
-        if left() <= 0:
-            raise TimeoutError
-        return _real(_one_arg(q), min(left(), _REWRITE_QUERY_MS)) == "unsat"
+    memo: dict = {}
 
-    try:  # every real ite split first (polynomial cases); too many cases: only those in divisors
-        rw = normalize.cases(smt2, refute, split_all=True) or normalize.cases(smt2, refute)
-    except TimeoutError:
-        return "unknown", "out of time while splitting ite cases"
-    if rw is None:
-        return "unknown", "outside the rewrite (too many ite cases, or not field arithmetic)"
+    def refute(q: str) -> bool:
+        if q not in memo:
+            if left() <= 0:
+                raise TimeoutError
+            memo[q] = _real(_one_arg(q), min(left(), _REWRITE_QUERY_MS)) == "unsat"
+        return memo[q]
+
+    # Only the ites inside divisors first (fewer cases); if a case stays undecided, every real ite (no
+    # ite is left: each case a polynomial formula, at the price of more cases and more pruning).
+    st, why = "unknown", "outside the rewrite (too many ite cases, or not field arithmetic)"
+    for split_all in (False, True):
+        try:
+            rw = normalize.cases(smt2, refute, split_all=split_all)
+        except TimeoutError:
+            return "unknown", why + "; out of time while splitting ite cases"
+        if rw is not None:
+            st, why = _decide_cases(rw, refute, left)
+            if st in ("sat", "unsat"):
+                return st, why
+    return st, why
+
+
+def _decide_cases(rw, refute, left) -> tuple[str, str]:
+    """(status, detail) of cvc5 on the cases of one ``normalize.Rewrite``."""
     what = (f"{len(rw.cases)} ite case(s), {rw.pruned} side(s) refuted, "
             f"{sum(len(c.side) for c in rw.cases)} divisor(s) refuted zero")
     for k, case in enumerate(rw.cases):
         try:
-            if not all(refute(q) for q in case.side):
+            if not all(refute(common) or refute(own) for common, own in case.side):
                 return "unknown", f"{what}: a divisor of case {k} not refuted zero"
         except TimeoutError:
             return "unknown", f"{what}: out of time at case {k}"
