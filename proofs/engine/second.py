@@ -59,7 +59,7 @@ _COVERINGS_MS = 3000
 #: the field-normalised route (``engine.normalize``) gets this share of the time left after coverings,
 #: each of its queries at most ``_REWRITE_QUERY_MS``
 _REWRITE_SHARE = 0.9
-_REWRITE_QUERY_MS = 2000
+_REWRITE_QUERY_MS = 5000
 #: the first word of the detail of a verdict reached on a rewritten form of the query
 REWRITTEN = "rewritten"
 
