@@ -47,7 +47,11 @@ With the cross-check on (``flashproof prove --cross-check``, the default of ``--
 z3 query is decided again by a second, independently written solver from the same SMT-LIB text (cvc5;
 Bitwuzla for floating point), a disagreement fails the run, and a record where the second solver could
 not decide every query reads "one solver" in the audit. Still trusted: z3's SMT-LIB export of the query
-and the engine's one rewrite of it (a one-argument + * and or becomes its argument); for every record
+and the engine's one rewrite of it (a one-argument + * and or becomes its argument); where a verdict
+says "rewritten", the rewrite of the same formula the second solver decided (field normalisation of
+real queries with division, engine.normalize; hypothesis slicing of integer queries, engine.slicing:
+sound steps whose side conditions the second solver decides, but their code and z3's parse-and-print
+round trip are trusted); for every record
 that reads "one solver" (including every run without the cross-check), z3 alone; the shared SMT-LIB
 semantics both solvers implement (e.g. x/0 is an unspecified value, FP rounding as IEEE 754); sympy
 reducing a difference to 0 (the sympy and exact checks have no second checker); the exact Fraction and

@@ -29,7 +29,8 @@ item("KER-BOUNDS", "extension", "Every load and store of the kernels stays insid
 In the forward (attn_fwd), dK/dV (attn_bwd_dkdv), dQ (attn_bwd_dq) and δ (attn_bwd_delta) kernels, run as
 a whole on symbolic batch, heads (GQA), lengths, head dims, non-negative strides (storage up to 2^62
 elements, so tensors above 2^31 elements are covered), window, varlen offsets, dense and block-sparse
-masks, pointer and TMA-descriptor paths, program ids and loop iterations: every pointer load or store
+masks, an additive float bias (batch and head dims broadcast or not, four non-negative strides) and the
+dS store of its gradient, pointer and TMA-descriptor paths, program ids and loop iterations: every pointer load or store
 whose mask is on addresses an element of its tensor (Σ index·stride with each index inside its
 dimension, or a broadcast dimension of stride 0), its offset and its mask are computed without integer
 wrap-around, and descriptor coordinates fit int32. Bounded to the BLOCK_M × BLOCK_N rows of the
@@ -40,7 +41,7 @@ kernels. Not covered: block-sparse launches (z3 gives unknown on the four-factor
 lists) and the plan kernel itself (plan.tile_plan); below the kernels' source semantics (what Triton
 compiles them to: shared memory, tensor-core operands) nothing is claimed (A-TRITON-CODEGEN).
 """,
-     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED"))
+     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS"))
      + ("KER-BOUNDS-DELTA",),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
                   "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))

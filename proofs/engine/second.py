@@ -10,17 +10,23 @@ the solver's name and version. Which solver decides is a function of the query a
   with ``fp-exp`` — cvc5's solver for formats other than Float32/Float64, which its authors call
   experimental; the verdict's detail says so;
 * every other query (reals, integers, uninterpreted functions) goes to **cvc5**. Over the reals:
-  first its cylindrical-algebraic-coverings procedure alone (complete for nonlinear real
-  arithmetic, quick on these queries), then, if that answers ``unknown``, its default strategy
-  with the rest of the time. With integers (coverings ignores its time limit there): a short
-  portfolio of cvc5 configurations (``_INT_STRATEGIES``) in ALL and in the query's own
-  quantifier-free logic (``logic_of``), the first definite answer counting; the detail names it.
+  first its cylindrical-algebraic-coverings procedure alone (complete in principle; this build's
+  McCallum projection answers ``incomplete`` where a polynomial vanishes on a cell, as purified
+  divisions do), then, for a query with division that is still ``unknown``, the same query split
+  into ite cases with its denominators cleared (``engine.normalize``: every step an equivalence,
+  its side conditions — each divisor non-zero, each pruned case empty — decided by cvc5 too; the
+  verdict's detail starts with ``REWRITTEN``), then its default strategy with the rest of the time.
+  With integers (coverings ignores its time limit there): a short portfolio of cvc5 configurations
+  (``_INT_STRATEGIES``) in ALL and in the query's own quantifier-free logic (``logic_of``), the
+  first definite answer counting (the detail names it); if none answers, the same portfolio on
+  growing subsets of the query's assertions (``engine.slicing``), whose unsat answer is the query's
+  (the verdict's detail starts with ``REWRITTEN`` and gives the number kept).
 
 z3's export is valid SMT-LIB except that it writes ``+``, ``*``, ``and``, ``or`` with a single
 argument where SMT-LIB wants two or more, and an empty conjunction or disjunction as the bare
 symbol ``and`` / ``or``; ``_one_arg`` rewrites ``(op x)`` to ``x`` (the same value), a bare ``and``
 to ``true`` and a bare ``or`` to ``false`` (z3's values of the empty ones), and nothing else.
-Options change only completeness, never soundness.
+Options, the rewrite and the slices change only completeness, never soundness.
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ import re
 import time
 from typing import NamedTuple
 
-__all__ = ["Verdict", "decide", "versions", "is_fp"]
+__all__ = ["Verdict", "decide", "versions", "is_fp", "REWRITTEN"]
 
 _VARIADIC = {"+", "*", "and", "or"}
 _EMPTY = {"and": "true", "or": "false"}
@@ -44,9 +50,18 @@ _OTHER_THEORIES = {"forall", "exists", "Array", "BitVec", "String", "Seq", "Set"
 _INT_STRATEGIES = (("ALL", {}, 0.25, "default"), ("logic", {}, 0.25, "default"),
                    ("logic", {"learned-rewrite": "true"}, 0.25, "learned-rewrite"),
                    ("ALL", {"nl-icp": "true"}, 0.25, "icp"))
+#: the share of an integer query's time the portfolio gets on the query itself; the rest goes to the
+#: same portfolio on subsets of its assertions (``engine.slicing``)
+_INT_DIRECT_SHARE = 0.25
 _TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|;[^\n]*|[()]|[^\s()|";]+')
 #: the cvc5 coverings pass gets this share of a query's time limit before the default strategy
 _COVERINGS_MS = 3000
+#: the field-normalised route (``engine.normalize``) gets this share of the time left after coverings,
+#: each of its queries at most ``_REWRITE_QUERY_MS``
+_REWRITE_SHARE = 0.9
+_REWRITE_QUERY_MS = 5000
+#: the first word of the detail of a verdict reached on a rewritten form of the query
+REWRITTEN = "rewritten"
 
 
 class Verdict(NamedTuple):
@@ -222,6 +237,11 @@ def decide(smt2: str, timeout_ms: int) -> Verdict:
         if st != "unknown":
             return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, "coverings")
         detail = f"coverings: {why}; "
+        if "/" in set(_TOKEN.findall(text)):
+            st, why = _by_rewrite(smt2, int(_REWRITE_SHARE * left()))
+            if st in ("sat", "unsat"):
+                return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, f"{REWRITTEN} (field normalisation): {why}")
+            detail += f"field normalisation: {why}; "
         st, why = _cvc5(text, left(), {})
         detail += f"default: {why}" if why else "default"
         return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, detail)
@@ -230,16 +250,85 @@ def decide(smt2: str, timeout_ms: int) -> Verdict:
         return Verdict("cvc5", vers["cvc5"], status, time.perf_counter() - t0, str(e).splitlines()[0][:160])
 
 
-def _int_portfolio(text: str, timeout_ms: int, logic: str, vers: dict, t0: float) -> Verdict:
+def _real(text: str, ms: int) -> str:
+    """cvc5 on one query over the reals: coverings (up to ``_COVERINGS_MS``), then the default strategy."""
+    t0 = time.perf_counter()
+    st, _ = _cvc5(text, min(_COVERINGS_MS, ms), {"nl-cov": "true", "nl-ext": "none"})
+    left = int(ms - 1000 * (time.perf_counter() - t0))
+    if st == "unknown" and left > 0:
+        st, _ = _cvc5(text, left, {})
+    return st
+
+
+def _by_rewrite(smt2: str, ms: int) -> tuple[str, str]:
+    """(status, detail) of cvc5 on the field-normalised cases of the query (``engine.normalize``):
+    unsat when every side query and every case is unsat; sat when a case is sat with its side
+    queries unsat (a model of that case is one of the query); else unknown."""
+    from . import normalize
+
+    t0 = time.perf_counter()
+
+    def left() -> int:
+        return int(ms - 1000 * (time.perf_counter() - t0))
+
+    memo: dict = {}
+
+    def refute(q: str) -> bool:
+        if q not in memo:
+            if left() <= 0:
+                raise TimeoutError
+            memo[q] = _real(_one_arg(q), min(left(), _REWRITE_QUERY_MS)) == "unsat"
+        return memo[q]
+
+    # Only the ites inside divisors first (fewer cases); if a case stays undecided, every real ite (no
+    # ite is left: each case a polynomial formula, at the price of more cases and more pruning).
+    st, why = "unknown", "outside the rewrite (too many ite cases, or not field arithmetic)"
+    for split_all in (False, True):
+        try:
+            rw = normalize.cases(smt2, refute, split_all=split_all)
+        except TimeoutError:
+            return "unknown", why + "; out of time while splitting ite cases"
+        if rw is not None:
+            st, why = _decide_cases(rw, refute, left)
+            if st in ("sat", "unsat"):
+                return st, why
+    return st, why
+
+
+def _decide_cases(rw, refute, left) -> tuple[str, str]:
+    """(status, detail) of cvc5 on the cases of one ``normalize.Rewrite``."""
+    what = (f"{len(rw.cases)} ite case(s), {rw.pruned} side(s) refuted, "
+            f"{sum(len(c.side) for c in rw.cases)} divisor(s) refuted zero")
+    for k, case in enumerate(rw.cases):
+        try:
+            if not all(refute(common) or refute(own) for common, own in case.side):
+                return "unknown", f"{what}: a divisor of case {k} not refuted zero"
+        except TimeoutError:
+            return "unknown", f"{what}: out of time at case {k}"
+        if left() <= 0:
+            return "unknown", f"{what}: out of time at case {k}"
+        st = _real(_one_arg(case.text), min(left(), _REWRITE_QUERY_MS))
+        if st == "sat":
+            return "sat", f"{what}: case {k} sat"
+        if st != "unsat":
+            return "unknown", f"{what}: case {k} {st}"
+    return "unsat", what + ", every case unsat"
+
+
+def _int_portfolio(text: str, timeout_ms: int, logic: str, vers: dict, t0: float, slices: bool = True) -> Verdict:
     """``_INT_STRATEGIES`` in turn (coverings is not among them: with integers it ignores its time
-    limit); the first sat/unsat answers, and the detail names the configuration. Each strategy is a
-    complete cvc5 run on the same text, so any answer is cvc5's; unknown only if all give up; an
-    error only if every strategy failed to run (their messages in the detail)."""
+    limit) with ``_INT_DIRECT_SHARE`` of the time; the first sat/unsat answers, and the detail names
+    the configuration. Each strategy is a complete cvc5 run on the same text, so any answer is cvc5's.
+    Then (``slices``) the same portfolio on the growing subsets of ``engine.slicing`` with the rest of
+    the time: an unsat subset makes the query unsat (the detail starts with ``REWRITTEN`` and says how
+    many assertions were kept); a sat subset is ignored. Unknown only if all give up; an error only if
+    every strategy failed to run (their messages in the detail)."""
     notes, errors = [], 0
+    direct_ms = int(timeout_ms * (_INT_DIRECT_SHARE if slices else 1.0))
     for k, (lg, options, share, name) in enumerate(_INT_STRATEGIES):
         last = k == len(_INT_STRATEGIES) - 1
-        left = int(timeout_ms - 1000 * (time.perf_counter() - t0))
-        ms = left if last else min(left, int(share * timeout_ms))
+        left = int(direct_ms - 1000 * (time.perf_counter() - t0))
+        ms = left if last else min(left, int(share * direct_ms))
         if ms <= 0:
             break
         lg = logic if lg == "logic" else lg
@@ -254,4 +343,18 @@ def _int_portfolio(text: str, timeout_ms: int, logic: str, vers: dict, t0: float
             return Verdict("cvc5", vers["cvc5"], st, time.perf_counter() - t0, f"{name} ({lg})")
         notes.append(f"{name} ({lg}): {why}")
     status = "error" if errors and errors == len(notes) else "unknown"
+    if slices and status == "unknown":
+        from . import slicing
+
+        subsets = slicing.levels(text)
+        for j, (kept, total, sub) in enumerate(subsets):
+            left = int(timeout_ms - 1000 * (time.perf_counter() - t0))
+            if left <= 0:
+                break
+            t1 = time.perf_counter()
+            v = _int_portfolio(_one_arg(sub), left // (len(subsets) - j), logic_of(sub), vers, t1, slices=False)
+            if v.status == "unsat":
+                return Verdict("cvc5", vers["cvc5"], "unsat", time.perf_counter() - t0,
+                               f"{REWRITTEN} (hypotheses sliced: {kept} of {total} assertions kept): {v.detail}")
+            notes.append(f"slice {kept}/{total}: {v.status}")
     return Verdict("cvc5", vers["cvc5"], status, time.perf_counter() - t0, "; ".join(notes)[:240])

@@ -186,8 +186,8 @@ def test_a_disagreeing_second_solver_fails_the_record(tmp_path, monkeypatch):
 
 
 def test_a_hanging_second_solver_is_killed_and_reported_as_timeout(tmp_path, monkeypatch):
-    """The second solver's job has ``timeout`` seconds of its own CPU time; one that hangs without
-    using CPU is killed after CROSS_WALL_FACTOR × timeout of wall time, its verdicts read
+    """The second solver's job has CROSS_CPU_FACTOR × ``timeout`` seconds of its own CPU time; one that
+    hangs without using CPU is killed after CROSS_WALL_FACTOR × that of wall time, its verdicts read
     'timeout', the record is "one solver" and z3's result stands."""
     import time
 

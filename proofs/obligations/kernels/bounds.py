@@ -12,9 +12,12 @@ bound of the real mask) is on has an address Σ index·stride whose every index 
 (i32 unless an operand is i64), and the mask itself was computed without wrap-around. TMA descriptor
 loads are bounds-checked by the hardware (A-TRITON-TMA); their int32 coordinates are checked to fit.
 
-Not covered: launches with the additive float bias (HAS_BIAS, and WRITE_DS for its gradient), added
-to the kernels after these obligations; every configuration runs with both off (the host's own
-no-bias call), so the bias tile's loads and the dS store are not yet proved in bounds.
+Additive float bias (group "bias", the -BIAS obligations): HAS_BIAS on, with a BIAS tensor of shape
+(B|1, Hq|1, Nq, Nk) and four symbolic non-negative strides, 0 on a broadcast dim (as host._common
+passes them), every other feature combination as in "all"; the dK/dV kernel also with WRITE_DS (the
+bias requires grad), which stores dS into the contiguous (B, Hq, Nq, Nk) buffer the host allocates.
+WRITE_DS only adds that store, so its run also covers the launch with a bias that needs no gradient.
+The other groups run with both off (the host's no-bias call: a one-element stand-in, never addressed).
 
 Modelled, not executed: what a load of an index table returns — cu_seqlens entries as the host
 validates them (A-KER-CU-VALID) and the block-sparse lists as ``plan.tile_plan`` writes them
@@ -53,11 +56,13 @@ class Shapes:
         self.Nq, self.Nk, self.D, self.DV, self.S = I("Nq"), I("Nk"), I("D"), I("DV"), I("n_seq")
         self.max_q, self.max_k, self.TQ, self.TK = I("max_q"), I("max_k"), I("TQ"), I("TK")
         self.Bm, self.Hm = I("B_mask"), I("H_mask")
+        self.Bb, self.Hb = I("B_bias"), I("H_bias")
         self.varlen = varlen
         L = host.MAX_LEN
         h = [self.B >= 1, self.Hkv >= 1, self.G >= 1, self.Hq == self.G * self.Hkv, self.Nq >= 1, self.Nq <= L,
              self.Nk >= 0, self.Nk <= L, self.D >= 1, self.D <= bd, self.DV >= 1, self.DV <= bdv,
              self.Bm >= 1, self.Hm >= 1, z3.Or(self.Bm == 1, self.Bm == self.B), z3.Or(self.Hm == 1, self.Hm == self.Hq),
+             z3.Or(self.Bb == 1, self.Bb == self.B), z3.Or(self.Hb == 1, self.Hb == self.Hq),
              self.TQ >= 1, self.TK >= 1, self.B * self.Hq <= I64_MAX, self.Hq <= 2 ** 31 - 1]
         if varlen:
             h += [self.B == 1, self.S >= 1, self.S <= L, self.max_q >= 1, self.max_q <= self.Nq, self.max_k >= 0,
@@ -166,6 +171,7 @@ class Config(NamedTuple):
     mask: bool
     tiles: bool
     desc: bool
+    bias: bool = False  # HAS_BIAS (and, in the dK/dV kernel, WRITE_DS)
 
     def __str__(self):
         return " ".join(f"{k}={v}" for k, v in self._asdict().items())
@@ -174,18 +180,18 @@ class Config(NamedTuple):
 def _configs(kernel, rows, windows=("both",)):
     """The launch configurations checked: the first ``rows`` (BLOCK_M, BLOCK_N) rows of the kernel's
     autotuning table (all of them under --deep) × every feature combination the host can launch except
-    block-sparse ones, with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of the head-dim
+    block-sparse ones (the additive bias on and off), with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of the head-dim
     aranges (offsets beyond D are masked), so the widest padding covers every narrower one."""
     if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
         yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
         return
     table = [(m, n) for m, n, _, _ in host.TUNED[kernel][1]]
     for bm, bn in table[:rows]:
-        for varlen, (left, right), mask, desc in itertools.product(
-                (False, True), [WINDOWS[w] for w in windows], (False, True), (False, True)):
+        for bias, varlen, (left, right), mask, desc in itertools.product(
+                (False, True), (False, True), [WINDOWS[w] for w in windows], (False, True), (False, True)):
             if varlen and desc:
                 continue  # the host takes no descriptors for varlen
-            yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc)
+            yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc, bias)
 
 
 def reported(kernel) -> Config:
@@ -235,15 +241,19 @@ def _setup(kernel, cfg: Config):
                   HAS_LEFT=cfg.left, HAS_RIGHT=cfg.right, HAS_MASK=cfg.mask, HAS_TILES=cfg.tiles,
                   TILE_Q=cfg.bm * 2 if cfg.tiles else 0, TILE_K=cfg.bn * 2 if cfg.tiles else 0, DOT_PREC="ieee",
                   GQA_MAP=False, USE_DESC=cfg.desc, DROPOUT=False,  # dropout adds no memory access (Philox arithmetic)
-                  HAS_BIAS=False, WRITE_DS=False)  # the additive bias and its dS store: not covered (module docstring)
+                  HAS_BIAS=cfg.bias, WRITE_DS=cfg.bias and kernel == "dkdv")
     if cfg.tiles:
         sh.hyps += [sh.TQ * consts["TILE_Q"] >= sh.Nq, (sh.TQ - 1) * consts["TILE_Q"] < sh.Nq,
                     sh.TK * consts["TILE_K"] >= sh.Nk, (sh.TK - 1) * consts["TILE_K"] < sh.Nk]
+    if cfg.bias:  # (B|1, Hq|1, Nq, Nk), strides 0 on a broadcast dim (host._common); dS: contiguous (B, Hq, Nq, Nk)
+        sh.tensor("BIAS", (sh.Bb, sh.Hb, sh.Nq, sh.Nk), ["sbb", "sbh", "sbi", "sbj"])
+        sh.hyps += [z3.Implies(sh.Bb == 1, sh.args["sbb"].e == 0), z3.Implies(sh.Hb == 1, sh.args["sbh"].e == 0)]
+        sh.tensor("DS", (sh.B * sh.Hq * sh.Nq * sh.Nk,))
+    else:  # the pointers exist in every launch; unaddressed without a bias (the host's one-element stand-in)
+        sh.tensor("BIAS", (z3.IntVal(1),)), sh.tensor("DS", (z3.IntVal(1),))
     a = {**sh.args}
-    # The bias pointer and its strides exist in every launch; with HAS_BIAS and WRITE_DS off the kernels
-    # never address them (a flat one-element stand-in, as the host passes when there is no bias).
-    sh.tensor("BIAS", (z3.IntVal(1),)), sh.tensor("DS", (z3.IntVal(1),))
-    a.update(BIAS=sh.args["BIAS"], DS=sh.args["DS"], sbb=0, sbh=0, sbi=0, sbj=0)
+    if not cfg.bias:
+        a.update(sbb=0, sbh=0, sbi=0, sbj=0)
     a.update(seed=0, drop_t=0, drop_scale=1.0, qk_scale=1.0, Q_BUCKET=1, K_BUCKET=1, smb=sh.args["smb"], smh=sh.args["smh"], smi=sh.args["smi"],
              smj=sh.args["smj"])
     if kernel == "fwd":
@@ -331,8 +341,9 @@ class _Prover:
         return None
 
 
-GROUPS = {"pointer": lambda c: not c.varlen and not c.desc, "varlen": lambda c: c.varlen,
-          "tma": lambda c: c.desc, "all": lambda c: True}
+GROUPS = {"pointer": lambda c: not c.bias and not c.varlen and not c.desc,
+          "varlen": lambda c: not c.bias and c.varlen, "tma": lambda c: not c.bias and c.desc,
+          "all": lambda c: not c.bias, "bias": lambda c: c.bias}
 
 
 def _group_configs(ctx, kernel, group):
@@ -427,13 +438,22 @@ SUITE = (
     ("KER-BOUNDS-DKDV-REPORTED", "dkdv", "reported", "v-masked-by-d",
      ("attn_bwd_dkdv", "mask=in_k[:, None] & (offs_dv[None, :] < DV_DIM), other=0.0)  # (BN, BDV)",
       "mask=in_k[:, None] & (offs_dv[None, :] < D), other=0.0)  # (BN, BDV)"), _V_MASKED_BY_D),
+    ("KER-BOUNDS-FWD-BIAS", "fwd", "bias", "bias-load-unmasked",
+     ("add_bias", "mask=ok, other=0.0)", "other=0.0)"),
+     "bias: the bias tile is loaded without its mask, so the block's rows and keys past the sequence ends are read"),
+    ("KER-BOUNDS-DQ-BIAS", "dq", "bias", "bias-row-stride-ignored",
+     ("add_bias", "rows.to(tl.int64) * sbi + ", "rows.to(tl.int64) + "),
+     "bias: a pair's row offset taken as contiguous (stride 1) instead of the bias's row stride sbi"),
+    ("KER-BOUNDS-DKDV-BIAS", "dkdv", "bias", "ds-store-all-rows",
+     ("_dkdv_step", "mask=(offs_m[None, :] < q_len) & (offs_n[:, None] < k_len))", "mask=(offs_n[:, None] < k_len))"),
+     "dBias: the dS store writes the block's query rows past the sequence end"),
     ("KER-BOUNDS-DELTA", "delta", "all", "rows-unmasked",
      ("attn_bwd_delta", "io = (offs_m[:, None] < N) & (offs_dv[None, :] < DV)", "io = (offs_dv[None, :] < DV)"),
      "δ: the O and dO loads read the block's rows past the sequence end"),
 )
 
-_MODULES = {"attn_fwd": fwd, "seq_bounds": fwd, "load_kv": fwd, "attn_bwd_dq": bwd, "attn_bwd_dkdv": bwd,
-            "attn_bwd_delta": bwd}
+_MODULES = {"attn_fwd": fwd, "seq_bounds": fwd, "load_kv": fwd, "add_bias": fwd, "attn_bwd_dq": bwd,
+            "attn_bwd_dkdv": bwd, "_dkdv_step": bwd, "attn_bwd_delta": bwd}
 BOUNDS_QUICK = {"table rows": 1, "windows": ["both"], "BLOCK_D": 256,
                 "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 BOUNDS_DEEP = dict(BOUNDS_QUICK, **{"table rows": "all", "windows": ["none", "both", "causal"]})
