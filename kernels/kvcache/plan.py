@@ -17,7 +17,6 @@ minimum) so the obligation can run it on symbolic integers; ``INT_OPS`` is plain
 """
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
@@ -118,6 +117,3 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
         s *= 2
     return SplitChoice(s, pairs, target, longest, cap)
 
-
-def next_pow2(x: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, x))))

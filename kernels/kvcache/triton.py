@@ -32,14 +32,13 @@ import triton
 import triton.language as tl
 
 from ..interpreter import interpreting
-from .plan import next_pow2
+from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, load_class, next_pow2, tile_shape
+from .config import TileShape as LaunchShape
 
 __all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
-           "launch_plan", "MAX_BLOCK_M"]
+           "launch_plan", "MAX_BLOCK_M", "config_kwargs"]
 
 LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
-#: rows per tile at most (G·Nq above this takes several M-tiles, each streaming the cache again)
-MAX_BLOCK_M = 128
 
 
 def _interpreter_loop_bounds():
@@ -62,12 +61,6 @@ def _interpreter_loop_bounds():
 
 if interpreting():
     _interpreter_loop_bounds()
-
-#: (BLOCK_N, num_warps, num_stages); the first is what ``tuning="first"`` runs. Decode streams K/V:
-#: deeper pipelines keep more bytes in flight, 128-key tiles halve the loop overhead, 8 warps suit
-#: the 64-row verify tiles. (128, 4, 3) holds 3 × 64 KiB of K/V tiles at d = 128: one program per SM.
-CONFIGS = [(64, 4, 3), (128, 4, 3), (64, 8, 4), (128, 8, 2)]
-
 
 @triton.jit
 def _split_range(s, n, NUM_SPLITS, BLOCK: tl.constexpr):
@@ -209,55 +202,62 @@ def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
     tl.store(LSE + b.to(tl.int64) * sl_b + h * sl_h + i * sl_n, lse)
 
 
-_tuned = triton.autotune(
-    configs=[triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st) for n, w, st in CONFIGS],
-    key=["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT"],  # not the split count: one tuning per tile shape
-)(kvcache_fwd)
+#: the autotuner's key: every compile-time constant of a launch (not the split count: one tuning per tile
+#: shape and load class; the load class by keeping one autotuner per candidate list and class, ``_tuner``)
+_TUNE_KEY = ["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT"]
 
 
-class LaunchShape(NamedTuple):
-    """Tile sizes of one call: BLOCK_M packed rows (≥ 16, the tl.dot minimum), M_TILES tiles of
-    them per KV head, BLOCK_D/BLOCK_DV the padded head dims."""
-
-    block_m: int
-    m_tiles: int
-    block_d: int
-    block_dv: int
+@functools.lru_cache(maxsize=None)
+def _tuner(load: str, configs: tuple):
+    """Triton's autotuner over ``configs`` for launches of one load class (its own cache of choices)."""
+    del load   # part of the cache key only: a class never reuses another class's timing
+    return triton.autotune(configs=[triton.Config({"BLOCK_N": c.block_n}, num_warps=c.num_warps,
+                                                  num_stages=c.num_stages) for c in configs],
+                           key=_TUNE_KEY)(kvcache_fwd)
 
 
 def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
-    rows = groups * n_q
-    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
-    return LaunchShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
+    """``config.tile_shape`` (kept under its old name for the tests and the bench)."""
+    return tile_shape(groups, n_q, d, dv)
 
 
 class Launch(NamedTuple):
     """Everything of a launch that depends on the call's shape only (cached per shape by ``launch_plan``):
-    the tile shape, the forward's grid, its compile-time constants (as the autotuner's key
-    orders them), the merge's grid and tile (None with one split), the key under which the autotuned
-    choice is kept (q's dtype, split or not, the constants: as the autotuner's key, which holds O's
-    dtype, and the partials are float32) and the keywords of ``tuning="first"``'s launch."""
+    the tile shape, the forward's grid, its compile-time constants (as the autotuner's key orders
+    them), the merge's grid and tile (None with one split), the load class and the candidate configs
+    (``config.candidates``), the key under which the autotuned choice is kept (q's dtype, split or not,
+    the load class, the constants: as the autotuner's key, which holds O's dtype, and the partials are
+    float32) and the keywords of ``tuning="first"``'s launch."""
 
     shape: LaunchShape
     grid: tuple
     consts: dict
     merge_grid: tuple | None
     block_s: int
+    load: str
+    configs: tuple
     tune_key: tuple
     first_kwargs: dict
 
 
+def config_kwargs(consts: dict, c: KernelConfig) -> dict:
+    """The launch keywords of constants ``consts`` run with configuration ``c``."""
+    return {**consts, "BLOCK_N": c.block_n, "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
-                has_right: bool, dtype: torch.dtype) -> Launch:
+                has_right: bool, dtype: torch.dtype, num_sms: int = 1) -> Launch:
     shape = launch_shape(G, Nq, D, Dv)
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
                   DOT_PREC="ieee" if dtype == torch.float32 else "tf32")
     merge = (B * Hkv * G * Nq,) if S > 1 else None
-    n, w, st = CONFIGS[0]
-    return Launch(shape, (B * Hkv * shape.m_tiles, S), consts, merge, max(16, next_pow2(S)),
-                  (dtype, S > 1, *consts.values()), {**consts, "BLOCK_N": n, "num_warps": w, "num_stages": st})
+    grid = (B * Hkv * shape.m_tiles, S)
+    load = load_class(grid[0] * S, num_sms)
+    configs = candidates(load, page_size)
+    return Launch(shape, grid, consts, merge, max(16, next_pow2(S)), load, configs,
+                  (dtype, S > 1, load, *consts.values()), config_kwargs(consts, configs[0]))
 
 
 #: ``Launch.tune_key`` -> the launch keywords (constants and the chosen config's) of the configuration
@@ -267,24 +267,30 @@ def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page
 _CHOSEN: dict = {}
 
 
-def _launch_fwd(lp: "Launch", args, tuning: str):
+def _launch_fwd(lp: "Launch", args, tuning: str, config):
+    if config is not None:
+        kvcache_fwd[lp.grid](*args, **config_kwargs(lp.consts, config))
+        return
     if tuning == "first":
         kvcache_fwd[lp.grid](*args, **lp.first_kwargs)
         return
     kwargs = _CHOSEN.get(lp.tune_key)
     if kwargs is None:
-        _tuned[lp.grid](*args, **lp.consts)
-        _CHOSEN[lp.tune_key] = {**lp.consts, **_tuned.best_config.all_kwargs()}
+        tuner = _tuner(lp.load, lp.configs)
+        tuner[lp.grid](*args, **lp.consts)
+        _CHOSEN[lp.tune_key] = {**lp.consts, **tuner.best_config.all_kwargs()}
         return
     kvcache_fwd[lp.grid](*args, **kwargs)
 
 
-def forward(q, k_cache, v_cache, call, *, tuning: str):
-    """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32."""
+def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None):
+    """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32. ``config``: run this
+    ``KernelConfig`` instead of the tuned or first one (the bench's forced-config sweep)."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
-    lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype)
+    lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype,
+                     call.num_sms)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:
@@ -303,7 +309,7 @@ def forward(q, k_cache, v_cache, call, *, tuning: str):
     args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
             call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles, call.capacity,
             call.num_pages)
-    _launch_fwd(lp, args, tuning)
+    _launch_fwd(lp, args, tuning, config)
     if lp.merge_grid is not None:
         kvcache_merge[lp.merge_grid](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
                                      *lse.stride(), BLOCK_S=lp.block_s, BLOCK_DV=lp.shape.block_dv)

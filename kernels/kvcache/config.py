@@ -1,0 +1,86 @@
+"""The KV-cache kernel's launch configuration as pure functions of the call's shape (no torch, no Triton).
+
+Two choices, made here and nowhere else:
+
+* the **tile of packed rows** (``tile_shape``): the G = Hq / Hkv query heads of one KV head times the Nq
+  new queries form the rows r = g·Nq + i of one tile of BLOCK_M rows (≥ 16, the ``tl.dot`` minimum;
+  several tiles above ``MAX_BLOCK_M``, each streaming the cache again);
+* the **kernel configuration** (``candidates``): BLOCK_N keys per tile, warps and pipeline stages.
+  Decode is memory-bound and its cost is the K/V stream of each program, which does not depend on Nq:
+  so the candidates depend on the load (how many programs share the SMs: ``load_class``), the head dims
+  and the page size, never on Nq. A decode call (Nq = 1) therefore gets exactly the candidates, in the
+  same order, of a verify call (Nq = 5) of the same load: the autotuner times them per tile shape and
+  load class, ``tuning="first"`` runs the first.
+
+Why the load class: Triton's autotuner keeps one choice per key. Keyed by the tile alone, the choice
+timed at B = 64 (1024 programs, bandwidth-bound: every config streams at the copy rate) was reused at
+B = 1 with 128 split programs (one per SM, latency-bound: only the bytes each program keeps in flight
+count), where it can be the wrong one; the H200 run of 2026-11-30 saw Nq = 1 floor at 0.146 ms where
+Nq = 5, keyed and tuned separately, reached 0.091 ms.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["KernelConfig", "TileShape", "CONFIGS", "MAX_BLOCK_M", "LOAD_CLASSES", "tile_shape", "load_class",
+           "candidates", "next_pow2"]
+
+#: rows per tile at most (G·Nq above this takes several M-tiles, each streaming the cache again)
+MAX_BLOCK_M = 128
+
+
+class KernelConfig(NamedTuple):
+    """One Triton configuration of ``kvcache_fwd``: keys per tile, warps, software-pipeline stages."""
+
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+#: Every configuration the kernel is built with. Shared memory per program at d = 128, bf16 (sm_90
+#: cubins, ``tests/test_kvcache_compile.py``): (64, 4, 3) 70 KiB (3 programs per SM), (128, 4, 3)
+#: 136 KiB (1 per SM), (64, 8, 4) 102 KiB (2), (128, 8, 2) 72 KiB (3).
+CONFIGS = (KernelConfig(64, 4, 3), KernelConfig(128, 4, 3), KernelConfig(64, 8, 4), KernelConfig(128, 8, 2))
+
+#: ``load_class`` values: "few" — at most one program per SM (each SM streams one program's split: the
+#: bytes a program keeps in flight set the rate); "many" — more programs than SMs.
+LOAD_CLASSES = ("few", "many")
+
+
+class TileShape(NamedTuple):
+    """BLOCK_M packed rows per tile, M_TILES tiles per KV head, BLOCK_D / BLOCK_DV the padded head dims."""
+
+    block_m: int
+    m_tiles: int
+    block_d: int
+    block_dv: int
+
+
+def next_pow2(x: int) -> int:
+    """The smallest power of two ≥ x (1 for x ≤ 1)."""
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def tile_shape(groups: int, n_q: int, d: int, dv: int) -> TileShape:
+    """Rows r = g·Nq + i (g < groups, i < n_q) packed into tiles of a power of two ≥ 16 rows, at most
+    ``MAX_BLOCK_M``; head dims padded to a power of two ≥ 16."""
+    rows = groups * n_q
+    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+    return TileShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
+
+
+def load_class(programs: int, num_sms: int) -> str:
+    """"few" when the launch has at most one program per SM, else "many" (``LOAD_CLASSES``)."""
+    return "few" if programs <= max(1, num_sms) else "many"
+
+
+def candidates(load: str, page_size: int) -> tuple:
+    """The configurations the autotuner times for a launch of this load class (``load_class``) and page
+    size (0: contiguous), best guess first (what ``tuning="first"`` runs). Independent of Nq and of the
+    group size (module docstring). Until the bench's forced-config sweep (``ours-C*`` rows of
+    ``bench/kvcache.py``) has been read, every class gets ``CONFIGS`` in its order."""
+    if load not in LOAD_CLASSES:
+        raise ValueError(f"load must be one of {LOAD_CLASSES}, got {load!r}")
+    if page_size < 0:
+        raise ValueError(f"page_size must be 0 (contiguous) or a page length, got {page_size}")
+    return CONFIGS
