@@ -19,7 +19,10 @@
    cuDNN and FA2 on the contiguous cache (enable_gqa; if a backend refuses it, K/V expanded to Hq
    heads before timing — the note says so; SDPA runs without the causal corner at Nq = 5, its is_causal
    being top-left aligned; at Nq = 1 bottom-right causal is no mask at all), and ours at every forced
-   split count 1…64 (``ours-S*``, the data ``plan.choose_num_splits`` is fitted to). TB/s = bytes of K
+   split count 1…64 (``ours-S*``, the data ``plan.choose_num_splits`` is fitted to), and at the shapes of
+   ``CONFIG_SHAPES`` every kernel config of ``config.CONFIGS`` forced at the chosen split count, contiguous
+   (``ours-C*``) and paged (``ours-paged-C*``): the data ``config.candidates`` is ordered by. The host
+   time is also split into validation, ``forward`` (buffers and launches) and the buffers alone. TB/s = bytes of K
    and V read (B·Hkv·Nk·(D + Dv)·2) / time.
 4. examples/spec_e2e.py at its GPU size (speculation end to end; ``--skip-e2e`` leaves it out;
    ``scripts/gpu_kvcache.sh`` runs it as its own step).
@@ -362,6 +365,9 @@ def sdpa_runner(backend_name, q, k, v):
 SWEEP = (1, 2, 4, 8, 16, 32, 64)
 #: the batch sizes of the 16k sweep (Hq/Hkv = 32/8, decode and verify)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: the shapes (B, Hq, Hkv, Nq, Nk) whose kernel configs are forced one by one (``ours-configs``)
+CONFIG_SHAPES = {(b, 32, 8, nq, 16384) for b in (1, 2, 8, 64) for nq in (1, 5)} | {
+    (64, 32, 8, nq, 32768) for nq in (1, 5)} | {(8, 64, 8, nq, 131072) for nq in (1, 5)}
 
 
 def _l2_bytes() -> int:
@@ -371,11 +377,37 @@ def _l2_bytes() -> int:
     return getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2 ** 20)
 
 
+def tuned_config(q, k, v, lens, table=None):
+    """The (BLOCK_N, num_warps, num_stages) the default call runs at this shape (after a call): the
+    autotuner's choice for its launch key, or the first candidate when nothing was tuned."""
+    from flashproof.kernels.kvcache import api
+    from flashproof.kernels.kvcache import triton as kv_triton
+    call = api.validate(q, k, v, cache_seqlens=lens, block_table=table, causal=True, window=None, scale=None,
+                        num_splits=None, backend="triton")
+    B, Hq, Nq, Dh = q.shape
+    lp = kv_triton.launch_plan(B, Hq // call.groups, call.groups, Nq, Dh, v.shape[-1], call.num_splits, call.page_size,
+                               False, True, q.dtype, call.num_sms)
+    kw = kv_triton._CHOSEN.get(lp.tune_key, lp.first_kwargs)
+    return f"({kw['BLOCK_N']}, {kw['num_warps']}, {kw['num_stages']}) {lp.load}"
+
+
+def allocs(q, S, Dv):
+    """The buffers one call allocates: out and lse, and with S > 1 the float32 partials."""
+    B, Hq, Nq, _ = q.shape
+    bufs = [torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device),
+            torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)]
+    if S > 1:
+        bufs += [torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device),
+                 torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)]
+    return bufs
+
+
 def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
     """Every provider's timings at one shape: rows of (provider, method) with ms, the range, TB/s of
     K/V read and its percentage of ``copy`` (the measured copy bandwidth, TB/s). ``tuning`` as
     ``attention_with_kvcache``'s (the CPU smoke test runs ``"first"``)."""
     from flashproof.kernels.kvcache import api, plan
+    from flashproof.kernels.kvcache import config as kv_config
     from flashproof.kernels.kvcache import triton as kv_triton
     kv_bytes = B * Hkv * Nk * 2 * D * 2
     n_copies = max(1, min(4, math.ceil(4 * _l2_bytes() / kv_bytes)))
@@ -411,13 +443,29 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
     if "ours" in providers:
         calls = [lambda q=q, k=k, v=v: attention_with_kvcache(q, k, v, cache_seqlens=lens, tuning=tuning)
                  for q, k, v in sets]
-        add("ours", "graph", guarded(lambda: graph_ms(calls)), f"num_splits={chosen}")
+        t = guarded(lambda: graph_ms(calls))
+        add("ours", "graph", t, f"num_splits={chosen}; config {tuned_config(*sets[0], lens)}")
         add("ours", "call", guarded(lambda: call_ms(calls[0])), f"num_splits={chosen}")
         add("ours", "host", guarded(lambda: host_us(calls[0])), "µs, whole call")
         q0, k0, v0 = sets[0]
         add("ours", "validate", guarded(lambda: host_us(lambda: api.validate(
             q0, k0, v0, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None, num_splits=None,
             backend="triton"))), "µs, validation alone")
+        call0 = api.validate(q0, k0, v0, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
+                             num_splits=None, backend="triton")
+        add("ours", "forward", guarded(lambda: host_us(lambda: kv_triton.forward(q0, k0, v0, call0, tuning=tuning))),
+            "µs, launches and buffers (validated once)")
+        add("ours", "allocs", guarded(lambda: host_us(lambda: allocs(q0, chosen, v0.shape[-1]))),
+            "µs, the output and partial buffers alone")
+    if "ours-configs" in providers:   # every kernel config forced, at the chosen split count, GPU time
+        for i, c in enumerate(kv_config.CONFIGS):
+            fwd = []
+            for q, k, v in sets:
+                call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None,
+                                    scale=None, num_splits=None, backend="triton")
+                fwd.append(lambda q=q, k=k, v=v, call=call, c=c: kv_triton.forward(q, k, v, call, tuning=tuning,
+                                                                                   config=c))
+            add(f"ours-C{i}", "graph", guarded(lambda: graph_ms(fwd)), f"config {tuple(c)} forced")
     for name, page in (("ours-paged", PAGE), ("ours-paged-big", BIG_PAGE)):
         if name not in providers or Nk % page:
             continue
@@ -429,7 +477,17 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
         calls = [lambda q=q, kp=kp, vp=vp, t=t: attention_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
                                                                        tuning=tuning)
                  for q, kp, vp, t in paged]
-        add(name, "graph", guarded(lambda: graph_ms(calls)), f"num_splits={chosen}, page {page}")
+        add(name, "graph", guarded(lambda: graph_ms(calls)),
+            f"num_splits={chosen}, page {page}; config {tuned_config(*paged[0][:3], lens, paged[0][3])}")
+        if name == "ours-paged" and "ours-paged-configs" in providers:
+            for i, c in enumerate(kv_config.CONFIGS):
+                fwd = []
+                for q, kp, vp, t in paged:
+                    call = api.validate(q, kp, vp, cache_seqlens=lens, block_table=t, causal=True, window=None,
+                                        scale=None, num_splits=None, backend="triton")
+                    fwd.append(lambda q=q, kp=kp, vp=vp, call=call, c=c: kv_triton.forward(
+                        q, kp, vp, call, tuning=tuning, config=c))
+                add(f"ours-paged-C{i}", "graph", guarded(lambda: graph_ms(fwd)), f"config {tuple(c)} forced, page {page}")
         del paged, calls
         torch.cuda.empty_cache()
     if "ours-splits" in providers:  # the split heuristic's inputs: every forced split count, GPU time
@@ -493,16 +551,34 @@ def print_tables(rows, shapes, copy):
               f"| {_ratio(c, o)} | {_ms(p)} | {_ratio(p, o)} | {_ratio(pb, o)} | {_ms(f)} |")
     print("\nOne call, host work included (CUDA events around a single call after a sync; median of 15), and "
           "the host time of a call (µs; median of 3 blocks of 20 calls issued back to back)")
-    print("| B | Hq/Hkv | Nq | Nk | ours ms | cuDNN ms | cuDNN/ours | ours host µs | of which validation µs | "
-          "cuDNN host µs |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| B | Hq/Hkv | Nq | Nk | ours ms | ours GPU ms | cuDNN ms | cuDNN/ours | ours host µs | validation µs "
+          "| forward µs | of which buffers µs | cuDNN host µs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
-        o, c = _get(rows, s, "ours", "call"), _get(rows, s, "sdpa-cudnn", "call")
+        o, c, og = _get(rows, s, "ours", "call"), _get(rows, s, "sdpa-cudnn", "call"), _get(rows, s, "ours", "graph")
         oh, vh, ch = _get(rows, s, "ours", "host"), _get(rows, s, "ours", "validate"), _get(rows, s, "sdpa-cudnn", "host")
+        fh, ah = _get(rows, s, "ours", "forward"), _get(rows, s, "ours", "allocs")
         if o is None:
             continue
-        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {_ms(o)} | {_ms(c)} | {_ratio(c, o)} | {_ms(oh, 1)} "
-              f"| {_ms(vh, 1)} | {_ms(ch, 1)} |")
+        print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {_ms(o)} | {_ms(og)} | {_ms(c)} | {_ratio(c, o)} "
+              f"| {_ms(oh, 1)} | {_ms(vh, 1)} | {_ms(fh, 1)} | {_ms(ah, 1)} | {_ms(ch, 1)} |")
+    if any(r["provider"].startswith(("ours-C", "ours-paged-C")) for r in rows):
+        from flashproof.kernels.kvcache.config import CONFIGS
+        cols = [f"C{i}={c.block_n},{c.num_warps},{c.num_stages}" for i, c in enumerate(CONFIGS)]
+        print("\nForced kernel configs (BLOCK_N, warps, stages) at the chosen split count (GPU time, graph replay, ms); "
+              "default: what the default call ran (autotuned per tile and load class)")
+        print(f"| B | Hq/Hkv | Nq | Nk | S | {' | '.join(cols)} | default ms | default config | "
+              f"paged-{PAGE} {' | paged '.join(f'C{i}' for i in range(len(CONFIGS)))} |")
+        print("|---|---|---|---|---|" + "---|" * (2 * len(cols) + 2))
+        for s in shapes:
+            got = [_get(rows, s, f"ours-C{i}", "graph") for i in range(len(CONFIGS))]
+            pg = [_get(rows, s, f"ours-paged-C{i}", "graph") for i in range(len(CONFIGS))]
+            o = _get(rows, s, "ours", "graph")
+            if not any(got) and not any(pg):
+                continue
+            conf = o["note"].split("config ", 1)[-1] if o and "config " in o["note"] else "-"
+            print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {o['chosen_splits'] if o else '-'} | "
+                  + " | ".join(_ms(r) for r in got) + f" | {_ms(o)} | {conf} | " + " | ".join(_ms(r) for r in pg) + " |")
     if any(r["provider"].startswith("ours-S") for r in rows):
         cols = [f"S={n}" for n in SWEEP]
         print("\nForced split counts (GPU time, graph replay, ms); chosen: plan.choose_num_splits")
@@ -553,8 +629,11 @@ def main(argv=None):
     p.add_argument("--skip-e2e", action="store_true", help="leave out examples/spec_e2e.py")
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new shape once this many seconds have passed (the tables then say which are missing)")
-    p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits",
-                   help="ours-splits: ours at every forced split count 1..64 (GPU time)")
+    p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits,"
+                   "ours-configs,ours-paged-configs",
+                   help="ours-splits: ours at every forced split count 1..64; ours-configs / ours-paged-configs: "
+                   "every kernel config forced at the chosen split count (GPU time; the configs at the shapes "
+                   "of CONFIG_SHAPES only)")
     args = p.parse_args(argv)
     providers = args.providers.split(",")
     t0 = time.time()
@@ -563,7 +642,9 @@ def main(argv=None):
     copy = copy_tbps()
     print(f"copy bandwidth: {copy:.2f} TB/s (read + write)", flush=True)
     shapes = [(64, 32, 8, nq, 32768) for nq in (1, 5)] + [(8, 64, 8, nq, 131072) for nq in (1, 5)]
-    shapes += [(b, 32, 8, nq, 16384) for nq in (1, 5) for b in BATCHES]
+    # the small batches first (where decode is latency-bound and the forced configs are timed), so a
+    # budget that runs out leaves out large-batch rows
+    shapes += sorted(((b, 32, 8, nq, 16384) for nq in (1, 5) for b in BATCHES), key=lambda s: (s[0] > 8, s[0], s[3]))
     rows = []
     partial = os.path.splitext(args.out)[0] + "-partial.json"   # what a run cut short leaves
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -572,7 +653,8 @@ def main(argv=None):
         if args.budget_s and time.time() - t0 > args.budget_s:
             skipped.append(s)
             continue
-        r = time_shape(*s, providers, seed=100 + i, copy=copy)
+        here = [x for x in providers if s in CONFIG_SHAPES or x not in ("ours-configs", "ours-paged-configs")]
+        r = time_shape(*s, here, seed=100 + i, copy=copy)
         rows += r
         with open(partial, "w") as f:
             json.dump({"copy_tbps": copy, "checks": checks, "rows": rows}, f, default=str)

@@ -44,13 +44,16 @@ def cpu_bench(monkeypatch):
 
 def test_time_shape_rows_and_tables(cpu_bench, capsys):
     shape = (2, 4, 2, 1, 64)
-    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "sdpa-cudnn"], seed=0, copy=4.0,
-                            tuning="first")
+    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "ours-configs",
+                                     "ours-paged-configs", "sdpa-cudnn"], seed=0, copy=4.0, tuning="first")
     assert cpu_bench, "no call ran"
     got = {(r["provider"], r["method"]) for r in rows}
     assert {("ours", "graph"), ("ours", "call"), ("ours", "host"), ("ours", "validate"),
             ("ours-paged", "graph"), ("ours-paged-big", "graph")} <= got
     assert {(f"ours-S{s}", "graph") for s in bench.SWEEP} <= got
+    from flashproof.kernels.kvcache.config import CONFIGS
+    assert {(f"ours{p}-C{i}", "graph") for i in range(len(CONFIGS)) for p in ("", "-paged")} <= got
+    assert {("ours", "forward"), ("ours", "allocs")} <= got
     ours = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "graph"))
     kv_bytes = 2 * 2 * 64 * 2 * 16 * 2                       # B·Hkv·Nk·(D + Dv)·2 bytes
     assert ours["tbps"] == pytest.approx(kv_bytes / 1e12 / 2e-3)
@@ -62,7 +65,7 @@ def test_time_shape_rows_and_tables(cpu_bench, capsys):
     assert cudnn and all(r["ms"] is None and "refused" in r["note"] for r in cudnn)
     meet = bench.print_tables(rows, [shape], 4.0)
     out = capsys.readouterr().out
-    assert "% of copy" in out and "cuDNN/ours" in out and "best S" in out
+    assert "% of copy" in out and "cuDNN/ours" in out and "best S" in out and "Forced kernel configs" in out
     assert meet == [dict(shape=shape, vs_cudnn=None, pct_copy=ours["pct_copy"], paged=1.0)]
     assert "paged-32/contig" in out
 
