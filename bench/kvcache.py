@@ -22,7 +22,9 @@
    split count 1…64 (``ours-S*``, the data ``plan.choose_num_splits`` is fitted to), and at the shapes of
    ``CONFIG_SHAPES`` every kernel config of ``config.CONFIGS`` forced at the chosen split count, contiguous
    (``ours-C*``) and paged (``ours-paged-C*``): the data ``config.candidates`` is ordered by. The host
-   time is also split into validation, ``forward`` (buffers and launches) and the buffers alone. TB/s = bytes of K
+   time is also split into validation, ``forward`` (buffers and launches) and the buffers alone; with
+   splits, ``ours-merge-kernel`` times the merge as a second launch (``fused_merge=False``) beside the
+   default, which merges in the last program of each tile. TB/s = bytes of K
    and V read (B·Hkv·Nk·(D + Dv)·2) / time.
 4. examples/spec_e2e.py at its GPU size (speculation end to end; ``--skip-e2e`` leaves it out;
    ``scripts/gpu_kvcache.sh`` runs it as its own step).
@@ -457,6 +459,15 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
             "µs, launches and buffers (validated once)")
         add("ours", "allocs", guarded(lambda: host_us(lambda: allocs(q0, chosen, v0.shape[-1]))),
             "µs, the output and partial buffers alone")
+    if "ours-merge-kernel" in providers and chosen > 1:   # A/B: the splits merged by the second launch
+        fwd = []
+        for q, k, v in sets:
+            call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
+                                num_splits=None, backend="triton")
+            fwd.append(lambda q=q, k=k, v=v, call=call: kv_triton.forward(q, k, v, call, tuning=tuning,
+                                                                          fused_merge=False))
+        add("ours-merge-kernel", "graph", guarded(lambda: graph_ms(fwd)), "merge kernel (2 launches), validated once")
+        add("ours-merge-kernel", "forward", guarded(lambda: host_us(fwd[0])), "µs, launches and buffers")
     if "ours-configs" in providers:   # every kernel config forced, at the chosen split count, GPU time
         for i, c in enumerate(kv_config.CONFIGS):
             fwd = []
@@ -552,16 +563,17 @@ def print_tables(rows, shapes, copy):
     print("\nOne call, host work included (CUDA events around a single call after a sync; median of 15), and "
           "the host time of a call (µs; median of 3 blocks of 20 calls issued back to back)")
     print("| B | Hq/Hkv | Nq | Nk | ours ms | ours GPU ms | cuDNN ms | cuDNN/ours | ours host µs | validation µs "
-          "| forward µs | of which buffers µs | cuDNN host µs |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| forward µs | of which buffers µs | cuDNN host µs | merge-kernel GPU ms | merge-kernel forward µs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
         o, c, og = _get(rows, s, "ours", "call"), _get(rows, s, "sdpa-cudnn", "call"), _get(rows, s, "ours", "graph")
         oh, vh, ch = _get(rows, s, "ours", "host"), _get(rows, s, "ours", "validate"), _get(rows, s, "sdpa-cudnn", "host")
         fh, ah = _get(rows, s, "ours", "forward"), _get(rows, s, "ours", "allocs")
+        mg, mf = _get(rows, s, "ours-merge-kernel", "graph"), _get(rows, s, "ours-merge-kernel", "forward")
         if o is None:
             continue
         print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {_ms(o)} | {_ms(og)} | {_ms(c)} | {_ratio(c, o)} "
-              f"| {_ms(oh, 1)} | {_ms(vh, 1)} | {_ms(fh, 1)} | {_ms(ah, 1)} | {_ms(ch, 1)} |")
+              f"| {_ms(oh, 1)} | {_ms(vh, 1)} | {_ms(fh, 1)} | {_ms(ah, 1)} | {_ms(ch, 1)} | {_ms(mg)} | {_ms(mf, 1)} |")
     if any(r["provider"].startswith(("ours-C", "ours-paged-C")) for r in rows):
         from flashproof.kernels.kvcache.config import CONFIGS
         cols = [f"C{i}={c.block_n},{c.num_warps},{c.num_stages}" for i, c in enumerate(CONFIGS)]
@@ -630,8 +642,9 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new shape once this many seconds have passed (the tables then say which are missing)")
     p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits,"
-                   "ours-configs,ours-paged-configs",
-                   help="ours-splits: ours at every forced split count 1..64; ours-configs / ours-paged-configs: "
+                   "ours-configs,ours-paged-configs,ours-merge-kernel",
+                   help="ours-merge-kernel: splits merged by the second launch instead of in the last program; "
+                   "ours-splits: ours at every forced split count 1..64; ours-configs / ours-paged-configs: "
                    "every kernel config forced at the chosen split count (GPU time; the configs at the shapes "
                    "of CONFIG_SHAPES only)")
     args = p.parse_args(argv)

@@ -45,7 +45,8 @@ def cpu_bench(monkeypatch):
 def test_time_shape_rows_and_tables(cpu_bench, capsys):
     shape = (2, 4, 2, 1, 64)
     rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "ours-configs",
-                                     "ours-paged-configs", "sdpa-cudnn"], seed=0, copy=4.0, tuning="first")
+                                     "ours-paged-configs", "ours-merge-kernel", "sdpa-cudnn"], seed=0, copy=4.0,
+                            tuning="first")
     assert cpu_bench, "no call ran"
     got = {(r["provider"], r["method"]) for r in rows}
     assert {("ours", "graph"), ("ours", "call"), ("ours", "host"), ("ours", "validate"),
@@ -97,3 +98,13 @@ def test_reference_over_several_requests(monkeypatch):
     ref, mags = bench.reference(q, k, v, [3, 9], causal=True, window=None, scale=D ** -0.5)
     assert ref["out"].shape == (B, Hq, Nq, D)
     assert mags["bound_inputs"]["n_k"] == 9 and mags["out"] == max(v[0, :, :3].abs().max(), v[1].abs().max())
+
+
+def test_merge_kernel_rows_where_there_are_splits(cpu_bench, monkeypatch):
+    """With splits (132 SMs stood in for the CPU's one), the A/B rows of the merge kernel are there."""
+    from flashproof.kernels.kvcache import api
+    monkeypatch.setattr(api, "_sm_count", lambda device: 132)
+    rows = bench.time_shape(1, 2, 1, 1, 1024, ["ours-merge-kernel"], seed=0, copy=4.0, tuning="first")
+    assert {(r["provider"], r["method"]) for r in rows} == {("ours-merge-kernel", "graph"),
+                                                           ("ours-merge-kernel", "forward")}
+    assert all(r["chosen_splits"] == 2 and r["ms"] is not None for r in rows)

@@ -36,7 +36,8 @@ def _fwd_signature(fn, dt, out_dt, consts):
     """(signature, constexprs, attrs) of ``kvcache_fwd`` as a launch on contiguous caches with
     d = 128 specialises it: unit head-dim strides are constants, pointers and the other strides
     are known multiples of 16 (what lets the loads vectorise and go asynchronous)."""
-    ptr = {"Q": dt, "K": dt, "V": dt, "O": out_dt, "LSE": "fp32", "SEQLENS": "i32", "TABLE": "i32"}
+    ptr = {"Q": dt, "K": dt, "V": dt, "O": out_dt, "LSE": "fp32", "SEQLENS": "i32", "TABLE": "i32", "FO": dt,
+           "FLSE": "fp32", "SEM": "i32"}
     sig, consts, attrs = {}, dict(consts), {}
     for idx, p in enumerate(fn.params):
         if p.is_constexpr:
@@ -95,20 +96,21 @@ def compile_all():
         except Exception as e:  # noqa: BLE001 - reported by the test
             failures.append((name, f"{type(e).__name__}: {e}"[:400]))
 
-    # every autotune config on the decode and verify tiles; the first (tuning="first") must also fit
-    # the H200's shared memory per block
+    # every config on the decode tile with splits merged in the kernel and on the verify tile writing the
+    # result directly; every config must fit the H200's shared memory per block (each is a candidate)
     for i, (block_n, warps, stages) in enumerate(CONFIGS):
-        for variant in ("contig/G4xNq1", "paged64/G8xNq5"):
-            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32")
-            sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", "bf16", consts)
-            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}", warps,
-                  attrs, _streams if i else _fits_and_streams, stages)
+        for variant, out_dt, fused in (("contig/G4xNq1", "fp32", True), ("paged64/G8xNq5", "bf16", False)):
+            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32", FUSED=fused)
+            sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", out_dt, consts)
+            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}/fused={fused}",
+                  warps, attrs, _fits_and_streams, stages)
     for dt in DTYPES:
         for variant, consts in VARIANTS.items():
             consts = dict(consts, DOT_PREC="ieee" if dt == "fp32" else "tf32")
-            for out_dt in sorted({dt, "fp32"}):
-                sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, consts)
-                build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}", 4, attrs, _streams)
+            # the result directly (S = 1), float32 partials for the merge kernel, partials merged in the kernel
+            for out_dt, fused in sorted({(dt, False), ("fp32", False), ("fp32", True)}):
+                sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, dict(consts, FUSED=fused))
+                build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}/fused={fused}", 4, attrs, _streams)
         consts = dict(BLOCK_S=64, BLOCK_DV=128)
         sig = {p.name: "constexpr" if p.is_constexpr else "i32" for p in kvcache_merge.params}
         sig.update(OP="*fp32", LP="*fp32", O=f"*{dt}", LSE="*fp32")
@@ -122,7 +124,9 @@ def test_kvcache_kernels_compile_to_sm90_cubins():
                        timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     from flashproof.kernels.kvcache.triton import CONFIGS
-    n = 2 * len(CONFIGS) + sum(len(VARIANTS) * len({dt, "fp32"}) + 1 for dt in DTYPES)  # fp32: one output dtype
+    # per dtype: direct, partials and fused partials (fp32: direct and partials coincide), and the merge kernel
+    n = 2 * len(CONFIGS) + sum(len(VARIANTS) * len({(dt, False), ("fp32", False), ("fp32", True)}) + 1
+                               for dt in DTYPES)
     assert f"compiled {n} of {n}" in r.stdout, r.stdout[-2000:]
 
 

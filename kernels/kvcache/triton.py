@@ -72,7 +72,7 @@ def _split_range(s, n, NUM_SPLITS, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
+def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE, FO, FLSE, SEM,
                 sq_b, sq_h, sq_n, sq_d,
                 sk_0, sk_1, sk_h, sk_d,            # key row (outer, position-or-slot), head, dim strides
                 sv_0, sv_1, sv_h, sv_d,
@@ -82,7 +82,7 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
                 qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES, CAPACITY, NUM_PAGES,
                 D: tl.constexpr, DV: tl.constexpr, GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr,
-                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr):
+                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr, FUSED: tl.constexpr):
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16 and BLOCK_D >= 16 and BLOCK_DV >= 16)  # tl.dot minimum
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -165,9 +165,51 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))  # ÷ log2 e: natural log
     out = tl.where(bad != 0, float("nan"), out)
     lse = tl.where(bad != 0, float("nan"), lse)
-    o_ptr = O + split * so_s + b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d
-    tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
-    tl.store(LSE + split * sl_s + b64 * sl_b + h * sl_h + i * sl_n, lse, mask=row_ok)
+    o_off = b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d     # (BLOCK_M, BLOCK_DV)
+    l_off = b64 * sl_b + h * sl_h + i * sl_n                                                 # (BLOCK_M,)
+    o_ok = row_ok[:, None] & dv_ok[None, :]
+    tl.store(O + split * so_s + o_off, out.to(O.dtype.element_ty), mask=o_ok)
+    tl.store(LSE + split * sl_s + l_off, lse, mask=row_ok)
+    if FUSED:
+        # The last of the tile's NUM_SPLITS programs to finish merges every split's partial. The barrier
+        # orders all threads' partial stores before the release of the (one-thread) ticket; the acquire
+        # of the last ticket orders the loads after every other program's stores; the loads bypass L1.
+        tl.debug_barrier()
+        ticket = tl.atomic_add(SEM + pid, 1, sem="acq_rel", scope="gpu")
+        if ticket == NUM_SPLITS - 1:
+            _merge_tile(O, LSE, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS, BLOCK_M, BLOCK_DV)
+            tl.atomic_xchg(SEM + pid, 0, sem="relaxed", scope="gpu")   # the counter is zero again for the next call
+
+
+@triton.jit
+def _merge_tile(OP, LP, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS,
+                BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """The merge rule over the NUM_SPLITS float32 partials of one tile's rows, folded one split at a
+    time with the running largest lse as the rescale reference (an empty split weighs 0; a NaN partial,
+    a bad request's, makes the row NaN): FO[o_off] = Σ_s e^{lse_s − lse} out_s, FLSE[l_off] = lse."""
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK_M], tl.float32)
+    num = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    poisoned = tl.zeros([BLOCK_M], tl.int32)
+    for t in range(0, NUM_SPLITS):
+        lse_t = tl.load(LP + t * sl_s + l_off, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
+        poisoned = poisoned | (lse_t != lse_t).to(tl.int32)
+        lse_t = tl.where(lse_t != lse_t, float("-inf"), lse_t)
+        m_new = tl.maximum(m, lse_t)
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)       # nothing yet: never (−∞) − (−∞)
+        alpha = tl.exp(m - m_ref)
+        w = tl.exp(lse_t - m_ref)                                   # an empty split: 0
+        o_t = tl.load(OP + t * so_s + o_off, mask=o_ok, other=0.0, cache_modifier=".cg")
+        num = num * alpha[:, None] + w[:, None] * o_t
+        den = den * alpha + w
+        m = m_new
+    den_safe = tl.where(den > 0, den, 1.0)
+    out = tl.where(den[:, None] > 0, num / den_safe[:, None], 0.0)
+    lse = tl.where(den > 0, m + tl.log(den_safe), float("-inf"))
+    out = tl.where(poisoned[:, None] != 0, float("nan"), out)
+    lse = tl.where(poisoned != 0, float("nan"), lse)
+    tl.store(FO + o_off, out.to(FO.dtype.element_ty), mask=o_ok)
+    tl.store(FLSE + l_off, lse, mask=row_ok)
 
 
 @triton.jit
@@ -204,7 +246,8 @@ def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
 
 #: the autotuner's key: every compile-time constant of a launch (not the split count: one tuning per tile
 #: shape and load class; the load class by keeping one autotuner per candidate list and class, ``_tuner``)
-_TUNE_KEY = ["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT"]
+_TUNE_KEY = ["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT",
+             "FUSED"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -247,12 +290,12 @@ def config_kwargs(consts: dict, c: KernelConfig) -> dict:
 
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
-                has_right: bool, dtype: torch.dtype, num_sms: int = 1) -> Launch:
+                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool = True) -> Launch:
     shape = launch_shape(G, Nq, D, Dv)
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
-                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32")
-    merge = (B * Hkv * G * Nq,) if S > 1 else None
+                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=S > 1 and fused_merge)
+    merge = (B * Hkv * G * Nq,) if S > 1 and not fused_merge else None
     grid = (B * Hkv * shape.m_tiles, S)
     load = load_class(grid[0] * S, num_sms)
     configs = candidates(load, page_size)
@@ -283,32 +326,57 @@ def _launch_fwd(lp: "Launch", args, tuning: str, config):
     kvcache_fwd[lp.grid](*args, **kwargs)
 
 
-def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None):
+#: (device, stream) -> the int32 tickets of the fused merge, one per (request, KV head, M-tile), zero
+#: between calls (the last program of a tile resets its own); one buffer per stream, so calls on two
+#: streams never share a counter
+_TICKETS: dict = {}
+
+
+def tickets(device: torch.device, n: int) -> torch.Tensor:
+    """At least ``n`` zeroed int32 tickets for a fused-merge launch on the current stream. While a CUDA
+    graph is being captured, a fresh zeroed buffer (a memset node of the graph): a buffer kept here must
+    not come from the graph's private memory pool."""
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return torch.zeros(n, dtype=torch.int32, device=device)
+        key = (device, torch.cuda.current_stream(device).cuda_stream)
+    else:
+        key = (device, 0)
+    buf = _TICKETS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = _TICKETS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return buf
+
+
+def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None, fused_merge: bool = True):
     """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32. ``config``: run this
-    ``KernelConfig`` instead of the tuned or first one (the bench's forced-config sweep)."""
+    ``KernelConfig`` instead of the tuned or first one (the bench's forced-config sweep). With splits,
+    ``fused_merge`` merges in the last program of each tile (one launch) instead of in ``kvcache_merge``
+    (a second launch); the bench times both."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
     lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype,
-                     call.num_sms)
+                     call.num_sms, fused_merge)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:
         o_buf, l_buf = out, lse
         so, sl = (0, *out.stride()), (0, *lse.stride())
-    else:
+    else:   # the partials share out's and lse's strides (both contiguous), with a split stride in front
         o_buf = torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device)
         l_buf = torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)
         so, sl = o_buf.stride(), l_buf.stride()
+    sem = tickets(q.device, lp.grid[0]) if lp.consts["FUSED"] else call.cache_seqlens   # never read unfused
     ks, vs = k_cache.stride(), v_cache.stride()
     if call.page_size:
         table, st_b = call.block_table, call.block_table.stride(0)
     else:   # (B, Hkv, Nmax, ·): pass (b, position, head, dim) strides
         ks, vs = (ks[0], ks[2], ks[1], ks[3]), (vs[0], vs[2], vs[1], vs[3])
         table, st_b = call.cache_seqlens, 0    # never read
-    args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
-            call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles, call.capacity,
-            call.num_pages)
+    args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, out, lse, sem, *q.stride(), *ks, *vs, *so,
+            *sl, st_b, call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles,
+            call.capacity, call.num_pages)
     _launch_fwd(lp, args, tuning, config)
     if lp.merge_grid is not None:
         kvcache_merge[lp.merge_grid](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
