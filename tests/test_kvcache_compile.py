@@ -79,7 +79,7 @@ def compile_all():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from flashproof.kernels.kvcache.triton import CONFIGS, kvcache_fwd, kvcache_merge
+    from flashproof.kernels.kvcache.triton import CONFIGS, kvcache_fwd, kvcache_merge, merge_stages
 
     names, failures = [], []
 
@@ -100,7 +100,8 @@ def compile_all():
     # result directly; every config must fit the H200's shared memory per block (each is a candidate)
     for i, (block_n, warps, stages) in enumerate(CONFIGS):
         for variant, out_dt, fused in (("contig/G4xNq1", "fp32", True), ("paged64/G8xNq5", "bf16", False)):
-            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32", FUSED=fused)
+            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32", FUSED=fused,
+                          MERGE_STAGES=merge_stages(VARIANTS[variant]["BLOCK_M"], VARIANTS[variant]["BLOCK_DV"]))
             sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", out_dt, consts)
             build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}/fused={fused}",
                   warps, attrs, _fits_and_streams, stages)
@@ -109,8 +110,10 @@ def compile_all():
             consts = dict(consts, DOT_PREC="ieee" if dt == "fp32" else "tf32")
             # the result directly (S = 1), float32 partials for the merge kernel, partials merged in the kernel
             for out_dt, fused in sorted({(dt, False), ("fp32", False), ("fp32", True)}):
-                sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, dict(consts, FUSED=fused))
-                build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}/fused={fused}", 4, attrs, _streams)
+                sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, dict(consts, FUSED=fused, MERGE_STAGES=merge_stages(
+                    consts["BLOCK_M"], consts["BLOCK_DV"])))
+                build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}/fused={fused}", 4, attrs,
+                      _fits_and_streams)
         consts = dict(BLOCK_S=64, BLOCK_DV=128)
         sig = {p.name: "constexpr" if p.is_constexpr else "i32" for p in kvcache_merge.params}
         sig.update(OP="*fp32", LP="*fp32", O=f"*{dt}", LSE="*fp32")

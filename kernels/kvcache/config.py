@@ -14,13 +14,15 @@ Two choices, made here and nowhere else:
 
 Why the load class: Triton's autotuner keeps one choice per key. Keyed by the tile alone, the choice
 timed at B = 64 (1024 programs, bandwidth-bound: every config streams at the copy rate) was reused at
-B = 1 with 128 split programs (one per SM, latency-bound: only the bytes each program keeps in flight
-count), where it can be the wrong one; the H200 run of 2026-11-30 saw Nq = 1 floor at 0.146 ms where
+B = 1 with 256 split programs of 512 keys each (latency-bound: the bytes each program keeps in flight
+and its loop's prologue count), where it can be the wrong one; the H200 run of 2026-11-30 saw Nq = 1 floor at 0.146 ms where
 Nq = 5, keyed and tuned separately, reached 0.091 ms.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from .plan import PROGRAMS_PER_SM
 
 __all__ = ["KernelConfig", "TileShape", "CONFIGS", "MAX_BLOCK_M", "LOAD_CLASSES", "tile_shape", "load_class",
            "candidates", "next_pow2"]
@@ -43,8 +45,10 @@ class KernelConfig(NamedTuple):
 CONFIGS = (KernelConfig(64, 4, 3), KernelConfig(128, 4, 3), KernelConfig(64, 8, 4), KernelConfig(128, 8, 2))
 
 #: ``load_class`` values: "few" — at most one program per SM (each SM streams one program's split: the
-#: bytes a program keeps in flight set the rate); "many" — more programs than SMs.
-LOAD_CLASSES = ("few", "many")
+#: bytes a program keeps in flight set the rate); "some" — up to ``plan.PROGRAMS_PER_SM`` per SM (what
+#: the split rule aims at: every launch with splits lands here or in "few"); "many" — more (large
+#: batches without splits, bandwidth-bound).
+LOAD_CLASSES = ("few", "some", "many")
 
 
 class TileShape(NamedTuple):
@@ -70,8 +74,10 @@ def tile_shape(groups: int, n_q: int, d: int, dv: int) -> TileShape:
 
 
 def load_class(programs: int, num_sms: int) -> str:
-    """"few" when the launch has at most one program per SM, else "many" (``LOAD_CLASSES``)."""
-    return "few" if programs <= max(1, num_sms) else "many"
+    """``LOAD_CLASSES``: "few" for at most one program per SM, "some" for at most ``PROGRAMS_PER_SM``,
+    else "many"."""
+    sms = max(1, num_sms)
+    return "few" if programs <= sms else "some" if programs <= PROGRAMS_PER_SM * sms else "many"
 
 
 def candidates(load: str, page_size: int) -> tuple:

@@ -36,7 +36,7 @@ from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, load_class, 
 from .config import TileShape as LaunchShape
 
 __all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
-           "launch_plan", "MAX_BLOCK_M", "config_kwargs"]
+           "launch_plan", "MAX_BLOCK_M", "config_kwargs", "merge_stages", "tickets"]
 
 LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
 
@@ -82,7 +82,7 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE, FO, FLSE, SEM,
                 qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES, CAPACITY, NUM_PAGES,
                 D: tl.constexpr, DV: tl.constexpr, GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr,
-                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr, FUSED: tl.constexpr):
+                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr, FUSED: tl.constexpr, MERGE_STAGES: tl.constexpr):
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16 and BLOCK_D >= 16 and BLOCK_DV >= 16)  # tl.dot minimum
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -177,13 +177,14 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE, FO, FLSE, SEM,
         tl.debug_barrier()
         ticket = tl.atomic_add(SEM + pid, 1, sem="acq_rel", scope="gpu")
         if ticket == NUM_SPLITS - 1:
-            _merge_tile(O, LSE, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS, BLOCK_M, BLOCK_DV)
+            _merge_tile(O, LSE, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS, BLOCK_M, BLOCK_DV,
+                        MERGE_STAGES)
             tl.atomic_xchg(SEM + pid, 0, sem="relaxed", scope="gpu")   # the counter is zero again for the next call
 
 
 @triton.jit
 def _merge_tile(OP, LP, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS,
-                BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr, MERGE_STAGES: tl.constexpr):
     """The merge rule over the NUM_SPLITS float32 partials of one tile's rows, folded one split at a
     time with the running largest lse as the rescale reference (an empty split weighs 0; a NaN partial,
     a bad request's, makes the row NaN): FO[o_off] = Σ_s e^{lse_s − lse} out_s, FLSE[l_off] = lse."""
@@ -191,7 +192,7 @@ def _merge_tile(OP, LP, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SP
     den = tl.zeros([BLOCK_M], tl.float32)
     num = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
     poisoned = tl.zeros([BLOCK_M], tl.int32)
-    for t in range(0, NUM_SPLITS):
+    for t in tl.range(0, NUM_SPLITS, num_stages=MERGE_STAGES):   # pipelined: later splits' loads in flight
         lse_t = tl.load(LP + t * sl_s + l_off, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
         poisoned = poisoned | (lse_t != lse_t).to(tl.int32)
         lse_t = tl.where(lse_t != lse_t, float("-inf"), lse_t)
@@ -288,13 +289,20 @@ def config_kwargs(consts: dict, c: KernelConfig) -> dict:
     return {**consts, "BLOCK_N": c.block_n, "num_warps": c.num_warps, "num_stages": c.num_stages}
 
 
+def merge_stages(block_m: int, block_dv: int) -> int:
+    """Pipeline stages of the fused merge's loop over splits: as many (≤ 3) as keep its float32 tiles of
+    block_m × block_dv within 64 KiB of shared memory (1: not pipelined)."""
+    return max(1, min(3, 65536 // (block_m * block_dv * 4)))
+
+
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
                 has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool = True) -> Launch:
     shape = launch_shape(G, Nq, D, Dv)
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
-                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=S > 1 and fused_merge)
+                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=S > 1 and fused_merge,
+                  MERGE_STAGES=merge_stages(shape.block_m, shape.block_dv))
     merge = (B * Hkv * G * Nq,) if S > 1 and not fused_merge else None
     grid = (B * Hkv * shape.m_tiles, S)
     load = load_class(grid[0] * S, num_sms)
