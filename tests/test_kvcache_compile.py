@@ -105,6 +105,18 @@ def compile_all():
             sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", out_dt, consts)
             build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}/fused={fused}",
                   warps, attrs, _fits_and_streams, stages)
+    # paged reads keep the pipeline as deep as contiguous ones (the table entries loaded one tile ahead):
+    # the same shared memory per config, for pages holding whole tiles (256) and shorter ones (64)
+    for i, (block_n, warps, stages) in enumerate(CONFIGS):
+        shared = {}
+        for page in (0, 64, 256):
+            consts = dict(VARIANTS["contig/G4xNq1"], BLOCK_N=block_n, DOT_PREC="tf32", FUSED=False, MERGE_STAGES=1,
+                          PAGED=bool(page), PAGE_SIZE=page or 16)
+            sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", "bf16", consts)
+            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/page{page}/config{i}", warps, attrs,
+                  lambda k, page=page: shared.__setitem__(page, k.metadata.shared), stages)
+        if len(set(shared.values())) != 1:
+            failures.append((f"pipeline depth config{i}", f"shared memory by page size (0: contiguous): {shared}"))
     for dt in DTYPES:
         for variant, consts in VARIANTS.items():
             consts = dict(consts, DOT_PREC="ieee" if dt == "fp32" else "tf32")
@@ -112,8 +124,10 @@ def compile_all():
             for out_dt, fused in sorted({(dt, False), ("fp32", False), ("fp32", True)}):
                 sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, dict(consts, FUSED=fused, MERGE_STAGES=merge_stages(
                     consts["BLOCK_M"], consts["BLOCK_DV"])))
+                # built as the first config (4 warps, 3 stages): with its 64-key tiles it must also fit
+                first = consts["BLOCK_N"] == CONFIGS[0].block_n
                 build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}/fused={fused}", 4, attrs,
-                      _fits_and_streams)
+                      _fits_and_streams if first else _streams)
         consts = dict(BLOCK_S=64, BLOCK_DV=128)
         sig = {p.name: "constexpr" if p.is_constexpr else "i32" for p in kvcache_merge.params}
         sig.update(OP="*fp32", LP="*fp32", O=f"*{dt}", LSE="*fp32")
@@ -128,7 +142,7 @@ def test_kvcache_kernels_compile_to_sm90_cubins():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     from flashproof.kernels.kvcache.triton import CONFIGS
     # per dtype: direct, partials and fused partials (fp32: direct and partials coincide), and the merge kernel
-    n = 2 * len(CONFIGS) + sum(len(VARIANTS) * len({(dt, False), ("fp32", False), ("fp32", True)}) + 1
+    n = 5 * len(CONFIGS) + sum(len(VARIANTS) * len({(dt, False), ("fp32", False), ("fp32", True)}) + 1
                                for dt in DTYPES)
     assert f"compiled {n} of {n}" in r.stdout, r.stdout[-2000:]
 
