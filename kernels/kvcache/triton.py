@@ -30,6 +30,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 from ..interpreter import interpreting
 from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, load_class, next_pow2, tile_shape
@@ -362,7 +363,7 @@ def tickets(device: torch.device, n: int) -> torch.Tensor:
     if device.type == "cuda":
         if torch.cuda.is_current_stream_capturing():
             return torch.zeros(n, dtype=torch.int32, device=device)
-        key = (device, torch.cuda.current_stream(device).cuda_stream)
+        key = (device, driver.active.get_current_stream(device.index))   # the raw stream, as Triton's launcher reads it
     else:
         key = (device, 0)
     buf = _TICKETS.get(key)
