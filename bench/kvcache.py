@@ -40,6 +40,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -367,7 +368,8 @@ def sdpa_runner(backend_name, q, k, v):
 SWEEP = (1, 2, 4, 8, 16, 32, 64)
 #: the batch sizes of the 16k sweep (Hq/Hkv = 32/8, decode and verify)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-#: the shapes (B, Hq, Hkv, Nq, Nk) whose kernel configs are forced one by one (``ours-configs``)
+#: the shapes (B, Hq, Hkv, Nq, Nk) whose kernel configs are forced one by one (``ours-configs``,
+#: ``ours-paged-configs``) and that are timed at page 256 too (``ours-paged-big``): each costs compiles
 CONFIG_SHAPES = {(b, 32, 8, nq, 16384) for b in (1, 2, 8, 64) for nq in (1, 5)} | {
     (64, 32, 8, nq, 32768) for nq in (1, 5)} | {(8, 64, 8, nq, 131072) for nq in (1, 5)}
 
@@ -379,10 +381,11 @@ def _l2_bytes() -> int:
     return getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2 ** 20)
 
 
-def tuned_config(q, k, v, lens, table=None):
-    """The (BLOCK_N, num_warps, num_stages) the default call runs at this shape (after a call): the
-    autotuner's choice for its launch key, or the first candidate when nothing was tuned."""
+def chosen_config(q, k, v, lens, table=None):
+    """(KernelConfig, load class) the default call runs at this shape (after a call): the autotuner's
+    choice for its launch key, or the first candidate when nothing was tuned."""
     from flashproof.kernels.kvcache import api
+    from flashproof.kernels.kvcache import config as kv_config
     from flashproof.kernels.kvcache import triton as kv_triton
     call = api.validate(q, k, v, cache_seqlens=lens, block_table=table, causal=True, window=None, scale=None,
                         num_splits=None, backend="triton")
@@ -390,7 +393,13 @@ def tuned_config(q, k, v, lens, table=None):
     lp = kv_triton.launch_plan(B, Hq // call.groups, call.groups, Nq, Dh, v.shape[-1], call.num_splits, call.page_size,
                                False, True, q.dtype, call.num_sms)
     kw = kv_triton._CHOSEN.get(lp.tune_key, lp.first_kwargs)
-    return f"({kw['BLOCK_N']}, {kw['num_warps']}, {kw['num_stages']}) {lp.load}"
+    return kv_config.KernelConfig(kw["BLOCK_N"], kw["num_warps"], kw["num_stages"]), lp.load
+
+
+def tuned_config(q, k, v, lens, table=None):
+    """``chosen_config`` as text: "(BLOCK_N, warps, stages) load"."""
+    c, load = chosen_config(q, k, v, lens, table)
+    return f"{tuple(c)} {load}"
 
 
 def allocs(q, S, Dv):
@@ -460,13 +469,15 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
         add("ours", "allocs", guarded(lambda: host_us(lambda: allocs(q0, chosen, v0.shape[-1]))),
             "µs, the output and partial buffers alone")
     if "ours-merge-kernel" in providers and chosen > 1:   # A/B: the splits merged by the second launch
+        same = chosen_config(*sets[0], lens)[0]     # the config the default ran (after its rows above)
         fwd = []
         for q, k, v in sets:
             call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
                                 num_splits=None, backend="triton")
-            fwd.append(lambda q=q, k=k, v=v, call=call: kv_triton.forward(q, k, v, call, tuning=tuning,
-                                                                          fused_merge=False))
-        add("ours-merge-kernel", "graph", guarded(lambda: graph_ms(fwd)), "merge kernel (2 launches), validated once")
+            fwd.append(lambda q=q, k=k, v=v, call=call, c=same: kv_triton.forward(q, k, v, call, tuning=tuning, config=c,
+                                                                                  fused_merge=False))
+        add("ours-merge-kernel", "graph", guarded(lambda: graph_ms(fwd)),
+            f"merge kernel (2 launches), the default's config {tuple(same)}, validated once")
         add("ours-merge-kernel", "forward", guarded(lambda: host_us(fwd[0])), "µs, launches and buffers")
     if "ours-configs" in providers:   # every kernel config forced, at the chosen split count, GPU time
         for i, c in enumerate(kv_config.CONFIGS):
@@ -634,6 +645,10 @@ def run_e2e(out_path):
     return mod.main(["--device", DEV, "--out", out_path])
 
 
+class _Stopped(Exception):
+    """SIGTERM arrived (``scripts/gpu_kvcache.sh``'s time box) while shapes were being timed."""
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/kvcache.json", help="path of the JSON result")
@@ -662,18 +677,30 @@ def main(argv=None):
     partial = os.path.splitext(args.out)[0] + "-partial.json"   # what a run cut short leaves
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     skipped = []
-    for i, s in enumerate(shapes):
-        if args.budget_s and time.time() - t0 > args.budget_s:
-            skipped.append(s)
-            continue
-        here = [x for x in providers if s in CONFIG_SHAPES or x not in ("ours-configs", "ours-paged-configs")]
-        r = time_shape(*s, here, seed=100 + i, copy=copy)
-        rows += r
-        with open(partial, "w") as f:
-            json.dump({"copy_tbps": copy, "checks": checks, "rows": rows}, f, default=str)
-        print(f"B={s[0]:>3} Hq/Hkv={s[1]}/{s[2]} Nq={s[3]} Nk={s[4]:>6}  " + "  ".join(
-            f"{x['provider']}/{x['method']}: {x['ms']:.3f}" if x["ms"] is not None else f"{x['provider']}: {x['note']}"
-            for x in r), flush=True)
+
+    def stop(signum, frame):   # a time box's SIGTERM: stop timing, still print the tables of what was timed
+        raise _Stopped(signum)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for i, s in enumerate(shapes):
+            if args.budget_s and time.time() - t0 > args.budget_s:
+                skipped.append(s)
+                continue
+            here = [x for x in providers if s in CONFIG_SHAPES or x not in ("ours-configs", "ours-paged-configs",
+                                                                              "ours-paged-big")]
+            r = time_shape(*s, here, seed=100 + i, copy=copy)
+            rows += r
+            with open(partial, "w") as f:
+                json.dump({"copy_tbps": copy, "checks": checks, "rows": rows}, f, default=str)
+            print(f"B={s[0]:>3} Hq/Hkv={s[1]}/{s[2]} Nq={s[3]} Nk={s[4]:>6}  " + "  ".join(
+                f"{x['provider']}/{x['method']}: {x['ms']:.3f}" if x["ms"] is not None else f"{x['provider']}: {x['note']}"
+                for x in r), flush=True)
+    except _Stopped:
+        done = {(r["B"], r["Hq"], r["Hkv"], r["Nq"], r["Nk"]) for r in rows}
+        skipped += [s for s in shapes if s not in done and s not in skipped]
+        print(f"stopped by SIGTERM (the time box) during timing: the tables below hold the shapes timed so far",
+              flush=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     t_time = time.time() - t0 - t_check
     if skipped:
         print(f"time budget of {args.budget_s} s spent: {len(skipped)} shapes not timed: {skipped}", flush=True)

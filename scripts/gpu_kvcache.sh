@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The KV-cache GPU run in one command (one H200, < 5 min: boxes 200 + 70 + 10 s, plus the install):  bash scripts/gpu_kvcache.sh OUTDIR
+# The KV-cache GPU run in one command (one H200, < 5 min: boxes 190 + 70 + 10 s, plus the install):  bash scripts/gpu_kvcache.sh OUTDIR
 #   1. bench/kvcache.py: the bf16 checks against the float64 formula, the copy bandwidth, then GPU
 #      time (graph replay), one-call latency and host time (whole call, validation, launches, buffers)
 #      of ours / paged / SDPA cuDNN / FA2, the forced-split sweep and the forced kernel configs
@@ -36,12 +36,12 @@ cat "$OUT/env.txt"
 step() {  # step NAME SECONDS CMD...: run with a time box, log to OUT/NAME.log, record rc and time
   local name=$1 secs=$2; shift 2
   local t0=$(date +%s)
-  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+  timeout -k 15 "$secs" "$@" > "$OUT/$name.log" 2>&1   # SIGTERM at the box (the bench then prints what it has), KILL 15 s later
   local rc=$?
   echo "$name: rc=$rc in $(( $(date +%s) - t0 )) s (box $secs s); after it: $(others)" | tee -a "$OUT/steps.txt"
   if [ $rc -ne 0 ]; then tail -n 12 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$OUT/steps.txt"; fi
 }
-step kvcache 200 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 165 --out "$OUT/kvcache.json"
+step kvcache 190 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 145 --out "$OUT/kvcache.json"
 step e2e 70 $PY "$ROOT/examples/spec_e2e.py" --device cuda --repeats 5 --out "$OUT/e2e.json"
 step plot 10 $PY "$ROOT/examples/plot_spec_e2e.py" "$OUT/e2e.json" --out "$OUT/spec_e2e_speedup.svg"
 { echo "# gpu_kvcache.sh summary"; cat "$OUT/env.txt"; echo; cat "$OUT/steps.txt"; echo

@@ -108,3 +108,29 @@ def test_merge_kernel_rows_where_there_are_splits(cpu_bench, monkeypatch):
     assert {(r["provider"], r["method"]) for r in rows} == {("ours-merge-kernel", "graph"),
                                                            ("ours-merge-kernel", "forward")}
     assert all(r["chosen_splits"] == 2 and r["ms"] is not None for r in rows)
+
+
+def test_a_time_box_stops_the_timing_and_the_tables_still_print(monkeypatch, tmp_path, capsys):
+    """SIGTERM (scripts/gpu_kvcache.sh's time box) during the timing: the shapes timed so far are in the
+    tables and the JSON, the rest listed as skipped, and the bench exits normally."""
+    import json
+    import signal
+    import types
+
+    def one_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy):
+        if seed > 100:                       # the second shape: the box's signal arrives
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider="ours", method="graph", ms=1.0, lo=1.0, hi=1.0,
+                     tbps=1.0, pct_copy=25.0, note="num_splits=1", copies=1, chosen_splits=1)]
+    monkeypatch.setattr(bench, "time_shape", one_shape)
+    monkeypatch.setattr(bench, "copy_tbps", lambda: 4.0)
+    monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda i: "stand-in")
+    monkeypatch.setattr(bench.torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(multi_processor_count=1, L2_cache_size=2 ** 20))
+    out = tmp_path / "kv.json"
+    assert bench.main(["--skip-check", "--skip-e2e", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "stopped by SIGTERM" in printed and "| 64 | 32/8 | 1 | 32768 | 1 | 1.000 |" in printed
+    got = json.loads(out.read_text())
+    assert len(got["rows"]) == 1 and len(got["skipped_shapes"]) == 21
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
