@@ -403,13 +403,14 @@ def tuned_config(q, k, v, lens, table=None):
 
 
 def allocs(q, S, Dv):
-    """The buffers one call allocates: out and lse, and with S > 1 the float32 partials."""
+    """The buffers one call allocates: out and lse, and with S > 1 the one float32 buffer of the partials
+    (outs and lses) and its lse slice."""
     B, Hq, Nq, _ = q.shape
     bufs = [torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device),
             torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)]
     if S > 1:
-        bufs += [torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device),
-                 torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)]
+        part = torch.empty(S * B * Hq * Nq * (Dv + 1), dtype=torch.float32, device=q.device)
+        bufs += [part, part[S * B * Hq * Nq * Dv:]]
     return bufs
 
 

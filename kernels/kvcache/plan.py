@@ -17,6 +17,7 @@ minimum) so the obligation can run it on symbolic integers; ``INT_OPS`` is plain
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
@@ -72,6 +73,7 @@ class SplitChoice(NamedTuple):
     key_cap: int                  # the most splits of at least MIN_KEYS_PER_SPLIT keys (a power of two, ≤ MAX_SPLITS)
 
 
+@functools.lru_cache(maxsize=4096)
 def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> SplitChoice:
     """The split count S: the largest power of two with B·Hkv·S ≤ PROGRAMS_PER_SM · SMs programs, no
     split shorter than MIN_KEYS_PER_SPLIT keys, at most MAX_SPLITS; S = 1 (no merge) once B·Hkv
@@ -106,6 +108,8 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     S = 32 at B = 1, Nq = 1, whose 0.280 ms sits between 0.146 (S = 16) and 0.157 (S = 64) and reads as
     an outlier of that single-call timing (``bench/kvcache.py`` now times by graph replay). The
     sweep did not cover B ≥ 16 (S = 2 at B = 16, then 1): the bench's sweep now does.
+
+    Cached per argument tuple (a pure function called on every call: its loops cost ~3 µs of host time).
     """
     pairs = max(1, batch * heads_kv)
     target = PROGRAMS_PER_SM * max(1, num_sms)

@@ -287,7 +287,8 @@ class Launch(NamedTuple):
     them), the merge's grid and tile (None with one split), the load class and the candidate configs
     (``config.candidates``), the key under which the autotuned choice is kept (q's dtype, split or not,
     the load class, the constants: as the autotuner's key, which holds O's dtype, and the partials are
-    float32) and the keywords of ``tuning="first"``'s launch."""
+    float32), the keywords of ``tuning="first"``'s launch, and the one float32 buffer of the partials
+    (with splits): its size, where the lses start, the strides of the outs and the lses."""
 
     shape: LaunchShape
     grid: tuple
@@ -298,6 +299,9 @@ class Launch(NamedTuple):
     configs: tuple
     tune_key: tuple
     first_kwargs: dict
+    part_numel: int
+    lse_offset: int
+    part_strides: tuple
 
 
 def config_kwargs(consts: dict, c: KernelConfig) -> dict:
@@ -323,8 +327,11 @@ def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page
     grid = (B * Hkv * shape.m_tiles, S)
     load = load_class(grid[0] * S, num_sms)
     configs = candidates(load, page_size)
+    R = B * Hkv * G * Nq                                    # rows of the result
+    part_strides = ((R * Dv, Hkv * G * Nq * Dv, Nq * Dv, Dv, 1), (R, Hkv * G * Nq, Nq, 1))   # (S, B, Hq, Nq[, Dv])
     return Launch(shape, grid, consts, merge, max(16, next_pow2(S)), load, configs,
-                  (dtype, S > 1, load, *consts.values()), config_kwargs(consts, configs[0]))
+                  (dtype, S > 1, load, *consts.values()), config_kwargs(consts, configs[0]), S * R * (Dv + 1),
+                  S * R * Dv, part_strides)
 
 
 #: ``Launch.tune_key`` -> the launch keywords (constants and the chosen config's) of the configuration
@@ -387,10 +394,11 @@ def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | No
     if S == 1:
         o_buf, l_buf = out, lse
         so, sl = (0, *out.stride()), (0, *lse.stride())
-    else:   # the partials share out's and lse's strides (both contiguous), with a split stride in front
-        o_buf = torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device)
-        l_buf = torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)
-        so, sl = o_buf.stride(), l_buf.stride()
+    else:   # one float32 buffer: the partial outs (S, B, Hq, Nq, Dv), then the partial lses (S, B, Hq, Nq),
+        # both contiguous, so they share out's and lse's strides with a split stride in front
+        part = torch.empty(lp.part_numel, dtype=torch.float32, device=q.device)
+        o_buf, l_buf = part, part[lp.lse_offset:]
+        so, sl = lp.part_strides
     sem = tickets(q.device, lp.grid[0]) if lp.consts["FUSED"] else call.cache_seqlens   # never read unfused
     ks, vs = k_cache.stride(), v_cache.stride()
     if call.page_size:
