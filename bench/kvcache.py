@@ -480,6 +480,13 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
         add("ours-merge-kernel", "graph", guarded(lambda: graph_ms(fwd)),
             f"merge kernel (2 launches), the default's config {tuple(same)}, validated once")
         add("ours-merge-kernel", "forward", guarded(lambda: host_us(fwd[0])), "µs, launches and buffers")
+    if "ours-m32" in providers and Hq // Hkv * Nq < 32:   # A/B: the packed rows in a 32-row tile (tuned as ours)
+        fwd = []
+        for q, k, v in sets:
+            call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
+                                num_splits=None, backend="triton")
+            fwd.append(lambda q=q, k=k, v=v, call=call: kv_triton.forward(q, k, v, call, tuning=tuning, min_rows=32))
+        add("ours-m32", "graph", guarded(lambda: graph_ms(fwd)), "32-row tile, validated once")
     if "ours-configs" in providers:   # every kernel config forced, at the chosen split count, GPU time
         for i, c in enumerate(kv_config.CONFIGS):
             fwd = []
@@ -592,17 +599,18 @@ def print_tables(rows, shapes, copy):
         print("\nForced kernel configs (BLOCK_N, warps, stages) at the chosen split count (GPU time, graph replay, ms); "
               "default: what the default call ran (autotuned per tile and load class)")
         print(f"| B | Hq/Hkv | Nq | Nk | S | {' | '.join(cols)} | default ms | default config | "
-              f"paged-{PAGE} {' | paged '.join(f'C{i}' for i in range(len(CONFIGS)))} |")
-        print("|---|---|---|---|---|" + "---|" * (2 * len(cols) + 2))
+              f"paged-{PAGE} {' | paged '.join(f'C{i}' for i in range(len(CONFIGS)))} | 32-row tile ms |")
+        print("|---|---|---|---|---|" + "---|" * (2 * len(cols) + 3))
         for s in shapes:
             got = [_get(rows, s, f"ours-C{i}", "graph") for i in range(len(CONFIGS))]
             pg = [_get(rows, s, f"ours-paged-C{i}", "graph") for i in range(len(CONFIGS))]
-            o = _get(rows, s, "ours", "graph")
+            o, m32 = _get(rows, s, "ours", "graph"), _get(rows, s, "ours-m32", "graph")
             if not any(got) and not any(pg):
                 continue
             conf = o["note"].split("config ", 1)[-1] if o and "config " in o["note"] else "-"
             print(f"| {s[0]} | {s[1]}/{s[2]} | {s[3]} | {s[4]} | {o['chosen_splits'] if o else '-'} | "
-                  + " | ".join(_ms(r) for r in got) + f" | {_ms(o)} | {conf} | " + " | ".join(_ms(r) for r in pg) + " |")
+                  + " | ".join(_ms(r) for r in got) + f" | {_ms(o)} | {conf} | " + " | ".join(_ms(r) for r in pg)
+                  + f" | {_ms(m32)} |")
     if any(r["provider"].startswith("ours-S") for r in rows):
         cols = [f"S={n}" for n in SWEEP]
         print("\nForced split counts (GPU time, graph replay, ms); chosen: plan.choose_num_splits")
@@ -659,8 +667,9 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new shape once this many seconds have passed (the tables then say which are missing)")
     p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits,"
-                   "ours-configs,ours-paged-configs,ours-merge-kernel",
-                   help="ours-merge-kernel: splits merged by the second launch instead of in the last program; "
+                   "ours-configs,ours-paged-configs,ours-merge-kernel,ours-m32",
+                   help="ours-m32: the packed rows in a 32-row tile (decode's 4 or 8 rows otherwise take 16); "
+                   "ours-merge-kernel: splits merged by the second launch instead of in the last program; "
                    "ours-splits: ours at every forced split count 1..64; ours-configs / ours-paged-configs: "
                    "every kernel config forced at the chosen split count (GPU time; the configs at the shapes "
                    "of CONFIG_SHAPES only)")
@@ -689,7 +698,7 @@ def main(argv=None):
                 skipped.append(s)
                 continue
             here = [x for x in providers if s in CONFIG_SHAPES or x not in ("ours-configs", "ours-paged-configs",
-                                                                              "ours-paged-big")]
+                                                                              "ours-paged-big", "ours-m32")]
             r = time_shape(*s, here, seed=100 + i, copy=copy)
             rows += r
             with open(partial, "w") as f:

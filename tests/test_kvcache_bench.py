@@ -45,7 +45,7 @@ def cpu_bench(monkeypatch):
 def test_time_shape_rows_and_tables(cpu_bench, capsys):
     shape = (2, 4, 2, 1, 64)
     rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "ours-configs",
-                                     "ours-paged-configs", "ours-merge-kernel", "sdpa-cudnn"], seed=0, copy=4.0,
+                                     "ours-paged-configs", "ours-merge-kernel", "ours-m32", "sdpa-cudnn"], seed=0, copy=4.0,
                             tuning="first")
     assert cpu_bench, "no call ran"
     got = {(r["provider"], r["method"]) for r in rows}
@@ -54,7 +54,7 @@ def test_time_shape_rows_and_tables(cpu_bench, capsys):
     assert {(f"ours-S{s}", "graph") for s in bench.SWEEP} <= got
     from flashproof.kernels.kvcache.config import CONFIGS
     assert {(f"ours{p}-C{i}", "graph") for i in range(len(CONFIGS)) for p in ("", "-paged")} <= got
-    assert {("ours", "forward"), ("ours", "allocs")} <= got
+    assert {("ours", "forward"), ("ours", "allocs"), ("ours-m32", "graph")} <= got
     ours = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "graph"))
     kv_bytes = 2 * 2 * 64 * 2 * 16 * 2                       # B·Hkv·Nk·(D + Dv)·2 bytes
     assert ours["tbps"] == pytest.approx(kv_bytes / 1e12 / 2e-3)

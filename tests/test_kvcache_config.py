@@ -16,6 +16,9 @@ def test_tile_covers_the_packed_rows():
             assert 16 <= s.block_m <= config.MAX_BLOCK_M and s.block_m & (s.block_m - 1) == 0
             assert s.m_tiles * s.block_m >= groups * n_q > (s.m_tiles - 1) * s.block_m
             assert (s.block_d, s.block_dv) == (128, 32)
+    # decode's 4 rows take 16 unless a larger tile is asked for (the bench's A/B); never fewer than the rows
+    assert [config.tile_shape(4, 1, 128, 128, m).block_m for m in (1, 16, 32)] == [16, 16, 32]
+    assert config.tile_shape(8, 5, 128, 128, 32).block_m == 64
 
 
 @pytest.mark.parametrize("programs,expected", [(1, "few"), (132, "few"), (133, "some"),

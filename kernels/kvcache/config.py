@@ -65,11 +65,12 @@ def next_pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
-def tile_shape(groups: int, n_q: int, d: int, dv: int) -> TileShape:
-    """Rows r = g·Nq + i (g < groups, i < n_q) packed into tiles of a power of two ≥ 16 rows, at most
+def tile_shape(groups: int, n_q: int, d: int, dv: int, min_rows: int = 16) -> TileShape:
+    """Rows r = g·Nq + i (g < groups, i < n_q) packed into tiles of a power of two ≥ ``min_rows`` (16,
+    the ``tl.dot`` minimum, unless a caller asks for more: the bench's tile A/B) rows, at most
     ``MAX_BLOCK_M``; head dims padded to a power of two ≥ 16."""
     rows = groups * n_q
-    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+    block_m = min(MAX_BLOCK_M, max(16, min_rows, next_pow2(rows)))
     return TileShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
 
 

@@ -276,9 +276,9 @@ def _tuner(load: str, configs: tuple):
                            key=_TUNE_KEY)(kvcache_fwd)
 
 
-def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
+def launch_shape(groups: int, n_q: int, d: int, dv: int, min_rows: int = 16) -> LaunchShape:
     """``config.tile_shape`` (kept under its old name for the tests and the bench)."""
-    return tile_shape(groups, n_q, d, dv)
+    return tile_shape(groups, n_q, d, dv, min_rows)
 
 
 class Launch(NamedTuple):
@@ -317,8 +317,9 @@ def merge_stages(block_m: int, block_dv: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
-                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool = True) -> Launch:
-    shape = launch_shape(G, Nq, D, Dv)
+                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool = True,
+                min_rows: int = 16) -> Launch:
+    shape = launch_shape(G, Nq, D, Dv, min_rows)
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
                   DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=S > 1 and fused_merge,
@@ -379,16 +380,18 @@ def tickets(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
-def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None, fused_merge: bool = True):
+def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None, fused_merge: bool = True,
+            min_rows: int = 16):
     """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32. ``config``: run this
     ``KernelConfig`` instead of the tuned or first one (the bench's forced-config sweep). With splits,
     ``fused_merge`` merges in the last program of each tile (one launch) instead of in ``kvcache_merge``
-    (a second launch); the bench times both."""
+    (a second launch); the bench times both. ``min_rows``: the smallest row tile (``config.tile_shape``;
+    the bench's A/B of 32-row decode tiles)."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
     lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype,
-                     call.num_sms, fused_merge)
+                     call.num_sms, fused_merge, min_rows)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:
