@@ -16,9 +16,7 @@ def test_tile_covers_the_packed_rows():
             assert 16 <= s.block_m <= config.MAX_BLOCK_M and s.block_m & (s.block_m - 1) == 0
             assert s.m_tiles * s.block_m >= groups * n_q > (s.m_tiles - 1) * s.block_m
             assert (s.block_d, s.block_dv) == (128, 32)
-    # decode's 4 rows take 16 unless a larger tile is asked for (the bench's A/B); never fewer than the rows
-    assert [config.tile_shape(4, 1, 128, 128, m).block_m for m in (1, 16, 32)] == [16, 16, 32]
-    assert config.tile_shape(8, 5, 128, 128, 32).block_m == 64
+    assert config.tile_shape(4, 1, 128, 128).block_m == 16 and config.tile_shape(8, 5, 128, 128).block_m == 64
 
 
 @pytest.mark.parametrize("programs,expected", [(1, "few"), (132, "few"), (133, "some"),
@@ -83,3 +81,18 @@ def test_fused_merge_stages_fit_64_kib():
         for dv in (16, 64, 128, 256):
             st = merge_stages(bm, dv)
             assert 1 <= st <= 3 and (st == 1 or st * bm * dv * 4 <= 65536), (bm, dv, st)
+
+
+def test_the_merge_form_follows_the_split_count():
+    """No merge without splits; the last program merges up to FUSED_MAX_SPLITS splits, the merge kernel
+    more; the launch plan follows the route unless a form is forced (the bench's A/B)."""
+    assert [config.fuse_merge(s) for s in (1, 2, config.FUSED_MAX_SPLITS, config.FUSED_MAX_SPLITS + 1, 64)] == \
+        [False, True, True, False, False]
+    pytest.importorskip("triton")
+    from flashproof.kernels.kvcache.triton import launch_plan
+    for S in (1, 2, 4, 8, 32):
+        lp = launch_plan(1, 8, 4, 1, 128, 128, S, 0, False, True, torch.bfloat16, 132)
+        assert lp.consts["FUSED"] == config.fuse_merge(S) and (lp.merge_grid is None) == (S == 1 or config.fuse_merge(S))
+        for forced in (True, False):
+            lp = launch_plan(1, 8, 4, 1, 128, 128, S, 0, False, True, torch.bfloat16, 132, forced)
+            assert lp.consts["FUSED"] == (S > 1 and forced) and (lp.merge_grid is None) == (S == 1 or forced)

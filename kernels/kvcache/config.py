@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 from .plan import PROGRAMS_PER_SM
 
-__all__ = ["KernelConfig", "TileShape", "CONFIGS", "MAX_BLOCK_M", "LOAD_CLASSES", "tile_shape", "load_class",
-           "candidates", "next_pow2"]
+__all__ = ["KernelConfig", "TileShape", "CONFIGS", "MAX_BLOCK_M", "LOAD_CLASSES", "FUSED_MAX_SPLITS", "tile_shape",
+           "load_class", "candidates", "fuse_merge", "next_pow2"]
 
 #: rows per tile at most (G·Nq above this takes several M-tiles, each streaming the cache again)
 MAX_BLOCK_M = 128
@@ -65,12 +65,13 @@ def next_pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
-def tile_shape(groups: int, n_q: int, d: int, dv: int, min_rows: int = 16) -> TileShape:
-    """Rows r = g·Nq + i (g < groups, i < n_q) packed into tiles of a power of two ≥ ``min_rows`` (16,
-    the ``tl.dot`` minimum, unless a caller asks for more: the bench's tile A/B) rows, at most
-    ``MAX_BLOCK_M``; head dims padded to a power of two ≥ 16."""
+def tile_shape(groups: int, n_q: int, d: int, dv: int) -> TileShape:
+    """Rows r = g·Nq + i (g < groups, i < n_q) packed into tiles of a power of two ≥ 16 rows (the
+    ``tl.dot`` minimum), at most ``MAX_BLOCK_M``; head dims padded to a power of two ≥ 16. (Decode's 4
+    rows in a 32-row tile, as verify's 20, timed no faster on the H200: 1.870 vs 1.851 ms at B = 64,
+    32k; 0.943 vs 0.934 at B = 8, 128k; 0.033 vs 0.032 at B = 1, 16k.)"""
     rows = groups * n_q
-    block_m = min(MAX_BLOCK_M, max(16, min_rows, next_pow2(rows)))
+    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
     return TileShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
 
 
@@ -91,3 +92,18 @@ def candidates(load: str, page_size: int) -> tuple:
     if page_size < 0:
         raise ValueError(f"page_size must be 0 (contiguous) or a page length, got {page_size}")
     return CONFIGS
+
+
+#: the most splits the last program of a tile merges itself (``fuse_merge``)
+FUSED_MAX_SPLITS = 4
+
+
+def fuse_merge(num_splits: int) -> bool:
+    """Whether the partials of ``num_splits`` > 1 splits are merged by the last program of each tile (one
+    launch) rather than by the merge kernel (a second launch). That program folds the splits one after
+    another, so its tail grows with the split count while the separate merge spreads one row per
+    program. The H200 run of 2026-12-01 17:33 (GPU time, same kernel config, bf16, d = 128): S = 4 —
+    B = 8, 64/8, 128k: 0.934 fused vs 0.935 merge kernel (Nq = 1), 0.954 vs 0.955 (Nq = 5); S = 32 —
+    B = 1, 32/8, 16k: 0.031 vs 0.024. So: fused up to ``FUSED_MAX_SPLITS`` (a launch saved, ~50 µs of host
+    time there), the merge kernel above (untimed between 4 and 32)."""
+    return 1 < num_splits <= FUSED_MAX_SPLITS

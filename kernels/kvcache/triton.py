@@ -33,7 +33,7 @@ import triton.language as tl
 from triton.runtime import driver
 
 from ..interpreter import interpreting
-from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, load_class, next_pow2, tile_shape
+from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, fuse_merge, load_class, next_pow2, tile_shape
 from .config import TileShape as LaunchShape
 
 __all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
@@ -276,9 +276,9 @@ def _tuner(load: str, configs: tuple):
                            key=_TUNE_KEY)(kvcache_fwd)
 
 
-def launch_shape(groups: int, n_q: int, d: int, dv: int, min_rows: int = 16) -> LaunchShape:
+def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
     """``config.tile_shape`` (kept under its old name for the tests and the bench)."""
-    return tile_shape(groups, n_q, d, dv, min_rows)
+    return tile_shape(groups, n_q, d, dv)
 
 
 class Launch(NamedTuple):
@@ -317,12 +317,14 @@ def merge_stages(block_m: int, block_dv: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
-                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool = True,
-                min_rows: int = 16) -> Launch:
-    shape = launch_shape(G, Nq, D, Dv, min_rows)
+                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool | None = None) -> Launch:
+    """The launch of a call's shape; ``fused_merge``: None routes by ``config.fuse_merge``, True/False
+    force the merge form (the bench's A/B)."""
+    shape = launch_shape(G, Nq, D, Dv)
+    fused_merge = fuse_merge(S) if fused_merge is None else (S > 1 and fused_merge)
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
-                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=S > 1 and fused_merge,
+                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=fused_merge,
                   MERGE_STAGES=merge_stages(shape.block_m, shape.block_dv))
     merge = (B * Hkv * G * Nq,) if S > 1 and not fused_merge else None
     grid = (B * Hkv * shape.m_tiles, S)
@@ -380,18 +382,18 @@ def tickets(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
-def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None, fused_merge: bool = True,
-            min_rows: int = 16):
+def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None,
+            fused_merge: bool | None = None):
     """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32. ``config``: run this
     ``KernelConfig`` instead of the tuned or first one (the bench's forced-config sweep). With splits,
-    ``fused_merge`` merges in the last program of each tile (one launch) instead of in ``kvcache_merge``
-    (a second launch); the bench times both. ``min_rows``: the smallest row tile (``config.tile_shape``;
-    the bench's A/B of 32-row decode tiles)."""
+    the partials are merged in the last program of each tile (one launch) or by ``kvcache_merge`` (a
+    second launch): ``fused_merge=None`` routes by ``config.fuse_merge``, True/False force one (the
+    bench's A/B)."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
     lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype,
-                     call.num_sms, fused_merge, min_rows)
+                     call.num_sms, fused_merge)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:
