@@ -673,9 +673,10 @@ def main(argv=None):
     p.add_argument("--skip-e2e", action="store_true", help="leave out examples/spec_e2e.py")
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new shape once this many seconds have passed (the tables then say which are missing)")
-    p.add_argument("--providers", default="ours,ours-paged,ours-paged-big,sdpa-cudnn,sdpa-flash,ours-splits,"
+    p.add_argument("--providers", default="ours,ours-paged,sdpa-cudnn,sdpa-flash,ours-splits,"
                    "ours-configs,ours-other-merge",
-                   help="ours-other-merge: with splits, the merge form config.fuse_merge did not choose; "
+                   help="ours-paged-big: paged at page 256 (one table entry per key tile; at CONFIG_SHAPES); "
+                   "ours-other-merge: with splits, the merge form config.fuse_merge did not choose; "
                    "ours-splits: ours at every forced split count 1..64; ours-configs / ours-paged-configs: "
                    "every kernel config forced at the chosen split count (GPU time; the configs at the shapes "
                    "of CONFIG_SHAPES only)")
@@ -687,10 +688,12 @@ def main(argv=None):
     copy_rw = copy_tbps()
     copy = max(read_tbps(), copy_rw)   # the ceiling the "% of read" column is against
     print(f"copy bandwidth: {copy_rw:.2f} TB/s (read + write); read bandwidth ceiling: {copy:.2f} TB/s", flush=True)
-    shapes = [(64, 32, 8, nq, 32768) for nq in (1, 5)] + [(8, 64, 8, nq, 131072) for nq in (1, 5)]
-    # the small batches first (where decode is latency-bound and the forced configs are timed), so a
-    # budget that runs out leaves out large-batch rows
-    shapes += sorted(((b, 32, 8, nq, 16384) for nq in (1, 5) for b in BATCHES), key=lambda s: (s[0] > 8, s[0], s[3]))
+    # by importance, so a budget that runs out leaves out the least: decode at the shapes and at
+    # B = 1, then verify there, then the other small batches, then the large ones
+    first = [(64, 32, 8, 1, 32768), (8, 64, 8, 1, 131072), (1, 32, 8, 1, 16384),
+             (64, 32, 8, 5, 32768), (8, 64, 8, 5, 131072), (1, 32, 8, 5, 16384)]
+    shapes = first + sorted((s for s in ((b, 32, 8, nq, 16384) for nq in (1, 5) for b in BATCHES) if s not in first),
+                            key=lambda s: (s[0] > 8, s[0], s[3]))
     rows = []
     partial = os.path.splitext(args.out)[0] + "-partial.json"   # what a run cut short leaves
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
