@@ -8,15 +8,18 @@ group (decode is memory-bound: the bytes of K/V read are the cost). Split s walk
 BLOCK_N keys with the online softmax (m_i, l_i, acc, rescale α), reading each key's row either
 at (b, position) of a contiguous cache or through ``block_table`` at (page, slot) of a paged one.
 It stores the split's normalised output and its lse: straight into the result when there is one
-split, else into float32 partial buffers that ``kvcache_merge`` combines by the merge rule
-(lse = log Σ e^{lse_s}, out = Σ e^{lse_s − lse} out_s, the largest lse as rescale reference).
+split, else into float32 partial buffers combined by the merge rule (lse = log Σ e^{lse_s},
+out = Σ e^{lse_s − lse} out_s, the largest lse as rescale reference): by the last of a tile's
+programs to finish (``_merge_tile``, an acq_rel ticket per tile) up to ``config.FUSED_MAX_SPLITS``
+splits, by the merge kernel ``kvcache_merge`` (a second launch) above (``config.fuse_merge``).
 
 Keys at positions ≥ the split's stop (so ≥ L) are masked at the load (other = 0): no poison past a
 request's length, nor a page-table entry past its last page, is ever read.
 
 Paged reads: a tile of BLOCK_N ≤ page_size keys starts at a multiple of BLOCK_N (the window's left
 edge is rounded down to a tile; the keys it adds are masked by the window), so it lies in one page:
-one table entry per tile, read as a scalar. A tile longer than a page reads one entry per key.
+one table entry per tile, read as a scalar. A tile longer than a page reads one entry per key. Either
+way the entries are loaded one tile ahead, so the K/V loads never wait on a load of their own iteration.
 
 Values checked on the device (``api`` module docstring): a length outside 0..CAPACITY or a table
 entry outside 0..NUM_PAGES − 1 that a tile needs is clamped before any address is formed, and the
