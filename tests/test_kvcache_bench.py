@@ -44,31 +44,35 @@ def cpu_bench(monkeypatch):
 
 def test_time_shape_rows_and_tables(cpu_bench, capsys):
     shape = (2, 4, 2, 1, 64)
-    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "sdpa-cudnn"], seed=0, copy=4.0,
+    rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "ours-configs",
+                                     "ours-paged-configs", "ours-other-merge", "sdpa-cudnn"], seed=0, copy=4.0,
                             tuning="first")
     assert cpu_bench, "no call ran"
     got = {(r["provider"], r["method"]) for r in rows}
     assert {("ours", "graph"), ("ours", "call"), ("ours", "host"), ("ours", "validate"),
             ("ours-paged", "graph"), ("ours-paged-big", "graph")} <= got
     assert {(f"ours-S{s}", "graph") for s in bench.SWEEP} <= got
+    from flashproof.kernels.kvcache.config import CONFIGS
+    assert {(f"ours{p}-C{i}", "graph") for i in range(len(CONFIGS)) for p in ("", "-paged")} <= got
+    assert {("ours", "forward"), ("ours", "allocs")} <= got
     ours = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "graph"))
     kv_bytes = 2 * 2 * 64 * 2 * 16 * 2                       # B·Hkv·Nk·(D + Dv)·2 bytes
     assert ours["tbps"] == pytest.approx(kv_bytes / 1e12 / 2e-3)
     assert ours["pct_copy"] == pytest.approx(100 * ours["tbps"] / 4.0)
-    host = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "host"))
-    assert host["tbps"] is None                              # µs of host time carry no bandwidth
+    for method in ("host", "validate", "forward", "allocs"):  # µs of host time carry no bandwidth
+        assert next(r for r in rows if (r["provider"], r["method"]) == ("ours", method))["tbps"] is None
     # SDPA's cuDNN backend does not run on CPU tensors: a row that says so, never a number
     cudnn = [r for r in rows if r["provider"] == "sdpa-cudnn"]
     assert cudnn and all(r["ms"] is None and "refused" in r["note"] for r in cudnn)
     meet = bench.print_tables(rows, [shape], 4.0)
     out = capsys.readouterr().out
-    assert "% of copy" in out and "cuDNN/ours" in out and "best S" in out
+    assert "% of read" in out and "cuDNN/ours" in out and "best S" in out and "Forced kernel configs" in out
     assert meet == [dict(shape=shape, vs_cudnn=None, pct_copy=ours["pct_copy"], paged=1.0)]
     assert "paged-32/contig" in out
 
 
 def test_targets_count_what_the_issue_asks(capsys):
-    """cuDNN/ours ≥ 1, ≥ 85 % of copy at Nk ≥ 8k, paged within 5 %: counted from the graph rows."""
+    """cuDNN/ours ≥ 1, ≥ 85 % of the read bandwidth at Nk ≥ 8k, paged within 5 %: counted from the graph rows."""
     def row(B, Nk, provider, ms, pct=None):
         return dict(B=B, Hq=32, Hkv=8, Nq=1, Nk=Nk, provider=provider, method="graph", ms=ms, lo=ms, hi=ms,
                     tbps=1.0, pct_copy=pct, note="", copies=1, chosen_splits=1)
@@ -78,7 +82,7 @@ def test_targets_count_what_the_issue_asks(capsys):
     shapes = [(1, 32, 8, 1, 16384), (2, 32, 8, 1, 16384), (4, 32, 8, 1, 4096)]
     bench.print_tables(rows, shapes, 4.0)
     out = capsys.readouterr().out
-    assert ("ours >= cuDNN at 1 of 3 shapes; >= 85 % of copy bandwidth at 1 of 2 shapes with Nk >= 8k; "
+    assert ("ours >= cuDNN at 1 of 3 shapes; >= 85 % of the read bandwidth at 1 of 2 shapes with Nk >= 8k; "
             "paged within 5 % of contiguous at 1 of 3") in out
 
 
@@ -94,3 +98,50 @@ def test_reference_over_several_requests(monkeypatch):
     ref, mags = bench.reference(q, k, v, [3, 9], causal=True, window=None, scale=D ** -0.5)
     assert ref["out"].shape == (B, Hq, Nq, D)
     assert mags["bound_inputs"]["n_k"] == 9 and mags["out"] == max(v[0, :, :3].abs().max(), v[1].abs().max())
+
+
+def test_other_merge_rows_where_there_are_splits(cpu_bench, monkeypatch):
+    """With splits (132 SMs stood in for the CPU's one), the A/B rows of the other merge form are there."""
+    from flashproof.kernels.kvcache import api
+    monkeypatch.setattr(api, "_sm_count", lambda device: 132)
+    from flashproof.kernels.kvcache import plan
+    monkeypatch.setattr(plan, "MIN_KEYS_PER_SPLIT", 512)     # two splits of 512 keys (a short CPU call)
+    plan.choose_num_splits.cache_clear()
+    try:
+        rows = bench.time_shape(1, 2, 1, 1, 1024, ["ours-other-merge"], seed=0, copy=4.0, tuning="first")
+    finally:
+        plan.choose_num_splits.cache_clear()
+    assert {(r["provider"], r["method"]) for r in rows} == {("ours-other-merge", "graph"),
+                                                           ("ours-other-merge", "forward")}
+    assert all(r["chosen_splits"] == 2 and r["ms"] is not None for r in rows)
+    assert "merge kernel (2 launches)" in rows[0]["note"]      # S = 2: the route fuses, so the A/B is the kernel
+
+
+def test_a_time_box_stops_the_timing_and_the_tables_still_print(monkeypatch, tmp_path, capsys):
+    """SIGTERM (scripts/gpu_kvcache.sh's time box) during the timing: the shapes timed so far are in the
+    tables and the JSON, the rest listed as skipped, and the bench exits normally."""
+    import json
+    import signal
+    import types
+
+    def one_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy):
+        if seed > 100:                       # the second shape: the box's signal arrives inside a provider
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except Exception:                # noqa: BLE001 - as the bench's guarded(): must not swallow it
+                pass
+        return [dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider="ours", method="graph", ms=1.0, lo=1.0, hi=1.0,
+                     tbps=1.0, pct_copy=25.0, note="num_splits=1", copies=1, chosen_splits=1)]
+    monkeypatch.setattr(bench, "time_shape", one_shape)
+    monkeypatch.setattr(bench, "copy_tbps", lambda: 4.0)
+    monkeypatch.setattr(bench, "read_tbps", lambda: 4.5)
+    monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda i: "stand-in")
+    monkeypatch.setattr(bench.torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(multi_processor_count=1, L2_cache_size=2 ** 20))
+    out = tmp_path / "kv.json"
+    assert bench.main(["--skip-check", "--skip-e2e", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "stopped by SIGTERM" in printed and "| 64 | 32/8 | 1 | 32768 | 1 | 1.000 |" in printed
+    got = json.loads(out.read_text())
+    assert len(got["rows"]) == 1 and len(got["skipped_shapes"]) == 21
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

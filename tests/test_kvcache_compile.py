@@ -36,7 +36,8 @@ def _fwd_signature(fn, dt, out_dt, consts):
     """(signature, constexprs, attrs) of ``kvcache_fwd`` as a launch on contiguous caches with
     d = 128 specialises it: unit head-dim strides are constants, pointers and the other strides
     are known multiples of 16 (what lets the loads vectorise and go asynchronous)."""
-    ptr = {"Q": dt, "K": dt, "V": dt, "O": out_dt, "LSE": "fp32", "SEQLENS": "i32", "TABLE": "i32"}
+    ptr = {"Q": dt, "K": dt, "V": dt, "O": out_dt, "LSE": "fp32", "SEQLENS": "i32", "TABLE": "i32", "FO": dt,
+           "FLSE": "fp32", "SEM": "i32"}
     sig, consts, attrs = {}, dict(consts), {}
     for idx, p in enumerate(fn.params):
         if p.is_constexpr:
@@ -78,7 +79,7 @@ def compile_all():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from flashproof.kernels.kvcache.triton import CONFIGS, kvcache_fwd, kvcache_merge
+    from flashproof.kernels.kvcache.triton import CONFIGS, kvcache_fwd, kvcache_merge, merge_stages
 
     names, failures = [], []
 
@@ -95,20 +96,38 @@ def compile_all():
         except Exception as e:  # noqa: BLE001 - reported by the test
             failures.append((name, f"{type(e).__name__}: {e}"[:400]))
 
-    # every autotune config on the decode and verify tiles; the first (tuning="first") must also fit
-    # the H200's shared memory per block
+    # every config on the decode tile with splits merged in the kernel and on the verify tile writing the
+    # result directly; every config must fit the H200's shared memory per block (each is a candidate)
     for i, (block_n, warps, stages) in enumerate(CONFIGS):
-        for variant in ("contig/G4xNq1", "paged64/G8xNq5"):
-            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32")
+        for variant, out_dt, fused in (("contig/G4xNq1", "fp32", True), ("paged64/G8xNq5", "bf16", False)):
+            consts = dict(VARIANTS[variant], BLOCK_N=block_n, DOT_PREC="tf32", FUSED=fused,
+                          MERGE_STAGES=merge_stages(VARIANTS[variant]["BLOCK_M"], VARIANTS[variant]["BLOCK_DV"]))
+            sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", out_dt, consts)
+            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}/fused={fused}",
+                  warps, attrs, _fits_and_streams, stages)
+    # paged reads keep the pipeline as deep as contiguous ones (the table entries loaded one tile ahead):
+    # the same shared memory per config, for pages holding whole tiles (256) and shorter ones (64)
+    for i, (block_n, warps, stages) in enumerate(CONFIGS):
+        shared = {}
+        for page in (0, 64, 256):
+            consts = dict(VARIANTS["contig/G4xNq1"], BLOCK_N=block_n, DOT_PREC="tf32", FUSED=False, MERGE_STAGES=1,
+                          PAGED=bool(page), PAGE_SIZE=page or 16)
             sig, cs, attrs = _fwd_signature(kvcache_fwd, "bf16", "bf16", consts)
-            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/{variant}/config{i}={block_n},{warps},{stages}", warps,
-                  attrs, _streams if i else _fits_and_streams, stages)
+            build(kvcache_fwd, sig, cs, f"kvcache_fwd/bf16/page{page}/config{i}", warps, attrs,
+                  lambda k, page=page: shared.__setitem__(page, k.metadata.shared), stages)
+        if len(set(shared.values())) != 1:
+            failures.append((f"pipeline depth config{i}", f"shared memory by page size (0: contiguous): {shared}"))
     for dt in DTYPES:
         for variant, consts in VARIANTS.items():
             consts = dict(consts, DOT_PREC="ieee" if dt == "fp32" else "tf32")
-            for out_dt in sorted({dt, "fp32"}):
-                sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, consts)
-                build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}", 4, attrs, _streams)
+            # the result directly (S = 1), float32 partials for the merge kernel, partials merged in the kernel
+            for out_dt, fused in sorted({(dt, False), ("fp32", False), ("fp32", True)}):
+                sig, cs, attrs = _fwd_signature(kvcache_fwd, dt, out_dt, dict(consts, FUSED=fused, MERGE_STAGES=merge_stages(
+                    consts["BLOCK_M"], consts["BLOCK_DV"])))
+                # built as the first config (4 warps, 3 stages): with its 64-key tiles it must also fit
+                first = consts["BLOCK_N"] == CONFIGS[0].block_n
+                build(kvcache_fwd, sig, cs, f"kvcache_fwd/{dt}/{variant}/out={out_dt}/fused={fused}", 4, attrs,
+                      _fits_and_streams if first else _streams)
         consts = dict(BLOCK_S=64, BLOCK_DV=128)
         sig = {p.name: "constexpr" if p.is_constexpr else "i32" for p in kvcache_merge.params}
         sig.update(OP="*fp32", LP="*fp32", O=f"*{dt}", LSE="*fp32")
@@ -122,7 +141,9 @@ def test_kvcache_kernels_compile_to_sm90_cubins():
                        timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     from flashproof.kernels.kvcache.triton import CONFIGS
-    n = 2 * len(CONFIGS) + sum(len(VARIANTS) * len({dt, "fp32"}) + 1 for dt in DTYPES)  # fp32: one output dtype
+    # per dtype: direct, partials and fused partials (fp32: direct and partials coincide), and the merge kernel
+    n = 5 * len(CONFIGS) + sum(len(VARIANTS) * len({(dt, False), ("fp32", False), ("fp32", True)}) + 1
+                               for dt in DTYPES)
     assert f"compiled {n} of {n}" in r.stdout, r.stdout[-2000:]
 
 

@@ -64,7 +64,8 @@ class KVCall(NamedTuple):
     Python list when it was read to the host (the torch path, or ``check=True``), else None;
     capacity: positions the cache holds per request (Nmax, or max_pages · page_size); num_pages:
     pages in a paged cache (0 contiguous); num_splits: the split count every request is cut into
-    (``plan``)."""
+    (``plan``); num_sms: the device's SM count (1 off CUDA), which the
+    launch's load class is judged against (``config.load_class``)."""
 
     scale: float
     left: Optional[int]
@@ -77,6 +78,7 @@ class KVCall(NamedTuple):
     capacity: int
     num_pages: int
     num_splits: int
+    num_sms: int
 
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, causal=True, window=None,
@@ -215,16 +217,17 @@ def validate(q, k_cache, v_cache, *, cache_seqlens, block_table, causal, window,
         raise ValueError(f"scale must be a finite real number, got {scale!r}")
     _int_vector("cache_seqlens", cache_seqlens, q.device, (B,))
     num_pages = k_cache.shape[0] if paged else 0
+    num_sms = _sm_count(q.device)
     lengths = _check_lengths(cache_seqlens, block_table, capacity, where, page_size, num_pages) if check else None
     if num_splits is None:
         # the most keys any request's queries may read, bounded from the shapes alone (no host read):
         # the capacity, or Nq + left with a window (L − lo = min(L, Nq + left))
         longest = capacity if left is None else min(capacity, Nq + left)
-        num_splits = plan.choose_num_splits(B, Hkv, longest, _sm_count(q.device)).num_splits
+        num_splits = plan.choose_num_splits(B, Hkv, longest, num_sms).num_splits
     elif isinstance(num_splits, bool) or not isinstance(num_splits, int) or not 1 <= num_splits <= plan.MAX_SPLITS:
         raise ValueError(f"num_splits must be None or an int in 1..{plan.MAX_SPLITS}, got {num_splits!r}")
     return KVCall(float(scale), left, right, Hq // Hkv, page_size, cache_seqlens, block_table, lengths, capacity,
-                  num_pages, num_splits)
+                  num_pages, num_splits, num_sms)
 
 
 @functools.lru_cache(maxsize=None)

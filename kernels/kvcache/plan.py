@@ -17,7 +17,7 @@ minimum) so the obligation can run it on symbolic integers; ``INT_OPS`` is plain
 """
 from __future__ import annotations
 
-import math
+import functools
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
@@ -25,8 +25,9 @@ __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "Sp
 
 #: Upper bound on the split count (the merge kernel holds all of a row's partial lse values in one tile).
 MAX_SPLITS = 64
-#: A split shorter than this spends more on its fixed cost (Q load, partial write, merge read) than it saves.
-MIN_KEYS_PER_SPLIT = 512
+#: A split shorter than this spends more on its fixed cost (Q load, partial write, merge read) than it saves
+#: (the H200 sweep of 2026-12-01 17:33, B = 1, 32/8, 16k: S = 16 (1024 keys) 0.027 ms, S = 32 (512) 0.030).
+MIN_KEYS_PER_SPLIT = 1024
 #: The most (request, KV head, split) programs per SM the heuristic adds splits up to (the H200 sweep:
 #: ``choose_num_splits``).
 PROGRAMS_PER_SM = 2
@@ -73,6 +74,7 @@ class SplitChoice(NamedTuple):
     key_cap: int                  # the most splits of at least MIN_KEYS_PER_SPLIT keys (a power of two, ≤ MAX_SPLITS)
 
 
+@functools.lru_cache(maxsize=4096)
 def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> SplitChoice:
     """The split count S: the largest power of two with B·Hkv·S ≤ PROGRAMS_PER_SM · SMs programs, no
     split shorter than MIN_KEYS_PER_SPLIT keys, at most MAX_SPLITS; S = 1 (no merge) once B·Hkv
@@ -102,11 +104,20 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     (B = 8, 128k, S = 1: 64 programs, 2.9 TB/s) and a 132nd of the copy rate is ~33 GB/s, so every SM
     needs one program and the slack of a second. Past that, more splits only add partial writes, merge
     work and shorter loops (S = 64 at 128k, Nq = 5: +14 %), and the old rule's ⌈4·SMs / (B·Hkv)⌉ (9 at
-    128k: 1.06 and 1.20 ms, behind both 8 and 16) overshot. The rule's choice (S = 32, 16, 8, 4 for
-    B = 1, 2, 4, 8 at 16k; 4 at 128k) is within 5 % of the row's best in 9 of the 10 rows; the miss is
-    S = 32 at B = 1, Nq = 1, whose 0.280 ms sits between 0.146 (S = 16) and 0.157 (S = 64) and reads as
-    an outlier of that single-call timing (``bench/kvcache.py`` now times by graph replay). The
+    128k: 1.06 and 1.20 ms, behind both 8 and 16) overshot. With 512-key splits the rule chose S = 32,
+    16, 8, 4 for B = 1, 2, 4, 8 at 16k and 4 at 128k, within 5 % of the row's best in 9 of the 10 rows;
+    the miss was S = 32 at B = 1, Nq = 1 (0.280 ms between 0.146 at S = 16 and 0.157 at S = 64), which the
+    graph-replay sweep below confirmed (S = 16 best): the minimum is now 1024 keys, so S = 16 there. The
     sweep did not cover B ≥ 16 (S = 2 at B = 16, then 1): the bench's sweep now does.
+
+    The first graph-replay sweep (H200, 2026-12-01 17:33, GPU time only, ms) agrees where it ran: B = 8,
+    64/8, 128k: S = 1 1.412, 2 0.930, 4 0.933, 8 0.937 (Nq = 1) and 2.369, 1.205, 0.949, 0.959 (Nq = 5):
+    S = 4 within 0.3 % of the best; B = 64, 32/8, 32k: S = 1 (chosen) ran 1.851 in the default row, S = 2
+    1.865 (the sweep's own S = 1 row, 2.142, is the slow one of the two levels that rows of that run
+    settled at, 1.85 and 2.14 ms for the same kernel; its fastest block was 1.881); B = 1, 16k: S = 16
+    0.027, 32 0.030, 8 0.031, so splits of at least 1024 keys (``MIN_KEYS_PER_SPLIT``; S = 16 there).
+
+    Cached per argument tuple (a pure function called on every call: its loops cost ~3 µs of host time).
     """
     pairs = max(1, batch * heads_kv)
     target = PROGRAMS_PER_SM * max(1, num_sms)
@@ -118,6 +129,3 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
         s *= 2
     return SplitChoice(s, pairs, target, longest, cap)
 
-
-def next_pow2(x: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, x))))

@@ -8,15 +8,18 @@ group (decode is memory-bound: the bytes of K/V read are the cost). Split s walk
 BLOCK_N keys with the online softmax (m_i, l_i, acc, rescale α), reading each key's row either
 at (b, position) of a contiguous cache or through ``block_table`` at (page, slot) of a paged one.
 It stores the split's normalised output and its lse: straight into the result when there is one
-split, else into float32 partial buffers that ``kvcache_merge`` combines by the merge rule
-(lse = log Σ e^{lse_s}, out = Σ e^{lse_s − lse} out_s, the largest lse as rescale reference).
+split, else into float32 partial buffers combined by the merge rule (lse = log Σ e^{lse_s},
+out = Σ e^{lse_s − lse} out_s, the largest lse as rescale reference): by the last of a tile's
+programs to finish (``_merge_tile``, an acq_rel ticket per tile) up to ``config.FUSED_MAX_SPLITS``
+splits, by the merge kernel ``kvcache_merge`` (a second launch) above (``config.fuse_merge``).
 
 Keys at positions ≥ the split's stop (so ≥ L) are masked at the load (other = 0): no poison past a
 request's length, nor a page-table entry past its last page, is ever read.
 
 Paged reads: a tile of BLOCK_N ≤ page_size keys starts at a multiple of BLOCK_N (the window's left
 edge is rounded down to a tile; the keys it adds are masked by the window), so it lies in one page:
-one table entry per tile, read as a scalar. A tile longer than a page reads one entry per key.
+one table entry per tile, read as a scalar. A tile longer than a page reads one entry per key. Either
+way the entries are loaded one tile ahead, so the K/V loads never wait on a load of their own iteration.
 
 Values checked on the device (``api`` module docstring): a length outside 0..CAPACITY or a table
 entry outside 0..NUM_PAGES − 1 that a tile needs is clamped before any address is formed, and the
@@ -30,16 +33,16 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 from ..interpreter import interpreting
-from .plan import next_pow2
+from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, fuse_merge, load_class, next_pow2, tile_shape
+from .config import TileShape as LaunchShape
 
 __all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
-           "launch_plan", "MAX_BLOCK_M"]
+           "launch_plan", "MAX_BLOCK_M", "config_kwargs", "merge_stages", "tickets"]
 
 LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
-#: rows per tile at most (G·Nq above this takes several M-tiles, each streaming the cache again)
-MAX_BLOCK_M = 128
 
 
 def _interpreter_loop_bounds():
@@ -63,12 +66,6 @@ def _interpreter_loop_bounds():
 if interpreting():
     _interpreter_loop_bounds()
 
-#: (BLOCK_N, num_warps, num_stages); the first is what ``tuning="first"`` runs. Decode streams K/V:
-#: deeper pipelines keep more bytes in flight, 128-key tiles halve the loop overhead, 8 warps suit
-#: the 64-row verify tiles. (128, 4, 3) holds 3 × 64 KiB of K/V tiles at d = 128: one program per SM.
-CONFIGS = [(64, 4, 3), (128, 4, 3), (64, 8, 4), (128, 8, 2)]
-
-
 @triton.jit
 def _split_range(s, n, NUM_SPLITS, BLOCK: tl.constexpr):
     """plan.split_range: c = ⌈⌈n / BLOCK⌉ / NUM_SPLITS⌉ · BLOCK; split s is [s·c, min(s·c + c, n))."""
@@ -79,7 +76,7 @@ def _split_range(s, n, NUM_SPLITS, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
+def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE, FO, FLSE, SEM,
                 sq_b, sq_h, sq_n, sq_d,
                 sk_0, sk_1, sk_h, sk_d,            # key row (outer, position-or-slot), head, dim strides
                 sv_0, sv_1, sv_h, sv_d,
@@ -89,7 +86,7 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
                 qk_scale, Hkv, Nq, LEFT, RIGHT, NUM_SPLITS, M_TILES, CAPACITY, NUM_PAGES,
                 D: tl.constexpr, DV: tl.constexpr, GROUPS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr,
-                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr):
+                HAS_RIGHT: tl.constexpr, DOT_PREC: tl.constexpr, FUSED: tl.constexpr, MERGE_STAGES: tl.constexpr):
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16 and BLOCK_D >= 16 and BLOCK_DV >= 16)  # tl.dot minimum
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -126,18 +123,33 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scaled scores (log2 units)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    # Paged: the table entries of a tile are loaded one tile ahead (carried in page_next), so the K/V
+    # loads' addresses do not wait on a load of the same iteration and the software pipeline keeps as
+    # many K/V tiles in flight as on a contiguous cache (with the entry loaded in the iteration itself,
+    # sm_90 cubins held one tile fewer: 38 KiB of shared memory instead of 70 at (64, 4, 3)). Only the
+    # entries of keys below the split's stop are read.
+    page_next = 0
+    if PAGED:
+        if BLOCK_N <= PAGE_SIZE:   # a tile lies in one page (kb is a multiple of BLOCK_N): one entry per tile
+            page_next = tl.load(TABLE + b64 * st_b + start // PAGE_SIZE, mask=start < stop, other=0)
+        else:                      # BLOCK_N / PAGE_SIZE pages per tile: one entry per key
+            first = start + tl.arange(0, BLOCK_N)
+            page_next = tl.load(TABLE + b64 * st_b + first // PAGE_SIZE, mask=first < stop, other=0)
     for kb in tl.range(start, stop, BLOCK_N):
         offs_n = kb + tl.arange(0, BLOCK_N)
         key_ok = offs_n < stop
         if PAGED:
-            if BLOCK_N <= PAGE_SIZE:   # the tile lies in one page (kb is a multiple of BLOCK_N): one entry
-                page = tl.load(TABLE + b64 * st_b + kb // PAGE_SIZE)
+            page = page_next
+            if BLOCK_N <= PAGE_SIZE:
+                page_next = tl.load(TABLE + b64 * st_b + (kb + BLOCK_N) // PAGE_SIZE, mask=kb + BLOCK_N < stop,
+                                    other=0)
                 page_bad = (page < 0) | (page >= NUM_PAGES)
                 bad = bad | page_bad.to(tl.int32)
                 page = tl.where(page_bad, 0, page).to(tl.int64)
                 slot = kb % PAGE_SIZE + tl.arange(0, BLOCK_N)
-            else:                      # BLOCK_N / PAGE_SIZE pages per tile: one entry per key
-                page = tl.load(TABLE + b64 * st_b + offs_n // PAGE_SIZE, mask=key_ok, other=0)
+            else:
+                nxt = offs_n + BLOCK_N
+                page_next = tl.load(TABLE + b64 * st_b + nxt // PAGE_SIZE, mask=nxt < stop, other=0)
                 page_bad = ((page < 0) | (page >= NUM_PAGES)) & key_ok
                 bad = bad | tl.max(page_bad.to(tl.int32), 0)
                 page = tl.where(page_bad, 0, page).to(tl.int64)
@@ -172,9 +184,52 @@ def kvcache_fwd(Q, K, V, O, LSE, SEQLENS, TABLE,
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))  # ÷ log2 e: natural log
     out = tl.where(bad != 0, float("nan"), out)
     lse = tl.where(bad != 0, float("nan"), lse)
-    o_ptr = O + split * so_s + b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d
-    tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
-    tl.store(LSE + split * sl_s + b64 * sl_b + h * sl_h + i * sl_n, lse, mask=row_ok)
+    o_off = b64 * so_b + h[:, None] * so_h + i[:, None] * so_n + offs_dv[None, :] * so_d     # (BLOCK_M, BLOCK_DV)
+    l_off = b64 * sl_b + h * sl_h + i * sl_n                                                 # (BLOCK_M,)
+    o_ok = row_ok[:, None] & dv_ok[None, :]
+    tl.store(O + split * so_s + o_off, out.to(O.dtype.element_ty), mask=o_ok)
+    tl.store(LSE + split * sl_s + l_off, lse, mask=row_ok)
+    if FUSED:
+        # The last of the tile's NUM_SPLITS programs to finish merges every split's partial. The barrier
+        # orders all threads' partial stores before the release of the (one-thread) ticket; the acquire
+        # of the last ticket orders the loads after every other program's stores; the loads bypass L1.
+        tl.debug_barrier()
+        ticket = tl.atomic_add(SEM + pid, 1, sem="acq_rel", scope="gpu")
+        if ticket == NUM_SPLITS - 1:
+            _merge_tile(O, LSE, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS, BLOCK_M, BLOCK_DV,
+                        MERGE_STAGES)
+            tl.atomic_xchg(SEM + pid, 0, sem="relaxed", scope="gpu")   # the counter is zero again for the next call
+
+
+@triton.jit
+def _merge_tile(OP, LP, FO, FLSE, o_off, l_off, o_ok, row_ok, so_s, sl_s, NUM_SPLITS,
+                BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr, MERGE_STAGES: tl.constexpr):
+    """The merge rule over the NUM_SPLITS float32 partials of one tile's rows, folded one split at a
+    time with the running largest lse as the rescale reference (an empty split weighs 0; a NaN partial,
+    a bad request's, makes the row NaN): FO[o_off] = Σ_s e^{lse_s − lse} out_s, FLSE[l_off] = lse."""
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK_M], tl.float32)
+    num = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    poisoned = tl.zeros([BLOCK_M], tl.int32)
+    for t in tl.range(0, NUM_SPLITS, num_stages=MERGE_STAGES):   # pipelined: later splits' loads in flight
+        lse_t = tl.load(LP + t * sl_s + l_off, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
+        poisoned = poisoned | (lse_t != lse_t).to(tl.int32)
+        lse_t = tl.where(lse_t != lse_t, float("-inf"), lse_t)
+        m_new = tl.maximum(m, lse_t)
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)       # nothing yet: never (−∞) − (−∞)
+        alpha = tl.exp(m - m_ref)
+        w = tl.exp(lse_t - m_ref)                                   # an empty split: 0
+        o_t = tl.load(OP + t * so_s + o_off, mask=o_ok, other=0.0, cache_modifier=".cg")
+        num = num * alpha[:, None] + w[:, None] * o_t
+        den = den * alpha + w
+        m = m_new
+    den_safe = tl.where(den > 0, den, 1.0)
+    out = tl.where(den[:, None] > 0, num / den_safe[:, None], 0.0)
+    lse = tl.where(den > 0, m + tl.log(den_safe), float("-inf"))
+    out = tl.where(poisoned[:, None] != 0, float("nan"), out)
+    lse = tl.where(poisoned != 0, float("nan"), lse)
+    tl.store(FO + o_off, out.to(FO.dtype.element_ty), mask=o_ok)
+    tl.store(FLSE + l_off, lse, mask=row_ok)
 
 
 @triton.jit
@@ -209,55 +264,80 @@ def kvcache_merge(OP, LP, O, LSE, R, Hq, Nq, DV, NUM_SPLITS,
     tl.store(LSE + b.to(tl.int64) * sl_b + h * sl_h + i * sl_n, lse)
 
 
-_tuned = triton.autotune(
-    configs=[triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st) for n, w, st in CONFIGS],
-    key=["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT"],  # not the split count: one tuning per tile shape
-)(kvcache_fwd)
+#: the autotuner's key: every compile-time constant of a launch (not the split count: one tuning per tile
+#: shape and load class; the load class by keeping one autotuner per candidate list and class, ``_tuner``)
+_TUNE_KEY = ["D", "DV", "GROUPS", "BLOCK_M", "BLOCK_D", "BLOCK_DV", "PAGED", "PAGE_SIZE", "HAS_LEFT", "HAS_RIGHT",
+             "FUSED"]
 
 
-class LaunchShape(NamedTuple):
-    """Tile sizes of one call: BLOCK_M packed rows (≥ 16, the tl.dot minimum), M_TILES tiles of
-    them per KV head, BLOCK_D/BLOCK_DV the padded head dims."""
-
-    block_m: int
-    m_tiles: int
-    block_d: int
-    block_dv: int
+@functools.lru_cache(maxsize=None)
+def _tuner(load: str, configs: tuple):
+    """Triton's autotuner over ``configs`` for launches of one load class (its own cache of choices)."""
+    del load   # part of the cache key only: a class never reuses another class's timing
+    return triton.autotune(configs=[triton.Config({"BLOCK_N": c.block_n}, num_warps=c.num_warps,
+                                                  num_stages=c.num_stages) for c in configs],
+                           key=_TUNE_KEY)(kvcache_fwd)
 
 
 def launch_shape(groups: int, n_q: int, d: int, dv: int) -> LaunchShape:
-    rows = groups * n_q
-    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
-    return LaunchShape(block_m, -(-rows // block_m), max(16, next_pow2(d)), max(16, next_pow2(dv)))
+    """``config.tile_shape`` (kept under its old name for the tests and the bench)."""
+    return tile_shape(groups, n_q, d, dv)
 
 
 class Launch(NamedTuple):
     """Everything of a launch that depends on the call's shape only (cached per shape by ``launch_plan``):
-    the tile shape, the forward's grid, its compile-time constants (as the autotuner's key
-    orders them), the merge's grid and tile (None with one split), the key under which the autotuned
-    choice is kept (q's dtype, split or not, the constants: as the autotuner's key, which holds O's
-    dtype, and the partials are float32) and the keywords of ``tuning="first"``'s launch."""
+    the tile shape, the forward's grid, its compile-time constants (as the autotuner's key orders
+    them), the merge's grid and tile (None with one split), the load class and the candidate configs
+    (``config.candidates``), the key under which the autotuned choice is kept (q's dtype, split or not,
+    the load class, the constants: as the autotuner's key, which holds O's dtype, and the partials are
+    float32), the keywords of ``tuning="first"``'s launch, and the one float32 buffer of the partials
+    (with splits): its size, where the lses start, the strides of the outs and the lses."""
 
     shape: LaunchShape
     grid: tuple
     consts: dict
     merge_grid: tuple | None
     block_s: int
+    load: str
+    configs: tuple
     tune_key: tuple
     first_kwargs: dict
+    part_numel: int
+    lse_offset: int
+    part_strides: tuple
+
+
+def config_kwargs(consts: dict, c: KernelConfig) -> dict:
+    """The launch keywords of constants ``consts`` run with configuration ``c``."""
+    return {**consts, "BLOCK_N": c.block_n, "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
+def merge_stages(block_m: int, block_dv: int) -> int:
+    """Pipeline stages of the fused merge's loop over splits: as many (≤ 3) as keep its float32 tiles of
+    block_m × block_dv within 64 KiB of shared memory (1: not pipelined)."""
+    return max(1, min(3, 65536 // (block_m * block_dv * 4)))
 
 
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
-                has_right: bool, dtype: torch.dtype) -> Launch:
+                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool | None = None) -> Launch:
+    """The launch of a call's shape; ``fused_merge``: None routes by ``config.fuse_merge``, True/False
+    force the merge form (the bench's A/B)."""
     shape = launch_shape(G, Nq, D, Dv)
+    fused_merge = fuse_merge(S) if fused_merge is None else (S > 1 and fused_merge)
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
-                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32")
-    merge = (B * Hkv * G * Nq,) if S > 1 else None
-    n, w, st = CONFIGS[0]
-    return Launch(shape, (B * Hkv * shape.m_tiles, S), consts, merge, max(16, next_pow2(S)),
-                  (dtype, S > 1, *consts.values()), {**consts, "BLOCK_N": n, "num_warps": w, "num_stages": st})
+                  DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=fused_merge,
+                  MERGE_STAGES=merge_stages(shape.block_m, shape.block_dv))
+    merge = (B * Hkv * G * Nq,) if S > 1 and not fused_merge else None
+    grid = (B * Hkv * shape.m_tiles, S)
+    load = load_class(grid[0] * S, num_sms)
+    configs = candidates(load, page_size)
+    R = B * Hkv * G * Nq                                    # rows of the result
+    part_strides = ((R * Dv, Hkv * G * Nq * Dv, Nq * Dv, Dv, 1), (R, Hkv * G * Nq, Nq, 1))   # (S, B, Hq, Nq[, Dv])
+    return Launch(shape, grid, consts, merge, max(16, next_pow2(S)), load, configs,
+                  (dtype, S > 1, load, *consts.values()), config_kwargs(consts, configs[0]), S * R * (Dv + 1),
+                  S * R * Dv, part_strides)
 
 
 #: ``Launch.tune_key`` -> the launch keywords (constants and the chosen config's) of the configuration
@@ -267,43 +347,77 @@ def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page
 _CHOSEN: dict = {}
 
 
-def _launch_fwd(lp: "Launch", args, tuning: str):
+def _launch_fwd(lp: "Launch", args, tuning: str, config):
+    if config is not None:
+        kvcache_fwd[lp.grid](*args, **config_kwargs(lp.consts, config))
+        return
     if tuning == "first":
         kvcache_fwd[lp.grid](*args, **lp.first_kwargs)
         return
     kwargs = _CHOSEN.get(lp.tune_key)
     if kwargs is None:
-        _tuned[lp.grid](*args, **lp.consts)
-        _CHOSEN[lp.tune_key] = {**lp.consts, **_tuned.best_config.all_kwargs()}
+        tuner = _tuner(lp.load, lp.configs)
+        tuner[lp.grid](*args, **lp.consts)
+        _CHOSEN[lp.tune_key] = {**lp.consts, **tuner.best_config.all_kwargs()}
         return
     kvcache_fwd[lp.grid](*args, **kwargs)
 
 
-def forward(q, k_cache, v_cache, call, *, tuning: str):
-    """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32."""
+#: (device, stream) -> the int32 tickets of the fused merge, one per (request, KV head, M-tile), zero
+#: between calls (the last program of a tile resets its own); one buffer per stream, so calls on two
+#: streams never share a counter
+_TICKETS: dict = {}
+
+
+def tickets(device: torch.device, n: int) -> torch.Tensor:
+    """At least ``n`` zeroed int32 tickets for a fused-merge launch on the current stream. While a CUDA
+    graph is being captured, a fresh zeroed buffer (a memset node of the graph): a buffer kept here must
+    not come from the graph's private memory pool."""
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return torch.zeros(n, dtype=torch.int32, device=device)
+        key = (device, driver.active.get_current_stream(device.index))   # the raw stream, as Triton's launcher reads it
+    else:
+        key = (device, 0)
+    buf = _TICKETS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = _TICKETS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return buf
+
+
+def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | None = None,
+            fused_merge: bool | None = None):
+    """q (B, Hq, Nq, D) → out (B, Hq, Nq, Dv) in q's dtype, lse (B, Hq, Nq) float32. ``config``: run this
+    ``KernelConfig`` instead of the tuned or first one (the bench's forced-config sweep). With splits,
+    the partials are merged in the last program of each tile (one launch) or by ``kvcache_merge`` (a
+    second launch): ``fused_merge=None`` routes by ``config.fuse_merge``, True/False force one (the
+    bench's A/B)."""
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
-    lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype)
+    lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype,
+                     call.num_sms, fused_merge)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:
         o_buf, l_buf = out, lse
         so, sl = (0, *out.stride()), (0, *lse.stride())
-    else:
-        o_buf = torch.empty(S, B, Hq, Nq, Dv, dtype=torch.float32, device=q.device)
-        l_buf = torch.empty(S, B, Hq, Nq, dtype=torch.float32, device=q.device)
-        so, sl = o_buf.stride(), l_buf.stride()
+    else:   # one float32 buffer: the partial outs (S, B, Hq, Nq, Dv), then the partial lses (S, B, Hq, Nq),
+        # both contiguous, so they share out's and lse's strides with a split stride in front
+        part = torch.empty(lp.part_numel, dtype=torch.float32, device=q.device)
+        o_buf, l_buf = part, part[lp.lse_offset:]
+        so, sl = lp.part_strides
+    sem = tickets(q.device, lp.grid[0]) if lp.consts["FUSED"] else call.cache_seqlens   # never read unfused
     ks, vs = k_cache.stride(), v_cache.stride()
     if call.page_size:
         table, st_b = call.block_table, call.block_table.stride(0)
     else:   # (B, Hkv, Nmax, ·): pass (b, position, head, dim) strides
         ks, vs = (ks[0], ks[2], ks[1], ks[3]), (vs[0], vs[2], vs[1], vs[3])
         table, st_b = call.cache_seqlens, 0    # never read
-    args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, *q.stride(), *ks, *vs, *so, *sl, st_b,
-            call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles, call.capacity,
-            call.num_pages)
-    _launch_fwd(lp, args, tuning)
+    args = (q, k_cache, v_cache, o_buf, l_buf, call.cache_seqlens, table, out, lse, sem, *q.stride(), *ks, *vs, *so,
+            *sl, st_b, call.scale * LOG2E, Hkv, Nq, call.left or 0, call.right or 0, S, lp.shape.m_tiles,
+            call.capacity, call.num_pages)
+    _launch_fwd(lp, args, tuning, config)
     if lp.merge_grid is not None:
         kvcache_merge[lp.merge_grid](o_buf, l_buf, out, lse, B * Hq * Nq, Hq, Nq, Dv, S, *out.stride(),
                                      *lse.stride(), BLOCK_S=lp.block_s, BLOCK_DV=lp.shape.block_dv)
