@@ -22,10 +22,18 @@ kernel run in dtype τ:
   that size, and its scores, summed in another order than the naive run's, differ by units of
   eps·S; the + 1 is log's argument: a relative rounding of ℓ is an absolute error of lse. In
   float64, where the naive logsumexp is often exact, our online-softmax LSE was 1.1–1.6 units off
-  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dbias (= dS = P ∘ (dP − δ), summed over the
-  bias's broadcast dims) — max|dO|·max|V| + max|dLSE|; dq —
-  |scale|·(max|dO|·max|V| + max|dLSE|)·max|K|; dk — the same with max|Q| (maxima over finite entries;
-  at least τ's smallest normal); with dropout, every M_T but lse's is multiplied by the largest
+  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dbias (= dS = P ∘ (dP − δ + dLSE), summed over the
+  bias's broadcast dims) — M_dS = max_ij Σ_d |dO_id|·|V_jd| + max|dLSE|; dq — |scale|·M_dS·max|K|;
+  dk — the same with max|Q| (maxima over finite entries; at least τ's smallest normal). M_dS is the
+  size of what dS is computed from: dP_ij = ⟨dO_i, V_j⟩ and δ_i = ⟨dO_i, O_i⟩ are dot products over
+  Dv terms, and Σ_d |dO_id|·|V_jd| bounds |dP_ij|, every partial sum of it and |δ_i| (O_i is a convex
+  combination of the V_j); a kernel that forms δ from O (FlashAttention's backward) and dP from a
+  matmul rounds the two at that size, in different orders, so dP − δ is off by units of eps·M_dS
+  where the naive softmax backward's Σ_j P_ij dP_ij may cancel exactly (a row with one allowed key:
+  P = 1, naive dS exactly 0 + dLSE; ours one unit of dP ≈ 9.3 off, so dq was 5.0e-7 off against a
+  bound of 4.0e-7 when M_dS was max|dO|·max|V| ≈ 3.8, the size of one product instead of the sum).
+  dq_i = scale·Σ_j dS_ij K_j sums Nk terms, but Σ_j |dS_ij| ≤ M_dS since Σ_j P_ij = 1, so
+  |scale|·M_dS·max|K| bounds that sum too; with dropout, every M_T but lse's is multiplied by the largest
   multiplier r = 1/(1 − p) (a kept probability is scaled by r, so out, dV and dP are sums of terms up
   to r times larger), plus, for every T but lse, M_T · eps_stat · S, where S is the
   largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
@@ -80,6 +88,34 @@ def _absmax(t: torch.Tensor) -> float:
     return fin.abs().max().item() if fin.numel() else 0.0
 
 
+def _finite_abs(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().to(torch.float64)
+    return torch.where(torch.isfinite(t), t.abs(), torch.zeros_like(t))
+
+
+#: entries of |dO| @ |V|ᵀ formed at once by ``_dot_magnitude`` (query rows are taken in chunks)
+_DOT_CHUNK = 1 << 24
+
+
+def _dot_magnitude(dout: torch.Tensor, v: torch.Tensor) -> float:
+    """max over (b, h, i, j) of Σ_d |dO[b, h, i, d]|·|V[b, h // G, j, d]| (G = Hq // Hkv; non-finite
+    entries count 0): the largest |dP_ij| = |⟨dO_i, V_j⟩| can be, which also bounds |δ_i| (module
+    docstring). dout (B, Hq, Nq, Dv), v (B, Hkv, Nk, Dv); a cotangent with no finite non-zero entry
+    (callers that judge out and lse only pass a zero placeholder) gives 0."""
+    ado = _finite_abs(dout)
+    if not ado.any():
+        return 0.0
+    if ado.dim() != 4 or v.dim() != 4 or ado.shape[-1] != v.shape[-1] or ado.shape[1] % v.shape[1]:
+        raise ValueError(f"dout must be (B, Hq, Nq, Dv) for v (B, Hkv, Nk, Dv) = {tuple(v.shape)} with Hq a "
+                         f"multiple of Hkv, received dout of shape {tuple(dout.shape)}")
+    B, Hq, Nq, _ = ado.shape
+    Hkv, Nk = v.shape[1], v.shape[2]
+    ado = ado.unflatten(1, (Hkv, Hq // Hkv))                  # (B, Hkv, G, Nq, Dv)
+    avt = _finite_abs(v).to(ado.device).unsqueeze(2).transpose(-1, -2)  # (B, Hkv, 1, Dv, Nk)
+    rows = max(1, _DOT_CHUNK // max(1, B * Hq * Nk))
+    return max((ado[..., i0:i0 + rows, :] @ avt).max().item() for i0 in range(0, Nq, rows))
+
+
 def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0) -> dict:
     """M_T for each compared tensor T, and "score" = S = max |score| ≈ max |scale·q·k| (bounded by
     |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed). ``dlse``
@@ -91,7 +127,7 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0) -
     mq, mk, mv0, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
     mv = drop * mv0
     mlse = _absmax(lse)
-    mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
+    mg = drop * _dot_magnitude(dout, v) + (0.0 if dlse is None else _absmax(dlse))  # M_dS
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
     return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": drop * mo, "dbias": mg,
             "dq": abs(scale) * mg * mk,
