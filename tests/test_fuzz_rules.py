@@ -9,9 +9,9 @@ from flashproof.fuzz.checks import merge_partials
 from flashproof.fuzz.oracle import read_inputs, reference
 from flashproof.fuzz.problem import ProblemSpec, build, lse_cotangent
 from flashproof.fuzz.strategies import FAMILIES, attention_problems
-from flashproof.fuzz.tolerance import FACTOR, _dot_magnitude, judge, magnitudes
+from flashproof.fuzz.tolerance import FACTOR, _dot_magnitude, floor, judge, magnitudes
 
-MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0}
+MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0, "dot_len": 1}
 REF = torch.tensor([0.5, -0.25, 1.0], dtype=torch.float64)
 BASE = REF + torch.tensor([1e-3, 0.0, 0.0], dtype=torch.float64)  # naive error 1e-3
 
@@ -149,6 +149,19 @@ def test_dot_magnitude_is_the_largest_abs_dot_product_of_a_query_head_and_its_kv
     assert _dot_magnitude(torch.zeros(1), v) == 0.0  # the placeholder cotangent of forward-only callers
     with pytest.raises(ValueError, match=r"dout must be \(B, Hq, Nq, Dv\)"):
         _dot_magnitude(torch.ones(2, 3, 3, 5), v)
+
+
+def test_the_gradients_through_ds_carry_the_dot_product_bound_in_their_floor():
+    """floor = eps(τ)·M + M·eps_acc·S + M·2γ_Dv for dq, dk, dbias (γ_n = n·u/(1 − n·u), u = eps_acc/2);
+    dv and out have no γ term; bf16 inputs are computed in fp32 (eps_acc = 2⁻²³)."""
+    mags = {**MAGS, "dq": 2.0, "dk": 3.0, "dbias": 5.0, "dv": 7.0, "score": 0.5, "dot_len": 64}
+    for dtype, u in ((torch.float32, 2.0 ** -24), (torch.bfloat16, 2.0 ** -24), (torch.float64, 2.0 ** -53)):
+        eps, acc = torch.finfo(dtype).eps, 2 * u
+        gamma = 64 * u / (1 - 64 * u)
+        for name in ("dq", "dk", "dbias"):
+            m = mags[name]
+            assert floor(name, mags, dtype) == pytest.approx(eps * m + m * acc * 0.5 + m * 2 * gamma, rel=1e-12)
+        assert floor("dv", mags, dtype) == pytest.approx(eps * 7.0 + 7.0 * acc * 0.5, rel=1e-12)
 
 
 @settings(max_examples=25, deadline=None)
