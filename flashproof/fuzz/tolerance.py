@@ -130,7 +130,8 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0) -
     |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed). ``dlse``
     (the LSE cotangent, or None) enters dq and dk as γ_ij = p_ij(⟨dO_i, V_j⟩ − δ_i + dlse_i) does.
     ``drop``: dropout's largest multiplier 1/(1 − p) (1 without dropout), which scales every M_T
-    but lse's (module docstring)."""
+    but lse's (module docstring). "dot_len" is Dv, the length of the dot products dP and δ that dS
+    is formed from (the floor's γ term)."""
     if not drop >= 1.0:
         raise ValueError(f"drop is dropout's multiplier 1/(1 - p) >= 1, received {drop!r}")
     mq, mk, mv0, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
