@@ -88,12 +88,14 @@ for line in sorted((out / "steps.tsv").read_text().splitlines()):
     result = ""
     p = out / f"{name}.json"
     if name == "regressions":
-        rows = [l for l in (out / "regressions.log").read_text().splitlines() if l.startswith("REGRESSION")]
+        rows = [l for l in (out / "regressions.log").read_text().splitlines()
+                if l.startswith("REGRESSION") and "not available" not in l]
         result = f"{sum('DEVIATION' in r for r in rows)} deviations in {len(rows)} examinations"
     elif p.exists() and name.startswith("campaign"):
         for s in json.loads(p.read_text()):
             n = sum(r.get("examples", 0) for r in s["results"])
-            verdict = ("PASSED" if s.get("passed") else s.get("device_fault") or s.get("harness_error")
+            verdict = ("PASSED" if s.get("passed") else "not available: " + str(s.get("reason")) if not s.get("available")
+                       else s.get("device_fault") or s.get("harness_error")
                        or ("DEVIATIONS" if s["deviations"] else "INCOMPLETE " + str(s.get("incomplete", ""))))
             result = f"{n} examples, {len(s['deviations'])} deviations: {str(verdict)[:70]}"
             for d in s["deviations"][:3]:
