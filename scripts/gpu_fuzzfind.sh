@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The tolerance rule's dS floor on a CUDA machine (branch fuzzfind, issue 14), under 5 minutes:
+# The tolerance rule's dS floor and the torch backward's per-head dK/dV sums on a CUDA machine (branch
+# fuzzfind, issue 14), under 5 minutes:
 #   bash scripts/gpu_fuzzfind.sh OUTDIR
-# 1. regressions: the problems of tests/test_fuzz_kernels.py::RULE_FINDINGS (one allowed key; rule holes
-#    found on the CPU) examined on CUDA with every check, for ours (torch on CUDA, triton) in fp32 and
+# 1. regressions: the problems of tests/test_fuzz_kernels.py::FINDINGS (one allowed key or one key column
+#    with GQA; found on the CPU) examined on CUDA with every check, for ours (torch on CUDA, triton) in fp32 and
 #    bf16: no deviation expected; the gradients' error/bound printed;
 # 2. fp32 campaigns on CUDA with the gpu profile (the profile the CPU finding came from): triton seeds 3
 #    and 4, torch seed 3, in parallel, each time-boxed (--seconds): PASSED or INCOMPLETE expected, any
@@ -40,15 +41,15 @@ step() {  # step NAME SECONDS CMD...: run CMD time-boxed, log to OUT/NAME.log, o
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t ))" >> "$OUT/steps.tsv"
 }
 
-# 1. the regressions on CUDA (RULE_FINDINGS is read from the checkout's test file)
+# 1. the regressions on CUDA (FINDINGS is read from the checkout's test file)
 step regressions 80 $PY - "$ROOT/tests" "$DEVICE" <<'EOF'
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from test_fuzz_kernels import RULE_FINDINGS
+from test_fuzz_kernels import FINDINGS
 from flashproof.fuzz import targets
 from flashproof.fuzz.checks import examine
 device, bad = sys.argv[2], 0
-for name, (spec, _) in sorted(RULE_FINDINGS.items()):
+for name, (spec, _, _) in sorted(FINDINGS.items()):
     for kern in ("torch", "triton"):
         why = targets.get(kern).unavailable(device)
         if why is not None:
