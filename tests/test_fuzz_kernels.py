@@ -154,3 +154,39 @@ def test_compiled_flex_limits_are_unsupported_not_deviations(monkeypatch):
     monkeypatch.setattr(targets, "_flex_call", other_error)
     ex = examine(targets.get("flex"), spec, "fp32", "cpu", checks=("forward",))
     assert [(d.check, d.reason) for d in ex.deviations] == [("forward", "error")]
+
+
+#: Problems a long campaign (or a sweep of the family it pointed at) flagged, each with the dtype it ran
+#: in and what was wrong: "rule" (a hole in the tolerance rule; the kernel was right) or "kernel" (our
+#: kernel's operation order lost accuracy); docs/fuzz.md, "Findings of long campaigns". Each failed
+#: before its fix and passes after it.
+FINDINGS = {
+    # `flashproof fuzz --kernel torch --dtype fp32 --profile gpu` (CPU), example 1,225: one allowed key
+    # (P = 1); the naive softmax backward's dS cancels exactly, ours is dP − δ from two dot products
+    # rounded in different orders, 1 ulp of |dP| ≈ 9.3 apart; the floor sized dS as max|dO|·max|V| ≈ 3.8
+    # (dq error 5.0e-7, bound 4.0e-7)
+    "one-allowed-key-dq-d32": (ProblemSpec(n_q=1, n_k=65, d=32, dv=32, mask_kind="late_keys", zero_q=True,
+                                           seed=3), "fp32", "rule"),
+    # the same family swept over seeds and head dims once dS was sized max_ij Σ_d |dO_id||V_jd|: at
+    # Dv = 64 our dP and δ were 4 ulp of 23.5 apart (1.2 units of eps at that size; dq error 2.8e-6,
+    # bound 2.3e-6), hence the floor's γ_Dv term (the dot-product error bound, any order)
+    "one-allowed-key-dq-d64": (ProblemSpec(n_q=1, n_k=65, d=64, dv=64, mask_kind="late_keys", zero_q=True,
+                                           seed=137), "fp32", "rule"),
+    # a sweep of one-key columns with GQA (3 of 60 seeds at this shape): dV of the one key sums 8 heads
+    # x 129 rows; our backward summed the group's stacked 1,024 rows in one matmul (error 1.0e-4, as a
+    # plain sequential fp32 sum), the naive run per head (1.6e-5); bound 8.2e-5. Now per head, then
+    # over the group (error/bound 0.24)
+    "gqa-one-key-dv": (ProblemSpec(heads_q=8, n_q=129, n_k=1, d=64, dv=64, seed=22), "fp32", "kernel"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FINDINGS))
+def test_findings_of_long_campaigns_pass_after_their_fix(name):
+    spec, dtype, kind = FINDINGS[name]
+    ex = examine(targets.get("torch"), spec, dtype, "cpu")
+    assert not ex.deviations, [d.reproducer() for d in ex.deviations]
+    if kind == "rule":
+        # still an example where the floor, not the baseline, decides: the kernel is off by more than
+        # 3× the naive run's error (which is why the rule's floor had to be right here)
+        worst = max((v for _, v in ex.verdicts if v.name.startswith("d")), key=lambda v: v.error - 3 * v.baseline_error)
+        assert worst.error > 3 * worst.baseline_error, worst

@@ -6,12 +6,12 @@ import torch
 from hypothesis import find, given, settings, strategies as st
 
 from flashproof.fuzz.checks import merge_partials
-from flashproof.fuzz.oracle import reference
-from flashproof.fuzz.problem import ProblemSpec, build
+from flashproof.fuzz.oracle import read_inputs, reference
+from flashproof.fuzz.problem import ProblemSpec, build, lse_cotangent
 from flashproof.fuzz.strategies import FAMILIES, attention_problems
-from flashproof.fuzz.tolerance import FACTOR, judge
+from flashproof.fuzz.tolerance import FACTOR, _dot_magnitude, floor, judge, magnitudes
 
-MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0}
+MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0, "dot_len": 1}
 REF = torch.tensor([0.5, -0.25, 1.0], dtype=torch.float64)
 BASE = REF + torch.tensor([1e-3, 0.0, 0.0], dtype=torch.float64)  # naive error 1e-3
 
@@ -150,3 +150,47 @@ def test_build_is_deterministic_and_plants_the_families():
     assert a.empty_rows.any()
     scores = (a.q.nan_to_num(0) @ a.k.repeat_interleave(2, 1).nan_to_num(0).transpose(-1, -2)) * a.scale
     assert math.isclose(scores[a.allowed].abs().max().item(), 6e4, rel_tol=1e-9)  # over allowed pairs
+
+
+# ------------------------------------------------------------------ M_dS: the size of dP and δ
+
+def test_dot_magnitude_is_the_largest_abs_dot_product_of_a_query_head_and_its_kv_head():
+    g = torch.Generator().manual_seed(0)
+    dout = torch.randn(2, 4, 3, 5, generator=g, dtype=torch.float64)  # (B, Hq, Nq, Dv), GQA group 2
+    v = torch.randn(2, 2, 7, 5, generator=g, dtype=torch.float64)     # (B, Hkv, Nk, Dv)
+    dout[0, 1, 2, 0] = float("nan")                                   # non-finite entries count 0
+    want = max(sum(abs(dout[b, h, i, d].nan_to_num(0.0).item()) * abs(v[b, h // 2, j, d].item()) for d in range(5))
+               for b in range(2) for h in range(4) for i in range(3) for j in range(7))
+    assert _dot_magnitude(dout, v) == pytest.approx(want, rel=1e-12)
+    assert _dot_magnitude(torch.zeros(1), v) == 0.0  # the placeholder cotangent of forward-only callers
+    with pytest.raises(ValueError, match=r"dout must be \(B, Hq, Nq, Dv\)"):
+        _dot_magnitude(torch.ones(2, 3, 3, 5), v)
+
+
+def test_the_gradients_through_ds_carry_the_dot_product_bound_in_their_floor():
+    """floor = eps(τ)·M + M·eps_acc·S + M·2γ_Dv for dq, dk, dbias (γ_n = n·u/(1 − n·u), u = eps_acc/2);
+    dv and out have no γ term; bf16 inputs are computed in fp32 (eps_acc = 2⁻²³)."""
+    mags = {**MAGS, "dq": 2.0, "dk": 3.0, "dbias": 5.0, "dv": 7.0, "score": 0.5, "dot_len": 64}
+    for dtype, u in ((torch.float32, 2.0 ** -24), (torch.bfloat16, 2.0 ** -24), (torch.float64, 2.0 ** -53)):
+        eps, acc = torch.finfo(dtype).eps, 2 * u
+        gamma = 64 * u / (1 - 64 * u)
+        for name in ("dq", "dk", "dbias"):
+            m = mags[name]
+            assert floor(name, mags, dtype) == pytest.approx(eps * m + m * acc * 0.5 + m * 2 * gamma, rel=1e-12)
+        assert floor("dv", mags, dtype) == pytest.approx(eps * 7.0 + 7.0 * acc * 0.5, rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(attention_problems(max_nq=6, max_nk=20, max_d=4, max_heads_kv=2, max_group=2, blocks=(4,)))
+def test_m_ds_bounds_every_dp_and_delta_of_the_problem(spec):
+    """M_dS ≥ |dP_ij| = |⟨dO_i, V_j⟩| and ≥ |δ_i| = |⟨dO_i, O_i⟩| (plus |dLSE|): what dS is formed from."""
+    p = build(spec)
+    q, k, v = read_inputs(p)
+    e = reference(p)
+    dlse = lse_cotangent(spec)
+    mg = magnitudes(q, k, v, p.dout, e.lse, p.scale, dlse)["dbias"]
+    vq = v.repeat_interleave(spec.heads_q // spec.heads_kv, dim=1)
+    dp = (p.dout @ vq.transpose(-1, -2))[p.allowed]            # the allowed pairs' dP
+    delta = (p.dout * e.out).sum(-1)
+    largest = max(dp.abs().max().item() if dp.numel() else 0.0, delta.abs().max().item())
+    assert largest + dlse.abs().max().item() <= mg * (1 + 1e-12)  # float64 rounding of the two sides only

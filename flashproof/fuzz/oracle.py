@@ -89,7 +89,9 @@ def oracles(problem: Problem, *, max_work: int = REFERENCE_MAX_WORK, device: str
 
     ref_fn, den_fn = reference_fn or reference, dense_fn or dense
     gold = den_fn(problem, device=device)
-    mags = magnitudes(*read_inputs(problem), problem.dout, gold.lse, problem.scale, problem.dlse)
+    # on the oracle's device: M_dS is a (B, Hq, Nq, Nk) reduction of |dO| @ |V|ᵀ (tolerance._dot_magnitude)
+    mags = magnitudes(*(t.to(device) for t in read_inputs(problem)), problem.dout.to(device), gold.lse,
+                      problem.scale, problem.dlse)
     if work(problem) <= max_work:
         exp = ref_fn(problem)
         pairs = [(n, getattr(exp, n), getattr(gold, n)) for n in ("out", "lse", "dq", "dk", "dv")]

@@ -16,23 +16,40 @@ kernel run in dtype τ:
   (``agree`` below); a disagreement is a harness error, never a pass;
 * FACTOR is 2 for the forward (out, lse) and 3 for the gradients (dbias included) — FlashAttention's
   own rule;
-* floor(T, τ) = eps(τ) · M_T, one unit of τ's precision at the natural magnitude M_T of the terms
-  that make up T (``magnitudes``): out — max|V|; lse — S + 2 ln Nk + 1 (lse = m + log ℓ is the sum
-  of the running max m, a score, |m| ≤ S, and log ℓ ∈ [0, ln Nk]: a correct kernel rounds terms of
-  that size, and its scores, summed in another order than the naive run's, differ by units of
-  eps·S; the + 1 is log's argument: a relative rounding of ℓ is an absolute error of lse. In
-  float64, where the naive logsumexp is often exact, our online-softmax LSE was 1.1–1.6 units off
-  at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dbias (= dS = P ∘ (dP − δ), summed over the
-  bias's broadcast dims) — max|dO|·max|V| + max|dLSE|; dq —
-  |scale|·(max|dO|·max|V| + max|dLSE|)·max|K|; dk — the same with max|Q| (maxima over finite entries;
-  at least τ's smallest normal); with dropout, every M_T but lse's is multiplied by the largest
-  multiplier r = 1/(1 − p) (a kept probability is scaled by r, so out, dV and dP are sums of terms up
-  to r times larger), plus, for every T but lse, M_T · eps_stat · S, where S is the
-  largest |score| and eps_stat the precision of the saved statistics (fp32; fp64 for fp64
-  inputs): a kernel that saves LSE and recomputes p = exp(s − lse) (FlashAttention's backward,
-  split-KV merging) perturbs every probability by that relative amount, which a naive softmax
-  never does. The floor keeps a lucky exact baseline (e.g. a one-hot softmax whose gradient the
-  naive run gets exactly 0) from demanding an exact kernel; bugs give O(1) relative errors.
+* floor(T, τ) = eps(τ)·M_T + M_T·eps_acc·S (T ≠ lse) + M_T·2γ_Dv (T ∈ dq, dk, dbias), where M_T
+  is the natural magnitude of the terms that make up T (``magnitudes``), S the largest |score|,
+  eps_acc the precision the kernel computes and saves its statistics in (fp32; fp64 for fp64
+  inputs) and γ_n = n·u/(1 − n·u), u = eps_acc/2, the classical bound on the relative rounding
+  error of an n-term dot product in any order (Higham, Accuracy and Stability of Numerical
+  Algorithms, 2nd ed., §3.1: |fl(xᵀy) − xᵀy| ≤ γ_n·|x|ᵀ|y|). The three terms:
+
+  - eps(τ)·M_T, one unit of τ's precision at M_T. M_T: out — max|V|; lse — S + 2 ln Nk + 1
+    (lse = m + log ℓ is the sum of the running max m, a score, |m| ≤ S, and log ℓ ∈ [0, ln Nk]: a
+    correct kernel rounds terms of that size, and its scores, summed in another order than the
+    naive run's, differ by units of eps·S; the + 1 is log's argument: a relative rounding of ℓ is
+    an absolute error of lse. In float64, where the naive logsumexp is often exact, our
+    online-softmax LSE was 1.1–1.6 units off at |lse| ≈ 11 and ≈ 6e4); dv — max|dO|; dbias
+    (= dS = P ∘ (dP − δ + dLSE), summed over the bias's broadcast dims) — M_dS = max_ij Σ_d
+    |dO_id|·|V_jd| + max|dLSE|; dq — |scale|·M_dS·max|K|; dk — the same with max|Q| (maxima over
+    finite entries; at least τ's smallest normal). With dropout every M_T but lse's is multiplied
+    by the largest multiplier r = 1/(1 − p) (a kept probability is scaled by r, so out, dV and dP
+    are sums of terms up to r times larger).
+  - M_T·eps_acc·S: a kernel that saves LSE and recomputes p = exp(s − lse) (FlashAttention's
+    backward, split-KV merging) perturbs every probability by that relative amount, which a
+    naive softmax never does.
+  - M_T·2γ_Dv: dS is formed from dP_ij = ⟨dO_i, V_j⟩ and δ_i = ⟨dO_i, O_i⟩, two Dv-term dot
+    products whose |dO_i|ᵀ|V_j| and |dO_i|ᵀ|O_i| are at most M_dS (O_i is a convex combination of
+    the V_j), so each is off by at most γ_Dv·M_dS whatever the order. A kernel that forms δ from O
+    (FlashAttention's backward: δ must be known before the key loop) and dP from a matmul
+    rounds the two in different orders, where the naive softmax backward's Σ_j P_ij dP_ij may
+    cancel dP exactly (a row with one allowed key: P = 1, the naive dS is exactly dLSE). Through
+    dq_i = scale·Σ_j dS_ij K_j that is at most M_dq·2γ_Dv, since Σ_j P_ij = 1; dk and dbias take
+    the same relative term. Found by a long campaign (docs/fuzz.md, "Findings of long campaigns"):
+    our dP − δ on such a row was 1 ulp of |dP| ≈ 9.3 off at Dv = 32 and 4 ulp of 23.5 (1.2
+    eps_acc·M_dS) at Dv = 64, beyond one unit of eps(τ) at any M_dS.
+
+  The floor keeps a lucky exact baseline (e.g. a one-hot softmax whose gradient the naive run gets
+  exactly 0) from demanding an exact kernel; bugs give O(1) relative errors.
 
 Exact parts of the convention are not tolerances: where the oracle is non-finite (LSE = −inf of a
 row with no allowed key) the kernel must return the same value, rows with no allowed key must be
@@ -84,22 +101,51 @@ def _absmax(t: torch.Tensor) -> float:
     return fin.abs().max().item() if fin.numel() else 0.0
 
 
+def _finite_abs(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().to(torch.float64)
+    return torch.where(torch.isfinite(t), t.abs(), torch.zeros_like(t))
+
+
+#: entries of |dO| @ |V|ᵀ formed at once by ``_dot_magnitude`` (query rows are taken in chunks)
+_DOT_CHUNK = 1 << 24
+
+
+def _dot_magnitude(dout: torch.Tensor, v: torch.Tensor) -> float:
+    """max over (b, h, i, j) of Σ_d |dO[b, h, i, d]|·|V[b, h // G, j, d]| (G = Hq // Hkv; non-finite
+    entries count 0): the largest |dP_ij| = |⟨dO_i, V_j⟩| can be, which also bounds |δ_i| (module
+    docstring). dout (B, Hq, Nq, Dv), v (B, Hkv, Nk, Dv); a cotangent with no finite non-zero entry
+    (callers that judge out and lse only pass a zero placeholder) gives 0."""
+    ado = _finite_abs(dout)
+    if not ado.any():
+        return 0.0
+    if ado.dim() != 4 or v.dim() != 4 or ado.shape[-1] != v.shape[-1] or ado.shape[1] % v.shape[1]:
+        raise ValueError(f"dout must be (B, Hq, Nq, Dv) for v (B, Hkv, Nk, Dv) = {tuple(v.shape)} with Hq a "
+                         f"multiple of Hkv, received dout of shape {tuple(dout.shape)}")
+    B, Hq, Nq, _ = ado.shape
+    Hkv, Nk = v.shape[1], v.shape[2]
+    ado = ado.unflatten(1, (Hkv, Hq // Hkv))                  # (B, Hkv, G, Nq, Dv)
+    avt = _finite_abs(v).to(ado.device).unsqueeze(2).transpose(-1, -2)  # (B, Hkv, 1, Dv, Nk)
+    rows = max(1, _DOT_CHUNK // max(1, B * Hq * Nk))
+    return max((ado[..., i0:i0 + rows, :] @ avt).max().item() for i0 in range(0, Nq, rows))
+
+
 def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0) -> dict:
     """M_T for each compared tensor T, and "score" = S = max |score| ≈ max |scale·q·k| (bounded by
     |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed). ``dlse``
     (the LSE cotangent, or None) enters dq and dk as γ_ij = p_ij(⟨dO_i, V_j⟩ − δ_i + dlse_i) does.
     ``drop``: dropout's largest multiplier 1/(1 − p) (1 without dropout), which scales every M_T
-    but lse's (module docstring)."""
+    but lse's (module docstring). "dot_len" is Dv, the length of the dot products dP and δ that dS
+    is formed from (the floor's γ term)."""
     if not drop >= 1.0:
         raise ValueError(f"drop is dropout's multiplier 1/(1 - p) >= 1, received {drop!r}")
     mq, mk, mv0, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
     mv = drop * mv0
     mlse = _absmax(lse)
-    mg = mo * mv + (0.0 if dlse is None else _absmax(dlse))
+    mg = drop * _dot_magnitude(dout, v) + (0.0 if dlse is None else _absmax(dlse))  # M_dS
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
     return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": drop * mo, "dbias": mg,
             "dq": abs(scale) * mg * mk,
-            "dk": abs(scale) * mg * mq, "score": score,
+            "dk": abs(scale) * mg * mq, "score": score, "dot_len": v.shape[-1],
             "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv0, "scale": float(scale)}}
 
 
@@ -120,10 +166,22 @@ def proved_bound(name: str, mags: dict, dtype: torch.dtype) -> float:
 def floor(name: str, mags: dict, dtype: torch.dtype) -> float:
     """The noise floor of tensor ``name`` (module docstring), at least dtype's smallest normal."""
     info = torch.finfo(dtype)
-    eps_stat = torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+    eps_acc = torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
     m = mags[name]
-    stat = 0.0 if name == "lse" else m * eps_stat * mags["score"]
-    return max(info.eps * m + stat, info.tiny)
+    stat = 0.0 if name == "lse" else m * eps_acc * mags["score"]
+    dots = m * 2.0 * _gamma(mags["dot_len"], eps_acc / 2) if name in _THROUGH_DS else 0.0
+    return max(info.eps * m + stat + dots, info.tiny)
+
+
+#: the gradients formed from dS = P ∘ (dP − δ + dLSE), whose two dot products the floor's γ term covers
+_THROUGH_DS = ("dq", "dk", "dbias")
+
+
+def _gamma(n: int, u: float) -> float:
+    """γ_n = n·u / (1 − n·u): the relative error bound of an n-term dot product at unit roundoff u."""
+    if not 0 <= n * u < 1:
+        raise ValueError(f"γ_n needs 0 <= n·u < 1, received n={n}, u={u}")
+    return n * u / (1 - n * u)
 
 
 class Verdict(NamedTuple):
