@@ -1,6 +1,6 @@
 """Dropout's cost on a GPU: attention() with and without dropout beside SDPA's own dropout backends, one
 table, after checking our dropout against the reference (``python -m flashproof.bench.dropout [--out DIR]
-[--seconds S]``; with the CUDA dropout tests: ``bash scripts/gpu_dropout.sh OUTDIR``).
+[--seconds S]``; with the CUDA dropout tests and the rest of issue 16's GPU tests: ``bash scripts/gpu_ecosystem.sh OUTDIR``).
 
 Check, per shape, before any timing: ours-triton with dropout on one (batch, 2 heads) problem of the
 shape (bf16, forward and backward) against the float64 dense oracle (``fuzz.oracle.masked_attention``)
