@@ -384,6 +384,12 @@ def _int_portfolio(text: str, timeout_ms: int, logic: str, vers: dict, t0: float
         from . import slicing
 
         subsets = slicing.levels(text)
+        if not subsets:  # nothing to slice: the portfolio gets the rest of the time on the query itself
+            left = int(timeout_ms - 1000 * (time.perf_counter() - t0))
+            if left > 0:
+                v = _int_portfolio(text, left, logic, vers, time.perf_counter(), slices=False)
+                if v.status != "unknown":
+                    return v._replace(seconds=time.perf_counter() - t0)
         for j, (kept, total, sub) in enumerate(subsets):
             left = int(timeout_ms - 1000 * (time.perf_counter() - t0))
             if left <= 0:
