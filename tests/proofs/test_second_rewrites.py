@@ -111,6 +111,23 @@ def test_a_sat_slice_is_never_an_answer(monkeypatch):
     assert v.status == "unknown" and "sat" in answers, (v, answers)
 
 
+def test_a_sat_slice_whose_model_extends_decides_a_sat_query(monkeypatch):
+    """A sat query that cvc5 (planted) gives up on as exported: the first slice (the goal with p ≥ 0)
+    is sat, and its model, added to the whole query as equations, is sat — so the query is, and the
+    verdict says it was reached on a rewritten form. (That a model which does not extend is never an
+    answer: the test above, whose slices are sat and whose verdict stays unknown.)"""
+    p, q, u = z3.Ints("p q u")
+    full = second._one_arg(_smt2(p >= 0, u == p + 1, q == u, q >= 1, z3.Not(p < 0)))
+    real = second._cvc5
+
+    def give_up_on_full(text, ms, options, logic="ALL"):
+        return ("unknown", "planted") if text == full else real(text, ms, options, logic)
+
+    monkeypatch.setattr(second, "_cvc5", give_up_on_full)
+    v = second._int_portfolio(full, 10_000, second.logic_of(full), second.versions(), __import__("time").perf_counter())
+    assert v.status == "sat" and v.detail.startswith(second.REWRITTEN) and "values added" in v.detail, v
+
+
 def test_a_record_names_the_queries_decided_on_a_rewritten_form():
     query = ("(assert false)", "unsat", 0.01, "goal")
     plain = second.Verdict("cvc5", "1.4", "unsat", 0.1, "coverings")
