@@ -34,7 +34,7 @@ import z3
 from flashproof.kernels.attention.triton import bwd, fwd, host
 
 from flashproof.proofs.engine.core import Outcome, control, fresh_solver, model_dict, obligation, z3_prove
-from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+from flashproof.proofs.support import kernel_exec as kx, radix, triton_sym as ts
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN",
           "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-SOLVER-TRUST"]
@@ -42,9 +42,14 @@ I64_MAX = 2 ** 63 - 1
 
 
 class Tensor(NamedTuple):
-    """dims: ((size z3 term, stride argument name or None for a flat, unit-stride tensor), ...)."""
+    """dims: ((size z3 term, stride argument name or None for a flat, unit-stride tensor), ...);
+    radix: for a flat tensor laid out as (X_1, …, X_k) (the walk lists), those sizes: its offsets are
+    checked digit by digit (``radix``), else None; subst: the (term, equal term) pairs applied before the
+    digits are read (``radix.claims``)."""
 
     dims: tuple
+    radix: tuple | None = None
+    subst: tuple = ()
 
 
 class Shapes:
@@ -80,11 +85,12 @@ class Shapes:
         self.args[name] = s
         return s
 
-    def tensor(self, name, sizes, strides=None):
+    def tensor(self, name, sizes, strides=None, radix=None, subst=()):
         """A strided (B, H, N, D)-style tensor argument with symbolic, non-negative strides whose
-        storage span Σ (size − 1)·stride fits int64; or (strides None) a flat contiguous one."""
+        storage span Σ (size − 1)·stride fits int64; or (strides None) a flat contiguous one, whose
+        element count ``sizes[0]`` is, if ``radix`` is given, the product of those sizes."""
         if strides is None:
-            self.layout[name] = Tensor(((sizes[0], None),))
+            self.layout[name] = Tensor(((sizes[0], None),), None if radix is None else tuple(radix), tuple(subst))
             self.hyps.append(sizes[0] <= I64_MAX)
         else:
             st = [ts.arg(s, stride=True) for s in strides]
@@ -103,6 +109,10 @@ def inside(t: Tensor, off: ts.Sym, stride_zero):
     """z3 Bool: ``off`` (its linear form) addresses an element of t."""
     if off.lin is None:
         return z3.BoolVal(False)
+    if t.radix is not None:  # a flat (X_1, …, X_k) layout: digit by digit (with radix.lemma, proved per run)
+        if set(off.lin) != {None}:
+            return z3.BoolVal(False)
+        return z3.And(*radix.claims(off.e, t.radix, t.subst))
     names = {s for _, s in t.dims}
     if any(k not in names and k is not None for k in off.lin):
         return z3.BoolVal(False)
@@ -226,10 +236,13 @@ def _setup(kernel, cfg: Config):
     sh.tensor("MASK", (sh.Bm, sh.Hm, sh.Nq, sh.Nk), ["smb", "smh", "smi", "smj"])
     sh.hyps += [z3.Implies(sh.Bm == 1, sh.args["smb"].e == 0), z3.Implies(sh.Hm == 1, sh.args["smh"].e == 0)]
     sh.tensor("CU_Q", (sh.S + 1,)), sh.tensor("CU_K", (sh.S + 1,))
+    # the walk lists, flat (B, Hq, R, 2) and (B, Hq, R, C) (plan.build_lists); the dK/dV kernel, whose
+    # programs own a KV head, writes a query head as hk·GROUPS + g: its digits are read with Hq = Hkv·GROUPS
+    heads, subst = ((sh.Hkv, sh.G), ((sh.Hq, sh.Hkv * sh.G),)) if kernel == "dkdv" else ((sh.Hq,), ())
     for n, w in (("KV", sh.TK), ("Q", sh.TQ)):
         rows = sh.TQ if n == "KV" else sh.TK
-        sh.tensor(f"{n}_NUM", (sh.B * sh.Hq * rows * 2,))
-        sh.tensor(f"{n}_IDX", (sh.B * sh.Hq * rows * w,))
+        sh.tensor(f"{n}_NUM", (sh.B * sh.Hq * rows * 2,), radix=(sh.B, *heads, rows, z3.IntVal(2)), subst=subst)
+        sh.tensor(f"{n}_IDX", (sh.B * sh.Hq * rows * w,), radix=(sh.B, *heads, rows, w), subst=subst)
     for name, term in (("Hq", sh.Hq), ("Hkv", sh.Hkv), ("GROUPS", sh.G), ("Nq", sh.Nq), ("Nk", sh.Nk), ("TQ", sh.TQ),
                        ("TK", sh.TK), ("D", sh.D)):
         sh.int_arg(name, term)
@@ -337,7 +350,7 @@ class _Prover:
         for part in _conjuncts(claim):
             out = self._ask(part, premise, base, path, bkey, pkey)
             if out.status != "proved":
-                return _fail(out, f"{where}: {part.sexpr()[:200]}")
+                return _fail(out, f"{where}: {part.sexpr()[:4000]}")
         return None
 
 
@@ -355,10 +368,11 @@ def _group_configs(ctx, kernel, group):
     return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows) if GROUPS[group](c)]
 
 
-def check_kernel(ctx, kernel, group="all", overrides=None, configs=None):
+def check_kernel(ctx, kernel, group="all", overrides=None, configs=None, radix_strict=True):
     """Every access of ``kernel`` in the configurations of ``group`` (see ``_configs`` and ``reported``)."""
     fn = KERNELS[kernel]
     pr = _Prover(ctx)
+    used_radix = False
     for cfg in configs or _group_configs(ctx, kernel, group):
         sh, a, grid = _setup(kernel, cfg)
         sh.hyps += [grid[0] <= 2 ** 31 - 1, grid[1] <= 65535]  # CUDA's grid limits (A-TRITON-LAUNCH)
@@ -378,15 +392,32 @@ def check_kernel(ctx, kernel, group="all", overrides=None, configs=None):
                     claim = z3.And(*[c.safe for c in acc.off], *[ts._fits(c.e, False) for c in acc.off])
                     bad = pr.prove(claim, true, base, at, where)
                 else:
+                    used_radix = used_radix or sh.layout[acc.tensor].radix is not None
                     mask_on = acc.mask.e if acc.mask is not None else true
-                    bad = (pr.prove(acc.mask.safe, true, base, at, where + " (mask)") if acc.mask is not None
-                           else None) or pr.prove(z3.And(acc.off.safe, inside(sh.layout[acc.tensor], acc.off, zero)),
-                                                  mask_on, base, at, where)
+                    t = sh.layout[acc.tensor]
+                    bad = pr.prove(acc.mask.safe, true, base, at, where + " (mask)") if acc.mask is not None else None
+                    if bad is None and t.radix is not None:  # inside first; then no wrap-around, given inside
+                        bad = pr.prove(inside(t, acc.off, zero), mask_on, base, at, where) or pr.prove(
+                            acc.off.safe, z3.And(mask_on, acc.off.e >= 0, acc.off.e < _product(t.radix)), base, at,
+                            where + " (no wrap-around, given the offset inside)")
+                    elif bad is None:
+                        bad = pr.prove(z3.And(acc.off.safe, inside(t, acc.off, zero)), mask_on, base, at, where)
                 if bad:
                     return bad
+    if used_radix:  # the lemma that the digit-by-digit claims rely on, proved in this record too
+        bad = pr.prove(radix.lemma(strict=radix_strict), z3.BoolVal(True), [], [], "the mixed-radix lemma")
+        if bad:
+            return bad
     if pr.n == 0:
         return Outcome("error", detail=f"no query was asked for {kernel} ({group}): no configuration ran")
     return Outcome("proved", solver="z3", detail=f"{pr.n} queries, all unsat")
+
+
+def _product(sizes):
+    out = sizes[0]
+    for x in sizes[1:]:
+        out = out * x
+    return out
 
 
 def _fail(out, where):
