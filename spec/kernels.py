@@ -41,7 +41,8 @@ kernels. Not covered: block-sparse launches (z3 gives unknown on the four-factor
 lists) and the plan kernel itself (plan.tile_plan); below the kernels' source semantics (what Triton
 compiles them to: shared memory, tensor-core operands) nothing is claimed (A-TRITON-CODEGEN).
 """,
-     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS"))
+     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV")
+                      for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS", "-SPARSE"))
      + ("KER-BOUNDS-DELTA",),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
                   "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))

@@ -149,8 +149,9 @@ def _table_loads(sh: Shapes):
         def load(off, run):
             v = z3.Int(f"{table}[{len(seen[table])}]")
             run.base += [v >= 0, v <= width]
-            for o, w in seen[table]:
-                run.base.append(z3.Implies(z3.Or(off.e == o + 1, o == off.e + 1), v + w <= width))
+            for o, w in seen[table]:  # the two counts of one row: entries 2r and 2r + 1
+                pair = z3.Or(z3.And(off.e == o + 1, o % 2 == 0), z3.And(o == off.e + 1, off.e % 2 == 0))
+                run.base.append(z3.Implies(pair, v + w <= width))
             seen[table].append((off.e, v))
             return ts.Sym(v, False)
         return load
@@ -182,16 +183,20 @@ class Config(NamedTuple):
     tiles: bool
     desc: bool
     bias: bool = False  # HAS_BIAS (and, in the dK/dV kernel, WRITE_DS)
+    sub: int = 2  # block-sparse (tiles): the mask tiles are sub × (BLOCK_M, BLOCK_N) (TILE_Q, TILE_K)
 
     def __str__(self):
         return " ".join(f"{k}={v}" for k, v in self._asdict().items())
 
 
-def _configs(kernel, rows, windows=("both",)):
+def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), sparse_desc=(False,)):
     """The launch configurations checked: the first ``rows`` (BLOCK_M, BLOCK_N) rows of the kernel's
-    autotuning table (all of them under --deep) × every feature combination the host can launch except
-    block-sparse ones (the additive bias on and off), with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of the head-dim
-    aranges (offsets beyond D are masked), so the widest padding covers every narrower one."""
+    autotuning table (all of them under --deep) × every feature combination the host can launch (the
+    additive bias on and off), with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of
+    the head-dim aranges (offsets beyond D are masked), so the widest padding covers every narrower one.
+    Block-sparse ones (tiles; never varlen: the API refuses a BlockSparseMask with cu_seqlens) with mask
+    tiles ``sub`` × the kernel's block for each of ``subs`` (TILE_Q % BLOCK_M = TILE_K % BLOCK_N = 0,
+    which the host's pruning enforces), the bias and TMA descriptors as in ``sparse_bias``, ``sparse_desc``."""
     if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
         yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
         return
@@ -202,6 +207,9 @@ def _configs(kernel, rows, windows=("both",)):
             if varlen and desc:
                 continue  # the host takes no descriptors for varlen
             yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc, bias)
+        for bias, (left, right), mask, desc, sub in itertools.product(
+                sparse_bias, [WINDOWS[w] for w in windows], (False, True), sparse_desc, subs):
+            yield Config(bm, bn, 256, 256, False, left, right, mask, True, desc, bias, sub)
 
 
 def reported(kernel) -> Config:
@@ -252,7 +260,7 @@ def _setup(kernel, cfg: Config):
     sh.int_arg("left", left), sh.int_arg("right", right)
     consts = dict(BLOCK_M=cfg.bm, BLOCK_N=cfg.bn, BLOCK_D=cfg.bd, BLOCK_DV=cfg.bdv, IS_VARLEN=cfg.varlen,
                   HAS_LEFT=cfg.left, HAS_RIGHT=cfg.right, HAS_MASK=cfg.mask, HAS_TILES=cfg.tiles,
-                  TILE_Q=cfg.bm * 2 if cfg.tiles else 0, TILE_K=cfg.bn * 2 if cfg.tiles else 0, DOT_PREC="ieee",
+                  TILE_Q=cfg.bm * cfg.sub if cfg.tiles else 0, TILE_K=cfg.bn * cfg.sub if cfg.tiles else 0, DOT_PREC="ieee",
                   GQA_MAP=False, USE_DESC=cfg.desc, DROPOUT=False,  # dropout adds no memory access (Philox arithmetic)
                   HAS_BIAS=cfg.bias, WRITE_DS=cfg.bias and kernel == "dkdv")
     if cfg.tiles:
@@ -354,9 +362,11 @@ class _Prover:
         return None
 
 
-GROUPS = {"pointer": lambda c: not c.bias and not c.varlen and not c.desc,
-          "varlen": lambda c: not c.bias and c.varlen, "tma": lambda c: not c.bias and c.desc,
-          "all": lambda c: not c.bias, "bias": lambda c: c.bias}
+GROUPS = {"pointer": lambda c: not c.tiles and not c.bias and not c.varlen and not c.desc,
+          "varlen": lambda c: not c.tiles and not c.bias and c.varlen,
+          "tma": lambda c: not c.tiles and not c.bias and c.desc,
+          "all": lambda c: not c.tiles and not c.bias, "bias": lambda c: not c.tiles and c.bias,
+          "sparse": lambda c: c.tiles}
 
 
 def _group_configs(ctx, kernel, group):
@@ -364,8 +374,12 @@ def _group_configs(ctx, kernel, group):
     launch of ``reported``."""
     if group == "reported":
         return [reported(kernel)]
-    rows, windows = ctx.bounds.get("table rows", 1), ctx.bounds.get("windows", ("both",))
-    return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows) if GROUPS[group](c)]
+    b = ctx.bounds
+    rows, windows = b.get("table rows", 1), b.get("windows", ("both",))
+    subs, sparse_bias = b.get("tile / block", (2,)), b.get("block-sparse with bias", (False,))
+    sparse_desc = b.get("block-sparse with TMA", (False,))
+    return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows, subs, sparse_bias, sparse_desc)
+            if GROUPS[group](c)]
 
 
 def check_kernel(ctx, kernel, group="all", overrides=None, configs=None, radix_strict=True):
@@ -397,9 +411,12 @@ def check_kernel(ctx, kernel, group="all", overrides=None, configs=None, radix_s
                     t = sh.layout[acc.tensor]
                     bad = pr.prove(acc.mask.safe, true, base, at, where + " (mask)") if acc.mask is not None else None
                     if bad is None and t.radix is not None:  # inside first; then no wrap-around, given inside
-                        bad = pr.prove(inside(t, acc.off, zero), mask_on, base, at, where) or pr.prove(
-                            acc.off.safe, z3.And(mask_on, acc.off.e >= 0, acc.off.e < _product(t.radix)), base, at,
-                            where + " (no wrap-around, given the offset inside)")
+                        flat = z3.And(acc.off.e >= 0, acc.off.e < _product(t.radix))
+                        bad = pr.prove(inside(t, acc.off, zero), mask_on, base, at, where)
+                        if bad is not None and bad.status == "refuted":  # digits out of range: is the offset?
+                            bad = _confirm(pr.prove(flat, mask_on, base, at, where + " (the offset itself)"), bad)
+                        bad = bad or pr.prove(acc.off.safe, z3.And(mask_on, flat), base, at,
+                                              where + " (no wrap-around, given the offset inside)")
                     elif bad is None:
                         bad = pr.prove(z3.And(acc.off.safe, inside(t, acc.off, zero)), mask_on, base, at, where)
                 if bad:
@@ -411,6 +428,17 @@ def check_kernel(ctx, kernel, group="all", overrides=None, configs=None, radix_s
     if pr.n == 0:
         return Outcome("error", detail=f"no query was asked for {kernel} ({group}): no configuration ran")
     return Outcome("proved", solver="z3", detail=f"{pr.n} queries, all unsat")
+
+
+def _confirm(flat, digit):
+    """A refuted digit claim counts as a refutation only through the flat claim 0 ≤ off < Π sizes (the
+    code's digits may differ from the canonical ones while the offset stays inside): its outcome if that
+    is refuted or unknown, else unknown (the digits the checker read are not the offset's)."""
+    if flat is None:
+        return digit._replace(status="unknown", counterexample=None,
+                              detail="a digit of the offset is out of its range but the offset is inside the "
+                                     "tensor (the layout's digits are not the code's): " + digit.detail)
+    return flat
 
 
 def _product(sizes):
@@ -478,6 +506,17 @@ SUITE = (
     ("KER-BOUNDS-DKDV-BIAS", "dkdv", "bias", "ds-store-all-rows",
      ("_dkdv_step", "mask=(offs_m[None, :] < q_len) & (offs_n[:, None] < k_len))", "mask=(offs_n[:, None] < k_len))"),
      "dBias: the dS store writes the block's query rows past the sequence end"),
+    ("KER-BOUNDS-FWD-SPARSE", "fwd", "sparse", "list-row-width-tk",
+     ("attn_fwd", "t_off = (bb * Hq + h) * TQ + m0 // TILE_Q", "t_off = (bb * Hq + h) * TK + m0 // TILE_Q"),
+     "block-sparse: the walk lists' row of a query tile found with TK rows per head instead of TQ (R and C "
+     "swapped), past the lists when TK > TQ"),
+    ("KER-BOUNDS-DQ-SPARSE", "dq", "sparse", "tile-row-by-kernel-block",
+     ("attn_bwd_dq", "t_off = (bb * Hq + h) * TQ + m0 // TILE_Q", "t_off = (bb * Hq + h) * TQ + m0 // BLOCK_M"),
+     "block-sparse: a program's mask-tile row computed with the kernel's BLOCK_M instead of TILE_Q (past the "
+     "lists for the last head when TILE_Q > BLOCK_M)"),
+    ("KER-BOUNDS-DKDV-SPARSE", "dkdv", "sparse", "walk-past-count",
+     ("attn_bwd_dkdv", "for it in range(0, n_g * SUBS):", "for it in range(0, n_g * SUBS + SUBS):"),
+     "block-sparse: the dK/dV walk reads one list entry past its count (past the lists for the last key tile)"),
     ("KER-BOUNDS-DELTA", "delta", "all", "rows-unmasked",
      ("attn_bwd_delta", "io = (offs_m[:, None] < N) & (offs_dv[None, :] < DV)", "io = (offs_dv[None, :] < DV)"),
      "δ: the O and dO loads read the block's rows past the sequence end"),
@@ -488,6 +527,11 @@ _MODULES = {"attn_fwd": fwd, "seq_bounds": fwd, "load_kv": fwd, "add_bias": fwd,
 BOUNDS_QUICK = {"table rows": 1, "windows": ["both"], "BLOCK_D": 256,
                 "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 BOUNDS_DEEP = dict(BOUNDS_QUICK, **{"table rows": "all", "windows": ["none", "both", "causal"]})
+BOUNDS_SPARSE = dict(BOUNDS_QUICK, **{"tile / block": [2], "block-sparse with bias": [False],
+                                      "block-sparse with TMA": [False], "TQ, TK, walk-list counts and entries": "symbolic"})
+BOUNDS_SPARSE_DEEP = dict(BOUNDS_DEEP, **{"tile / block": [1, 2, 4], "block-sparse with bias": [False, True],
+                                          "block-sparse with TMA": [False, True],
+                                          "TQ, TK, walk-list counts and entries": "symbolic"})
 BOUNDS_REPORTED = {"launch": "the H200 report's (reported()): first table row, varlen, no window, dense mask",
                    "BLOCK_D, BLOCK_DV": [64, 16], "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 
@@ -497,7 +541,8 @@ def _register(ob_id, kernel, group, ctl, mutation, bug):
         return check_kernel(ctx, kernel, group)
     run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
     run.__doc__ = f"{KERNELS[kernel].fn.__name__} ({group} configurations): every access inside its tensor, no wrap-around."
-    quick, deep = (BOUNDS_REPORTED, BOUNDS_REPORTED) if group == "reported" else (BOUNDS_QUICK, BOUNDS_DEEP)
+    quick, deep = {"reported": (BOUNDS_REPORTED, BOUNDS_REPORTED),
+                   "sparse": (BOUNDS_SPARSE, BOUNDS_SPARSE_DEEP)}.get(group, (BOUNDS_QUICK, BOUNDS_DEEP))
     obligation(ob_id, checks=["KER-BOUNDS"], bounds=quick, deep_bounds=deep, assumptions=ASSUME)(run)
 
     def mutant(ctx):
