@@ -43,7 +43,7 @@ compiles them to: shared memory, tensor-core operands) nothing is claimed (A-TRI
 """,
      checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV")
                       for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS", "-SPARSE"))
-     + ("KER-BOUNDS-DELTA",),
+     + ("KER-BOUNDS-DELTA", "KER-BOUNDS-PLAN"),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
                   "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))
 

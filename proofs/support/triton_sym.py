@@ -384,7 +384,11 @@ class Bool:
     def __getitem__(self, idx):
         return _broadcast(self, idx)
 
-    def to(self, *_, **__):
+    def to(self, dtype=None, **__):
+        """An exact predicate as an integer dtype is the 0/1 tile If(e, 1, 0); anything else is data."""
+        if self.exact and dtype in (INT32, INT64):
+            e = z3.If(self.e, z3.IntVal(1), z3.IntVal(0))
+            return Sym(e, dtype is INT64, self.safe, "own", self.axes)
         return Data()
 
     def __bool__(self):
@@ -496,7 +500,30 @@ class _TL:
     def full(*_, **__):
         return Data()
 
-    zeros = zeros_like = dot = cumsum = full
+    zeros = zeros_like = dot = full
+
+    @staticmethod
+    def cumsum(x, axis=0, **_):
+        """Of a 0/1 integer lane tile: its inclusive prefix sums, through the enclosing loop's ghost count
+        (``kernel_exec``); of data: data."""
+        if isinstance(x, Sym):
+            from . import kernel_exec
+
+            if axis != 0:
+                raise TypeError("tl.cumsum of an integer tile along an axis other than 0 is not modelled")
+            return kernel_exec.count(x, total=False)
+        return Data()
+
+    @staticmethod
+    def sum(x, axis=None, **_):
+        """Of a 0/1 integer lane tile: the number of lanes on (``kernel_exec.count``); of data: data."""
+        if isinstance(x, Sym):
+            from . import kernel_exec
+
+            if axis != 0:
+                raise TypeError("tl.sum of an integer tile along an axis other than 0 is not modelled")
+            return kernel_exec.count(x, total=True)
+        return Data()
 
     @staticmethod
     def trans(x):
@@ -509,11 +536,8 @@ class _TL:
 
     @staticmethod
     def max(x, *a, **k):
-        if isinstance(x, (Sym, Bool)):
-            raise TypeError("a reduction over an integer tile is not modelled")
+        """A maximum is data (a value no index or mask may use: data in an address or branch is refused)."""
         return Data()
-
-    sum = max
 
     @staticmethod
     def where(c, a, b):
@@ -553,7 +577,7 @@ class _TL:
     def store(ptr, value, mask=None, **_):
         from . import kernel_exec
 
-        kernel_exec.record_access("store", ptr, mask)
+        kernel_exec.record_access("store", ptr, mask, value)
 
 
 TL = _TL()

@@ -330,11 +330,13 @@ class _Prover:
 
     def __init__(self, ctx):
         self.ctx, self.memo, self.n, self.solvers = ctx, {}, 0, {}
+        self.alive = []  # every term a memo key names: z3 reuses the id of a freed term, so keep them
 
     def _ask(self, part, premise, base, path, bkey, pkey):
         key = (bkey, part.get_id(), premise.get_id(), pkey)
         if key in self.memo:
             return self.memo[key]
+        self.alive.append((part, premise, tuple(base), tuple(path)))
         if bkey not in self.solvers:
             self.solvers = {bkey: fresh_solver(base, self.ctx)}
         s = self.solvers[bkey]
