@@ -19,10 +19,21 @@ bias requires grad), which stores dS into the contiguous (B, Hq, Nq, Nk) buffer 
 WRITE_DS only adds that store, so its run also covers the launch with a bias that needs no gradient.
 The other groups run with both off (the host's no-bias call: a one-element stand-in, never addressed).
 
-Modelled, not executed: what a load of an index table returns — cu_seqlens entries as the host
+Block-sparse launches (group "sparse", the -SPARSE obligations): HAS_TILES on, never varlen (the API
+refuses a BlockSparseMask with cu_seqlens), mask tiles ``sub`` × the kernel's block, the walk lists flat
+(B, Hq, R, 2) counts and (B, Hq, R, C) entries with symbolic TQ, TK. z3 answers unknown on their offsets
+((b·Hq + h)·R + r)·C + j taken whole (four symbolic factors), so a list offset is checked digit by digit
+(``radix``: each digit in its range, the offset equal to its digits' value, and the mixed-radix lemma,
+proved once per record); the dK/dV kernel writes a query head as hk·GROUPS + g, so its digits are read with
+Hq = Hkv·GROUPS (a substitution the identity claim checks). A refuted digit counts as a refutation only
+through the flat claim 0 ≤ offset < size (``_confirm``), so a control's counterexample is a real access
+outside the lists. No wrap-around of such an offset is then claimed given that it is inside.
+
+Modelled, not executed, here: what a load of an index table returns — cu_seqlens entries as the host
 validates them (A-KER-CU-VALID) and the block-sparse lists as ``plan.tile_plan`` writes them
-(A-KER-PLAN-LISTS: counts n_partial + n_full ≤ TK, entries < TK); ``tile_plan`` itself is not covered
-(its loop carries an integer count, which the one-iteration loop model refuses).
+(A-KER-PLAN-LISTS: the two counts of a row, entries 2r and 2r + 1, sum to at most the width; entries are
+below it). ``tile_plan`` itself runs in ``plan_bounds`` (KER-BOUNDS-PLAN), which proves the counts' bound
+and the entries' range of what it stores; that every slot a consumer reads was written stays assumed.
 """
 from __future__ import annotations
 
