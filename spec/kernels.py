@@ -39,15 +39,16 @@ to its digits' value, and the mixed-radix lemma 0 ≤ x < X ∧ 0 ≤ y < Y ⇒ 
 the record); the lists' counts and entries read are what A-KER-PLAN-LISTS says (counts of a row summing to
 at most its width, entries below it). Bounded to the BLOCK_M × BLOCK_N rows of the
 autotuning tables named in each record (the first row by default, every row under --deep), block-sparse
-launches to mask tiles twice the kernel's block, no bias and the pointer path by default (mask tiles 1, 2
-and 4 blocks, with the bias and TMA, under --deep), and the launch
+launches to mask tiles twice the kernel's block, no bias, no dense mask and the pointer path by default
+(mask tiles 1, 2 and 4 blocks, with the bias, a dense mask and TMA, under --deep), and the launch
 in which an H200 reported an illegal memory access (packed varlen with zero-length segments, no window, a
 dense mask, dv = 8 < d = 64 padded to 16 and 64 lanes) checked as launched in the forward, dQ and dK/dV
 kernels. The plan kernel plan.tile_plan, which writes the walk lists, is covered too (its column loop by
 induction: the count it carries equals a ghost count of the columns taken so far, checked at entry and
 after the body, with four counting lemmas proved by induction and their premises checked), for symbolic
-batch, heads, lengths, window, tile-grid strides, tile sizes from 16 to 2^20, both directions and the dense
-switch, 1024 lanes a step (every power of two up to 1024 under --deep): every access inside its tensor,
+batch, heads, lengths, window, tile-grid strides, tile sizes from 16 to 2^20, both directions, no dense mask
+and 1024 lanes a step by default (the dense switch on too and every power of two up to 1024 under --deep):
+every access inside its tensor,
 every list entry a column below the row's width, the partial tiles in slots [0, n_partial), the full ones in
 [n_partial, n_partial + n_full), and n_partial + n_full ≤ the width. Not covered: that tile_plan writes
 every slot below n_partial + n_full (the rest of A-KER-PLAN-LISTS), tile sizes above 2^20 in tile_plan;

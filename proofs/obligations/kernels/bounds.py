@@ -200,14 +200,16 @@ class Config(NamedTuple):
         return " ".join(f"{k}={v}" for k, v in self._asdict().items())
 
 
-def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), sparse_desc=(False,)):
+def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), sparse_desc=(False,),
+             sparse_mask=(False,)):
     """The launch configurations checked: the first ``rows`` (BLOCK_M, BLOCK_N) rows of the kernel's
     autotuning table (all of them under --deep) × every feature combination the host can launch (the
     additive bias on and off), with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of
     the head-dim aranges (offsets beyond D are masked), so the widest padding covers every narrower one.
     Block-sparse ones (tiles; never varlen: the API refuses a BlockSparseMask with cu_seqlens) with mask
     tiles ``sub`` × the kernel's block for each of ``subs`` (TILE_Q % BLOCK_M = TILE_K % BLOCK_N = 0,
-    which the host's pruning enforces), the bias and TMA descriptors as in ``sparse_bias``, ``sparse_desc``."""
+    which the host's pruning enforces), the bias, TMA descriptors and a dense mask as in ``sparse_bias``,
+    ``sparse_desc``, ``sparse_mask``."""
     if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
         yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
         return
@@ -219,7 +221,7 @@ def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), s
                 continue  # the host takes no descriptors for varlen
             yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc, bias)
         for bias, (left, right), mask, desc, sub in itertools.product(
-                sparse_bias, [WINDOWS[w] for w in windows], (False, True), sparse_desc, subs):
+                sparse_bias, [WINDOWS[w] for w in windows], sparse_mask, sparse_desc, subs):
             yield Config(bm, bn, 256, 256, False, left, right, mask, True, desc, bias, sub)
 
 
@@ -258,10 +260,11 @@ def _setup(kernel, cfg: Config):
     # the walk lists, flat (B, Hq, R, 2) and (B, Hq, R, C) (plan.build_lists); the dK/dV kernel, whose
     # programs own a KV head, writes a query head as hk·GROUPS + g: its digits are read with Hq = Hkv·GROUPS
     heads, subst = ((sh.Hkv, sh.G), ((sh.Hq, sh.Hkv * sh.G),)) if kernel == "dkdv" else ((sh.Hq,), ())
-    for n, w in (("KV", sh.TK), ("Q", sh.TQ)):
+    for n, w in (("KV", sh.TK), ("Q", sh.TQ)):  # sizes written as the digits' product (= B·Hq·R·C)
         rows = sh.TQ if n == "KV" else sh.TK
-        sh.tensor(f"{n}_NUM", (sh.B * sh.Hq * rows * 2,), radix=(sh.B, *heads, rows, z3.IntVal(2)), subst=subst)
-        sh.tensor(f"{n}_IDX", (sh.B * sh.Hq * rows * w,), radix=(sh.B, *heads, rows, w), subst=subst)
+        for tab, width in ((f"{n}_NUM", z3.IntVal(2)), (f"{n}_IDX", w)):
+            digits = (sh.B, *heads, rows, width)
+            sh.tensor(tab, (_product(digits),), radix=digits, subst=subst)
     for name, term in (("Hq", sh.Hq), ("Hkv", sh.Hkv), ("GROUPS", sh.G), ("Nq", sh.Nq), ("Nk", sh.Nk), ("TQ", sh.TQ),
                        ("TK", sh.TK), ("D", sh.D)):
         sh.int_arg(name, term)
@@ -390,9 +393,9 @@ def _group_configs(ctx, kernel, group):
     b = ctx.bounds
     rows, windows = b.get("table rows", 1), b.get("windows", ("both",))
     subs, sparse_bias = b.get("tile / block", (2,)), b.get("block-sparse with bias", (False,))
-    sparse_desc = b.get("block-sparse with TMA", (False,))
-    return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows, subs, sparse_bias, sparse_desc)
-            if GROUPS[group](c)]
+    sparse_desc, sparse_mask = b.get("block-sparse with TMA", (False,)), b.get("block-sparse with a dense mask", (False,))
+    return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows, subs, sparse_bias, sparse_desc,
+                                sparse_mask) if GROUPS[group](c)]
 
 
 def check_kernel(ctx, kernel, group="all", overrides=None, configs=None, radix_strict=True):
@@ -541,9 +544,11 @@ BOUNDS_QUICK = {"table rows": 1, "windows": ["both"], "BLOCK_D": 256,
                 "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 BOUNDS_DEEP = dict(BOUNDS_QUICK, **{"table rows": "all", "windows": ["none", "both", "causal"]})
 BOUNDS_SPARSE = dict(BOUNDS_QUICK, **{"tile / block": [2], "block-sparse with bias": [False],
-                                      "block-sparse with TMA": [False], "TQ, TK, walk-list counts and entries": "symbolic"})
+                                      "block-sparse with TMA": [False], "block-sparse with a dense mask": [False],
+                                      "TQ, TK, walk-list counts and entries": "symbolic"})
 BOUNDS_SPARSE_DEEP = dict(BOUNDS_DEEP, **{"tile / block": [1, 2, 4], "block-sparse with bias": [False, True],
                                           "block-sparse with TMA": [False, True],
+                                          "block-sparse with a dense mask": [False, True],
                                           "TQ, TK, walk-list counts and entries": "symbolic"})
 BOUNDS_REPORTED = {"launch": "the H200 report's (reported()): first table row, varlen, no window, dense mask",
                    "BLOCK_D, BLOCK_DV": [64, 16], "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
