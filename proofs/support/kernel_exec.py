@@ -285,6 +285,9 @@ class _Walk:
         self.env = dict(frame.f_locals)
         self.G = spec.count(self.env) if spec.count else None
         if self.G is not None:
+            if any(c.G.eq(self.G) for c in run.counts) or any(w is not None and w.G is not None and w.G.eq(self.G)
+                                                              for w in run.walks):
+                raise Unsupported(f"the ghost count {self.G} is bound to two walks (the loop at {self.where})")
             run.base.append(self.G(0) == 0)  # a count starts at 0
         self.flag = None
         self.outer = set()
