@@ -19,6 +19,10 @@ A tile is one symbolic element: ``arange(0, n)`` is a fresh lane variable 0 ≤ 
 keeps its lanes on axis 0 and ``x[None, :]`` moves them to axis 1 (renamed), so a 2-D mask such as
 ``rows[:, None] & (offs_d[None, :] < D)`` is a formula over one row lane and one column lane.
 
+An exact predicate converted to an integer dtype is the 0/1 tile If(p, 1, 0); ``tl.cumsum`` and
+``tl.sum`` of such a tile (axis 0) are modelled by ``kernel_exec``'s ghost count of the enclosing loop
+(refused elsewhere); reductions of other integer tiles give data.
+
 Semantics taken from Triton 3.6 (the assumptions A-TRITON-* list them): signed ``//`` and ``%``
 truncate toward zero (LLVM sdiv/srem, also in the interpreter); i32 ⊕ i32 is i32, anything with
 i64 is i64; a Python int literal is i32 when it fits.
