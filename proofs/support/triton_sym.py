@@ -21,7 +21,7 @@ keeps its lanes on axis 0 and ``x[None, :]`` moves them to axis 1 (renamed), so 
 
 An exact predicate converted to an integer dtype is the 0/1 tile If(p, 1, 0); ``tl.cumsum`` and
 ``tl.sum`` of such a tile (axis 0) are modelled by ``kernel_exec``'s ghost count of the enclosing loop
-(refused elsewhere); reductions of other integer tiles give data.
+(refused elsewhere, and for any other integer tile); ``tl.max`` of an integer tile is data.
 
 Semantics taken from Triton 3.6 (the assumptions A-TRITON-* list them): signed ``//`` and ``%``
 truncate toward zero (LLVM sdiv/srem, also in the interpreter); i32 ⊕ i32 is i32, anything with
