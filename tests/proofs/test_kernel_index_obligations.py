@@ -147,6 +147,24 @@ def test_a_count_needs_a_ghost_and_its_sums_are_ghost_differences():
     assert not _proved(path.result.e <= C.e - 1, list(path.base) + facts)
 
 
+def _counted_twice(C, BLOCK: int = 4):
+    n = C * 0
+    for _ in tl_sym.static_range(2):
+        for c0 in range(0, C, BLOCK):
+            cols = c0 + tl_sym.arange(0, BLOCK)
+            n += tl_sym.sum((cols < C).to(tl_sym.int32), 0)
+    return n
+
+
+def test_one_ghost_count_for_two_walks_is_refused():
+    C = ts.arg("C")
+    G = z3.Function("G3", z3.IntSort(), z3.IntSort())
+    loops = {("_counted_twice", "for c0 in range(0, C, BLOCK):"): kx.Loop(lambda v, s, env: s["n"].e == G(v),
+                                                                             lambda env: G)}
+    with pytest.raises(kx.Unsupported, match="bound to two walks"):
+        kx.execute(_counted_twice, dict(C=C), hyps=[C.e >= 1, C.e < 100], loops=loops)
+
+
 def _counted_fresh(C, BLOCK: int = 4):
     n = C * 0
     for c0 in range(0, C, BLOCK):
