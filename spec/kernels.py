@@ -40,14 +40,15 @@ the record); the lists' counts and entries read are what A-KER-PLAN-LISTS says (
 at most its width, entries below it). Bounded to the BLOCK_M × BLOCK_N rows of the
 autotuning tables named in each record (the first row by default, every row under --deep), block-sparse
 launches to mask tiles twice the kernel's block, no bias, no dense mask and the pointer path by default
-(mask tiles 1, 2 and 4 blocks, with the bias, a dense mask and TMA, under --deep), and the launch
+(mask tiles of 1 and 4 blocks too, and at 2 blocks the bias, a dense mask and TMA, under --deep), and the
+launch
 in which an H200 reported an illegal memory access (packed varlen with zero-length segments, no window, a
 dense mask, dv = 8 < d = 64 padded to 16 and 64 lanes) checked as launched in the forward, dQ and dK/dV
 kernels. The plan kernel plan.tile_plan, which writes the walk lists, is covered too (its column loop by
 induction: the count it carries equals a ghost count of the columns taken so far, checked at entry and
 after the body, with four counting lemmas proved by induction and their premises checked), for symbolic
 batch, heads, lengths, window, tile-grid strides, tile sizes from 16 to 2^20, both directions, no dense mask
-and 1024 lanes a step by default (the dense switch on too and every power of two up to 1024 under --deep):
+and 1024 lanes a step by default (the dense switch on too and 1, 2, 16 and 1024 lanes under --deep):
 every access inside its tensor,
 every list entry a column below the row's width, the partial tiles in slots [0, n_partial), the full ones in
 [n_partial, n_partial + n_full), and n_partial + n_full ≤ the width. Not covered: that tile_plan writes

@@ -209,7 +209,7 @@ def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), s
     Block-sparse ones (tiles; never varlen: the API refuses a BlockSparseMask with cu_seqlens) with mask
     tiles ``sub`` × the kernel's block for each of ``subs`` (TILE_Q % BLOCK_M = TILE_K % BLOCK_N = 0,
     which the host's pruning enforces), the bias, TMA descriptors and a dense mask as in ``sparse_bias``,
-    ``sparse_desc``, ``sparse_mask``."""
+    ``sparse_desc``, ``sparse_mask`` at sub = 2, and off at the other subs."""
     if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
         yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
         return
@@ -222,6 +222,8 @@ def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), s
             yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc, bias)
         for bias, (left, right), mask, desc, sub in itertools.product(
                 sparse_bias, [WINDOWS[w] for w in windows], sparse_mask, sparse_desc, subs):
+            if sub != 2 and (bias or mask or desc):
+                continue  # other tile sizes with the plain pointer path only (SPARSE_OTHER_SUBS)
             yield Config(bm, bn, 256, 256, False, left, right, mask, True, desc, bias, sub)
 
 
@@ -549,6 +551,7 @@ BOUNDS_SPARSE = dict(BOUNDS_QUICK, **{"tile / block": [2], "block-sparse with bi
 BOUNDS_SPARSE_DEEP = dict(BOUNDS_DEEP, **{"tile / block": [1, 2, 4], "block-sparse with bias": [False, True],
                                           "block-sparse with TMA": [False, True],
                                           "block-sparse with a dense mask": [False, True],
+                                          "tile / block 1 and 4": "bias, dense mask and TMA off",
                                           "TQ, TK, walk-list counts and entries": "symbolic"})
 BOUNDS_REPORTED = {"launch": "the H200 report's (reported()): first table row, varlen, no window, dense mask",
                    "BLOCK_D, BLOCK_DV": [64, 16], "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
