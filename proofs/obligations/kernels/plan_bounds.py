@@ -1,8 +1,8 @@
 """KER-BOUNDS-PLAN: the block-sparse plan kernel ``plan.tile_plan`` stays inside its tensors and writes
-walk lists the attention kernels can read: for every shape it is launched with.
+walk lists the attention kernels can read: for every shape it is launched with, tile sizes up to 2^20.
 
 Executed symbolically (``kernel_exec``): the whole body of ``tile_plan`` with its helper ``_classes``,
-on symbolic B, Hq, lengths Nq, Nk, tile sizes bq, bk (≥ 16), window sides, the tile grid's four
+on symbolic B, Hq, lengths Nq, Nk, tile sizes bq, bk (16 to ``TILE_MAX``), window sides, the tile grid's four
 strides (0 on a broadcast dim), program ids and loop iterations, both directions (TRANSPOSED), every
 window kind listed and the dense-mask switch, per listed BLOCK (the lane count of a step; C is
 symbolic, so one BLOCK covers every C it is launched with). Loaded tile values are an uninterpreted
@@ -20,7 +20,8 @@ an uninterpreted flag and count), with their premises checked as queries of thei
 * TAIL: no flag at p ≥ K (checked: flag(p) ⇒ p < C), b ≥ K ⇒ G(b) = G(K);
 * DISJOINT: no p has both passes' flags (checked) ⇒ G_0(a) + G_1(a) ≤ a for a ≥ 0.
 
-They are instantiated at every argument of G in the run's formulas and at C (POINT with b = C). Claims: every access
+They are instantiated at every argument of G in the run's formulas and at C (POINT with b = C), as
+premises of the claims that mention a count (``_linked``). Claims: every access
 inside its tensor (the tile grid strided, the lists flat (B·Hq, R, C) and (B·Hq, R, 2), digit by digit)
 with no wrap-around; every IDX entry written is a column in [0, C); the partial pass writes slots
 [0, n_part), the full pass slots [n_part, n_part + n_full); the counts stored are ≥ 0 with
