@@ -277,6 +277,8 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
     # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
     # from the program ids and the kernel's arguments, not carried through the loop in registers.
+    # (``layout.head_rc``'s formula, written out: through the helper the column product moves ahead
+    # of the row's 64-bit scaling in the PTX, and ptxas then schedules the causal kernels differently.)
     bk = gl.program_id(1)
     Hkv = Hq // G
     b = bk // Hkv
@@ -354,14 +356,10 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     hk = bk % Hkv
     seq_row0 = j * BN  # first key (within the sequence)
     h0 = hk * G  # the group's first query head
-    k_row = b * k_pb + hk * k_ph + seq_row0
-    k_col = hk * k_ch
-    v_row = b * v_pb + hk * v_ph + seq_row0
-    v_col = hk * v_ch
-    q_row0 = b * q_pb + h0 * q_ph
-    q_col0 = h0 * q_ch
-    do_row0 = b * do_pb + h0 * do_ph
-    do_col0 = h0 * do_ch
+    k_row, k_col = layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)  # row views: (b, hk, seq_row0)
+    v_row, v_col = layout.head_rc(b, hk, seq_row0, v_pb, v_ph, v_ch)
+    q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the group's first query head
+    do_row0, do_col0 = layout.head_rc(b, h0, 0, do_pb, do_ph, do_ch)
     vec_row0 = (b * Hq + h0) * N_CTX
     dq_grp = dq_ptr + vec_row0.to(gl.int64) * HEAD_D
     n_qblk = N_CTX // BM
