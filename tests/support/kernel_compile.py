@@ -172,9 +172,15 @@ def compile_gluon(compiled: list) -> list:
         sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
         compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
-    def bwd_check(asm):
+    def bwd_check(asm, dq_tma):
         ptx = asm["ptx"]
-        assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
+        tma_add = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add"
+        if dq_tma:
+            assert tma_add in ptx and "cp.async.bulk.wait_group.read" in ptx, "no TMA dQ reduce-add and wait"
+            assert not re.search(r"(atom|red)\.\S*global\S*\.add", ptx), "a register dQ reduction is left"
+        else:
+            assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
+            assert tma_add not in ptx, "a TMA reduce-add in the vector-reduction variant"
         assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{GB.CONSUMER_REGS};", ptx), "no consumer register raise"
         assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{GB.PRODUCER_REGS};", ptx), "no producer register drop"
@@ -182,18 +188,20 @@ def compile_gluon(compiled: list) -> list:
 
     # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
     # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
-    for (dt, causal), group in ((v, g) for v in variants for g in ("gqa", "G=1")):
+    for (dt, causal), group, dq in ((v, g, r) for v in variants for g in ("gqa", "G=1") for r in GB.DQ_REDUCES):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
+        dqd = f"tensordesc<fp32[{GB.BLOCK_M}, {GB.HEAD_DIM}],{GB.dq_layout()!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS, **({"G": 1} if group == "G=1" else {}))
+                      PRODUCER_REGS=GB.PRODUCER_REGS, DQ_TMA=dq == "tma", **({"G": 1} if group == "G=1" else {}))
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
-                                                 "lse_desc": vd, "delta_desc": vd, "dq_ptr": "*fp32",
+                                                 "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "dq_ptr": "*fp32",
                                                  "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32"}, consts)
-        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}", compiled,
-                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=bwd_check)
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}/dq={dq}", compiled,
+                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG},
+                     check=lambda asm, t=dq == "tma": bwd_check(asm, t))
     return failures
 
 

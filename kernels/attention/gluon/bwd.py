@@ -73,7 +73,7 @@ from __future__ import annotations
 import torch
 
 from . import layout
-from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
+from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor, tma_reduce_add
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -96,8 +96,8 @@ PRODUCER_REGS = 24
 def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
                         q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
                         sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
-                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch,
-                        dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc, dq_smem, dq_full,
+                        dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
     q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -125,13 +125,37 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
                                         delta_smem.index(slot))
 
 
+@_jit
+def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc,
+                   dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                   dv_rs):
+    """The dQ writer (1 warp): per iteration (the consumers' order), once both warpgroups have staged their
+    halves (dq_full), dQ[rows of (head g, query block qb)] += the BM × D tile by one TMA bulk tensor
+    reduce-add (``common.tma_reduce_add``; fp32 adds in global memory, in whatever order the CTAs'
+    reductions arrive, as with the vector reductions); it waits until the copy has read the buffer
+    (``store_wait(0)``, this thread's bulk groups) and hands it back (dq_empty)."""
+    BM: gl.constexpr = dq_smem.type.shape[1]
+    for it in range(G * n_iter):
+        t = it // G
+        g = it - t * G
+        qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
+        buf = it % 2
+        mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
+        tma.store_wait(0)
+        mbarrier.arrive(dq_empty.index(buf), count=1)
+
+
 # ----------------------------------------------------------------------------------------
 # Consumer warpgroup.
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, lse_smem, delta_smem, qk_scale, sm_scale,
-              seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_smem, dq_full, dq_empty, lse_smem, delta_smem,
+              qk_scale, sm_scale, seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr,
+              dq_layout: gl.constexpr):
     """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
     (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
     dQ[b, h, 0, WG·64] of the contiguous (B, Hq, N, D) fp32 accumulator."""
@@ -194,9 +218,26 @@ def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_
     mbarrier.arrive(q_empty.index(slot), count=1)
     mbarrier.arrive(do_empty.index(slot), count=1)
 
-    # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
-    _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * D, dq, D)  # scalar base; per-element i32 offsets
+    if dq_smem.type.shape[0] > 1:  # dQ through shared memory to the dQ writer's TMA reduce-add
+        _dq_stage(dq_smem, dq_full, dq_empty, it, WG, dq)
+    else:  # fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
+        _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * D, dq, D)  # scalar base; per-element i32 offsets
     return dk, dv
+
+
+@_jit
+def _dq_stage(dq_smem, dq_full, dq_empty, it, WG: gl.constexpr, dq):
+    """This warpgroup's dQ tile (BM × DQW fp32) -> columns [WG·DQW, (WG+1)·DQW) of staging buffer it % 2
+    (BM × D fp32), once the dQ writer has released it (dq_empty, phase as for a ring slot); then the
+    proxy fence (the tile goes in through the generic proxy, the TMA reads it through the async one),
+    the warpgroup's barrier, and one arrival on dq_full (count 2: both warpgroups)."""
+    DQW: gl.constexpr = dq.type.shape[1]
+    buf = it % 2
+    mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
+    dq_smem.index(buf).slice(WG * DQW, DQW, dim=1).store(dq)
+    fence_async_shared()
+    gl.thread_barrier()
+    mbarrier.arrive(dq_full.index(buf), count=1)
 
 
 @_jit
@@ -241,7 +282,8 @@ def _dq_head(dq_grp, g, N_CTX, WG: gl.constexpr, D: gl.constexpr):
 def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
                   q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
                   n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
-                  v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  v_row, v_col, dq_grp, dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                  dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -271,8 +313,9 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
         else:
             qb = (i0 + t) % n_qblk
         dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                           do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), lse_smem,
-                           delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout, dq_layout)
+                           do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), dq_smem,
+                           dq_full, dq_empty, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout,
+                           dq_layout)
 
     # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
     # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
@@ -294,52 +337,60 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
 @_jit
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc,
+                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs):
     _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
+                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
+                    dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs):
     _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
+                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc,
+                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs):
     _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
+                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
+                    dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs):
     _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
+                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
-                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb,
-                 dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale,
+                 N_CTX, Hq, G, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
+                 dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DQ_TMA: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
     (B, Hq, N, D) accumulator."""
@@ -347,6 +398,8 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     BN: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
+    gl.static_assert(dq_desc.block_type.shape[0] == BM and dq_desc.block_type.shape[1] == HEAD_D,
+                     "dQ's TMA box: BLOCK_M rows × the head dim")
     dt: gl.constexpr = q_desc.dtype
 
     j = gl.program_id(0)  # key block: the fastest grid dim (the resident CTAs share their Q, dO in L2)
@@ -378,6 +431,12 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     ds_smem = gl.allocate_shared_memory(dt, [2, BN, BM], ds_layout)
     lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape, lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + delta_desc.block_type.shape, delta_desc.layout)
+    # dQ staging for the TMA reduce-add: 2 buffers of BM × D fp32 (64 KiB); the vector-reduction path takes
+    # one 16-byte placeholder (its shape is how the partitions tell the two paths apart)
+    if DQ_TMA:
+        dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)
+    else:
+        dq_smem = gl.allocate_shared_memory(gl.float32, [1, 1, 4], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
 
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -385,6 +444,8 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     q_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     do_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
     for s in gl.static_range(NUM_STAGES):
         mbarrier.init(q_ready.index(s), count=1)
@@ -393,15 +454,32 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
         mbarrier.init(do_empty.index(s), count=2)
     for i in gl.static_range(2):
         mbarrier.init(ds_ready.index(i), count=2)
+        mbarrier.init(dq_full.index(i), count=2)
+        mbarrier.init(dq_empty.index(i), count=1)
     fence_async_shared()
 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
             delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
-            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc, dq_smem, dq_full, dq_empty,
+            Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
-    if CAUSAL:
+    if DQ_TMA:  # + the dQ writer warp
+        if CAUSAL:
+            gl.warp_specialize([
+                (_bwd_wg0_causal, args),
+                (_bwd_wg1_causal, args),
+                (_bwd_load_partition, load_args),
+                (_bwd_dq_writer, args),
+            ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_bwd_wg0_full, args),
+                (_bwd_wg1_full, args),
+                (_bwd_load_partition, load_args),
+                (_bwd_dq_writer, args),
+            ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
+    elif CAUSAL:
         gl.warp_specialize([
             (_bwd_wg0_causal, args),
             (_bwd_wg1_causal, args),
@@ -429,12 +507,26 @@ def vec_layout():
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
 
 
-def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
+def dq_layout():
+    """The dQ accumulator's TMA box (and staging buffer): BLOCK_M rows × HEAD_DIM fp32 columns."""
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gl.float32)
+
+
+#: how the kernel adds dQ into its fp32 accumulator: "tma", a TMA bulk tensor reduce-add per warpgroup tile
+#: from shared memory; "red_v4", 16-byte vector reductions from registers (the A/B of issue 17)
+DQ_REDUCES = ("tma", "red_v4")
+
+
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None, dq_reduce="tma"):
     """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, 128), k, v (B, Hkv, N, 128), each in its input's
     layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the router sends
     here (the Gluon forward's calls with deterministic=False; Hq = G·Hkv). δ = rowsum(out · dout) −
-    dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
+    dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused).
+    ``dq_reduce``: one of ``DQ_REDUCES``."""
     from ..triton.host import delta as _delta
+
+    if dq_reduce not in DQ_REDUCES:
+        raise ValueError(f"dq_reduce must be one of {DQ_REDUCES}, got {dq_reduce!r}")
 
     B, Hq, N, D = q.shape
     Hkv = k.shape[1]
@@ -454,11 +546,13 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
-             TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
+             TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()),
+             TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout()))
     _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
                                           *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                          PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+                                          PRODUCER_REGS=PRODUCER_REGS, DQ_TMA=dq_reduce == "tma", num_warps=4,
+                                          maxnreg=MAXNREG)
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv
