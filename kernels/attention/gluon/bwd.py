@@ -9,6 +9,16 @@ scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:
 N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
 scalar atomic per element, which was deleted (it lived until commit 62d839a).
 
+dQ by TMA (issue 17; ``backward(dq_reduce="tma")``, the default while the A/B against the vector
+reductions, ``dq_reduce="red_v4"``, is pending on the H200: scripts/gpu_tmadq.sh): as in FA3, the
+consumers never issue the reduction. Each writes its 64×64 dQ half into a double-buffered 64×128 fp32
+staging tile in shared memory and arrives on an mbarrier; a 1-warp dQ writer partition adds the whole
+tile to global memory with one TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global
+.shared::cta.add``; Gluon 3.6's Python ``tma`` module lacks it, Triton's op and lowering are reached
+through the Gluon builder: ``common.tma_reduce_add``) and hands the buffer back once the copy has read
+it. The summands are the same fp32 tiles as the vector path's, one add per dQ element per (query
+block, key block); only the order of the adds (and so the last bits) differs from run to run.
+
 Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
 fastest, which launches every head's heaviest causal block first, read 4-8 % slower non-causal and
@@ -30,6 +40,11 @@ Partitions (``gl.warp_specialize``):
   NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
   per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
   pointer registers of those loads were what made the consumers spill.
+* dq_reduce="tma" only: 1 dQ writer warp (24 registers), ``_bwd_dq_writer``: per iteration it waits
+  dq_full[buf] (one arrival per consumer warpgroup), issues the reduce-add of staging buffer buf,
+  waits until the copy has read it (``tma.store_wait(0)``) and arrives on dq_empty[buf], which the
+  consumers wait on (ring-slot phases) before they write that buffer again. Shared memory: 225.6 KiB
+  of the 227 KiB a CTA may take (the vector path: 193.1 KiB).
 
 Key-major ("transposed") formulation, per query block i of 64 rows, consumer warpgroup w:
 
@@ -43,11 +58,12 @@ Key-major ("transposed") formulation, per query block i of 64 rows, consumer war
     dK_w += dSᵀ Qᵢ                   (A = this warpgroup's dSᵀ rows from shared memory, async)
     wait ds_ready[buf];  dQ_w = dSᵢ K[:, w·64:(w+1)·64]   (64 queries × 64 dims, K=128 keys;
           A = dS = the dSᵀ tile permuted in shared memory, B = a column slice of the K tile)
-    wait all wgmmas; release Q/dO slot; red.global.add.v4 dQ_w into the fp32 dQ accumulator.
-    (Gluon 3.6's Hopper TMA module has loads and stores only, no reduce-add: hence the atomics.)
+    wait all wgmmas; release Q/dO slot; dQ_w into the fp32 dQ accumulator: "tma", wait dq_empty[it % 2],
+          store dQ_w into columns w·64.. of staging buffer it % 2, proxy fence, warpgroup barrier,
+          arrive dq_full (the writer's TMA reduce-add does the rest); "red_v4", red.global.add.v4.
 
 The two warpgroups split the dQ product along the head dimension, so each dQ element gets ONE
-atomic add per (query block, key block) — 64×128 fp32 adds per CTA iteration — not two.
+fp32 add per (query block, key block) — 64×128 adds per CTA iteration — not two.
 Double-buffering dS is enough without an "empty" barrier: a warpgroup writes ds[buf] at
 iteration t+2 only after it waited ds_ready[buf^1] of iteration t+1, which the other warpgroup
 arrives on after its wait-all of iteration t (which retired its dQ read of ds[buf]).
