@@ -63,7 +63,7 @@ SHAPES = [(4096, False, 16, 16), (8192, False, 16, 16), (16384, False, 16, 16), 
           (8192, True, 64, 8)]  # (N, causal, Hq, Hkv); d = 128, B = 16384 / N
 TOKENS = 16384
 if out_path == "--warm":  # compile every variant the A/B launches (same specialisations, small sizes)
-    SHAPES, TOKENS = [(1024, c, hq, hkv) for c in (False, True) for hq, hkv in ((2, 2), (16, 2))], 1024
+    SHAPES, TOKENS = [(1024, False, 16, 16), (1024, True, 16, 16), (1024, True, 64, 8)], 1024
 rows = []
 for n, causal, hq, hkv in SHAPES:
     B, d = TOKENS // n, 128
@@ -83,8 +83,14 @@ for n, causal, hq, hkv in SHAPES:
     diff = (dqs["tma"] - dqs["red_v4"]).abs().max().item()
     scale_ = dqs["red_v4"].abs().max().item()
     qc, kc, vc = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    note = ""
     with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.CUDNN_ATTENTION]):
-        oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=causal, enable_gqa=hq != hkv)
+        try:
+            oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=causal, enable_gqa=hq != hkv)
+        except RuntimeError as e:  # as flashproof bench does: K/V repeated to Hq heads inside the graph
+            note = f"cuDNN: K/V repeated (enable_gqa refused: {str(e)[:60]})"
+            oc = F.scaled_dot_product_attention(qc, kc.repeat_interleave(hq // hkv, 1),
+                                                vc.repeat_interleave(hq // hkv, 1), is_causal=causal)
     calls["cudnn"] = lambda: oc.backward(do, retain_graph=True)
     ms = {name: [] for name in calls}
     for _ in range(3):  # interleaved rounds: clock drift hits every provider alike
@@ -94,9 +100,10 @@ for n, causal, hq, hkv in SHAPES:
     row = dict(n=n, causal=causal, heads=f"{hq}/{hkv}", plan=f"{route.forward}/{route.backward}",
                ms={k_: round(v_, 4) for k_, v_ in med.items()}, rounds=ms,
                tflops={name: round(flops / m * 1e-9, 1) for name, m in med.items()},
-               dq_maxdiff=diff, dq_maxabs=scale_)
+               dq_maxdiff=diff, dq_maxabs=scale_, note=note)
     rows.append(row)
-    print(json.dumps({k_: row[k_] for k_ in ("n", "causal", "heads", "plan", "tflops", "dq_maxdiff", "dq_maxabs")}),
+    print(json.dumps({k_: row[k_] for k_ in ("n", "causal", "heads", "plan", "tflops", "dq_maxdiff", "dq_maxabs",
+                                           "note")}),
           flush=True)
     del q, k, v, do, o, lse, dqs, qc, kc, vc, oc
     torch.cuda.empty_cache()
@@ -141,12 +148,12 @@ try:
 except (OSError, ValueError):
     rows, ok = [], False
 print("\n| d=128 bf16 | N | causal | Hq/Hkv | plan | tma | red_v4 | cuDNN | tma/red_v4 | tma/cuDNN | red_v4/cuDNN "
-      "| max abs dQ tma-red_v4 (of max abs dQ; information) |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| max abs dQ tma-red_v4 (of max abs dQ; information) | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     t = r["tflops"]
     print(f"| | {r['n']} | {'yes' if r['causal'] else 'no'} | {r['heads']} | {r['plan']} | {t['tma']:.0f} | "
           f"{t['red_v4']:.0f} | {t['cudnn']:.0f} | {t['tma'] / t['red_v4']:.3f} | {t['tma'] / t['cudnn']:.3f} | "
-          f"{t['red_v4'] / t['cudnn']:.3f} | {r['dq_maxdiff']:.3g} ({r['dq_maxabs']:.3g}) |")
+          f"{t['red_v4'] / t['cudnn']:.3f} | {r['dq_maxdiff']:.3g} ({r['dq_maxabs']:.3g}) | {r.get('note', '')} |")
 print("\nbackward TFLOP/s (2.5x the forward's 4·B·Hq·N²·d, halved when causal); medians of 3 interleaved rounds")
 print(f"\ngpu_tmadq: {'PASSED' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
