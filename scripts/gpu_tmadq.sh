@@ -105,7 +105,7 @@ for n, causal, hq, hkv in SHAPES:
     print(json.dumps({k_: row[k_] for k_ in ("n", "causal", "heads", "plan", "tflops", "dq_maxdiff", "dq_maxabs",
                                            "note")}),
           flush=True)
-    del q, k, v, do, o, lse, dqs, qc, kc, vc, oc
+    del q, k, v, do, o, lse, dqs, qc, kc, vc, oc, calls
     torch.cuda.empty_cache()
 if out_path == "--warm":
     sys.exit(0)
