@@ -18,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:?usage: bash scripts/gpu_tmadq.sh OUTDIR}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PY:-python3}
-BOX=${BOX:-120}  # seconds for each correctness process (they run in parallel)
+BOX=${BOX:-130}  # seconds for each correctness process (they run in parallel)
 T0=$(date +%s)
 rm -rf /tmp/fp
 $PY -m pip install -q --no-deps --no-build-isolation --target /tmp/fp "$ROOT" > "$OUT/install.log" 2>&1 \
@@ -39,7 +39,7 @@ step() {  # step NAME SECONDS CMD...: log to OUT/NAME.log; name, rc, seconds to 
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" >> "$OUT/steps.tsv"
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s"
 }
-GC="$PY $ROOT/lab/gpu_check.py --fuzz-budget 0 --minutes ${MINUTES:-1.6}"  # no check starts after 96 s
+GC="$PY $ROOT/lab/gpu_check.py --fuzz-budget 0 --minutes ${MINUTES:-1.9}"  # no check starts after 114 s
 declare -A CASEGROUPS=(
   [older]=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat
   [gqa]=gluon_gqa4,gluon_gqa8_causal,gluon_gqa8
@@ -119,7 +119,7 @@ for dt in bf16 fp16; do
 done
 step ab_compile "$BOX" $PY "$OUT/ab.py" --warm &  # the A/B's kernels into Triton's cache, beside the checks
 wait
-step ab 100 $PY "$OUT/ab.py" "$OUT/ab.json"  # alone on the GPU
+step ab 90 $PY "$OUT/ab.py" "$OUT/ab.json"  # alone on the GPU
 echo "total $(( $(date +%s) - T0 ))s"
 $PY - "$OUT" <<'PYEOF' | tee "$OUT/summary.md"
 import json, pathlib, sys
