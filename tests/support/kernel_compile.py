@@ -147,8 +147,9 @@ def _gluon_signature(fn, typed: dict, consts: dict) -> dict:
 def compile_gluon(compiled: list) -> list:
     """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not; the backward with
     G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
-    16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32
-    atomic add left); no spills. Layouts and group sizes are runtime arguments (``_gluon_signature``)."""
+    TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add`` and its wait
+    in the PTX, no register atomic or reduction left); no spills. Layouts and group sizes are runtime
+    arguments (``_gluon_signature``)."""
     from triton.experimental.gluon import language as gl
 
     from flashproof.kernels.attention.gluon import bwd as GB
@@ -172,15 +173,11 @@ def compile_gluon(compiled: list) -> list:
         sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
         compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
-    def bwd_check(asm, dq_tma):
+    def bwd_check(asm):
         ptx = asm["ptx"]
-        tma_add = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add"
-        if dq_tma:
-            assert tma_add in ptx and "cp.async.bulk.wait_group.read" in ptx, "no TMA dQ reduce-add and wait"
-            assert not re.search(r"(atom|red)\.\S*global\S*\.add", ptx), "a register dQ reduction is left"
-        else:
-            assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
-            assert tma_add not in ptx, "a TMA reduce-add in the vector-reduction variant"
+        assert "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add" in ptx, "no TMA dQ reduce-add in the PTX"
+        assert "cp.async.bulk.wait_group.read" in ptx, "no wait for the reduce-add's read of its buffer"
+        assert not re.search(r"(atom|red)\.\S*global\S*\.add", ptx), "a register dQ reduction is left"
         assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{GB.CONSUMER_REGS};", ptx), "no consumer register raise"
         assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{GB.PRODUCER_REGS};", ptx), "no producer register drop"
@@ -188,20 +185,19 @@ def compile_gluon(compiled: list) -> list:
 
     # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
     # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
-    for (dt, causal), group, dq in ((v, g, r) for v in variants for g in ("gqa", "G=1") for r in GB.DQ_REDUCES):
+    for (dt, causal), group in ((v, g) for v in variants for g in ("gqa", "G=1")):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
         dqd = f"tensordesc<fp32[{GB.BLOCK_M}, {GB.HEAD_DIM}],{GB.dq_layout()!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS, DQ_TMA=dq == "tma", **({"G": 1} if group == "G=1" else {}))
+                      PRODUCER_REGS=GB.PRODUCER_REGS, **({"G": 1} if group == "G=1" else {}))
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
-                                                 "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "dq_ptr": "*fp32",
+                                                 "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd,
                                                  "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32"}, consts)
-        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}/dq={dq}", compiled,
-                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG},
-                     check=lambda asm, t=dq == "tma": bwd_check(asm, t))
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}", compiled,
+                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=bwd_check)
     return failures
 
 

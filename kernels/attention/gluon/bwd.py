@@ -3,21 +3,18 @@ the Gluon forward takes, GQA included (``dispatch.plan`` says which); every ``de
 call runs the Triton kernels (two kernels, no atomics).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
-dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in): one 16-byte
-``red.relaxed.gpu.global.add.v4.f32`` per four elements, through inline PTX (Gluon 3.6 itself emits
-scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:14 UTC, d = 128,
-N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
-scalar atomic per element, which was deleted (it lived until commit 62d839a).
-
-dQ by TMA (issue 17; ``backward(dq_reduce="tma")``, the default while the A/B against the vector
-reductions, ``dq_reduce="red_v4"``, is pending on the H200: scripts/gpu_tmadq.sh): as in FA3, the
-consumers never issue the reduction. Each writes its 64×64 dQ half into a double-buffered 64×128 fp32
-staging tile in shared memory and arrives on an mbarrier; a 1-warp dQ writer partition adds the whole
-tile to global memory with one TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global
+dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in). As in FA3 the
+consumers never issue them: each writes its 64×64 dQ half into a double-buffered 64×128 fp32 staging
+tile in shared memory and arrives on an mbarrier, and a 1-warp dQ writer partition adds the whole tile
+to global memory with one TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global
 .shared::cta.add``; Gluon 3.6's Python ``tma`` module lacks it, Triton's op and lowering are reached
-through the Gluon builder: ``common.tma_reduce_add``) and hands the buffer back once the copy has read
-it. The summands are the same fp32 tiles as the vector path's, one add per dQ element per (query
-block, key block); only the order of the adds (and so the last bits) differs from run to run.
+through the Gluon builder: ``common.tma_reduce_add``), handing the buffer back once the copy has read
+it. One add per dQ element per (query block, key block), as before; only the order of the adds varies.
+Measured on the H200 (scripts/gpu_tmadq.sh, 2026-12-01 19:27 UTC, d = 128 bf16, N = 4k / 8k / 16k
+non-causal, 8k causal, GQA 64/8 8k causal): 515 / 532 / 547 / 485 / 406 TFLOP/s against 461 / 474 /
+490 / 446 / 384 for 16-byte ``red.global.add.v4.f32`` reductions issued by the consumers from
+registers (inline PTX), which were deleted (they lived until commit d18a356); one scalar fp32 atomic
+per element before those (406 / 428 / 428 / 397 at 4k / 8k / 16k / 8k causal) lived until 62d839a.
 
 Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
@@ -40,11 +37,11 @@ Partitions (``gl.warp_specialize``):
   NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
   per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
   pointer registers of those loads were what made the consumers spill.
-* dq_reduce="tma" only: 1 dQ writer warp (24 registers), ``_bwd_dq_writer``: per iteration it waits
-  dq_full[buf] (one arrival per consumer warpgroup), issues the reduce-add of staging buffer buf,
-  waits until the copy has read it (``tma.store_wait(0)``) and arrives on dq_empty[buf], which the
-  consumers wait on (ring-slot phases) before they write that buffer again. Shared memory: 225.6 KiB
-  of the 227 KiB a CTA may take (the vector path: 193.1 KiB).
+* 1 dQ writer warp (24 registers), ``_bwd_dq_writer``: per iteration it waits dq_full[buf] (one
+  arrival per consumer warpgroup), issues the reduce-add of staging buffer buf, waits until the copy
+  has read it (``tma.store_wait(0)``) and arrives on dq_empty[buf], which the consumers wait on
+  (ring-slot phases) before they write that buffer again. Shared memory: 225.6 KiB of the 227 KiB a
+  CTA may take.
 
 Key-major ("transposed") formulation, per query block i of 64 rows, consumer warpgroup w:
 
@@ -58,9 +55,8 @@ Key-major ("transposed") formulation, per query block i of 64 rows, consumer war
     dK_w += dSᵀ Qᵢ                   (A = this warpgroup's dSᵀ rows from shared memory, async)
     wait ds_ready[buf];  dQ_w = dSᵢ K[:, w·64:(w+1)·64]   (64 queries × 64 dims, K=128 keys;
           A = dS = the dSᵀ tile permuted in shared memory, B = a column slice of the K tile)
-    wait all wgmmas; release Q/dO slot; dQ_w into the fp32 dQ accumulator: "tma", wait dq_empty[it % 2],
-          store dQ_w into columns w·64.. of staging buffer it % 2, proxy fence, warpgroup barrier,
-          arrive dq_full (the writer's TMA reduce-add does the rest); "red_v4", red.global.add.v4.
+    wait all wgmmas; release Q/dO slot; wait dq_empty[it % 2]; dQ_w -> columns w·64.. of staging
+          buffer it % 2; proxy fence, warpgroup barrier, arrive dq_full (the writer does the rest).
 
 The two warpgroups split the dQ product along the head dimension, so each dQ element gets ONE
 fp32 add per (query block, key block) — 64×128 adds per CTA iteration — not two.
@@ -112,8 +108,8 @@ PRODUCER_REGS = 24
 def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
                         q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
                         sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
-                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc, dq_smem, dq_full,
-                        dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, Hq,
+                        dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
     q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -144,9 +140,8 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 @_jit
 def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc,
-                   dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                   dv_rs):
+                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                   dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     """The dQ writer (1 warp): per iteration (the consumers' order), once both warpgroups have staged their
     halves (dq_full), dQ[rows of (head g, query block qb)] += the BM × D tile by one TMA bulk tensor
     reduce-add (``common.tma_reduce_add``; fp32 adds in global memory, in whatever order the CTAs'
@@ -169,12 +164,10 @@ def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, dq_smem, dq_full, dq_empty, lse_smem, delta_smem,
-              qk_scale, sm_scale, seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr,
-              dq_layout: gl.constexpr):
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_smem, dq_full, dq_empty, lse_smem, delta_smem,
+              qk_scale, sm_scale, seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
     """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
-    (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
-    dQ[b, h, 0, WG·64] of the contiguous (B, Hq, N, D) fp32 accumulator."""
+    (ring slot and phase, dS buffer), continuous across the heads of the group."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
@@ -234,10 +227,7 @@ def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_
     mbarrier.arrive(q_empty.index(slot), count=1)
     mbarrier.arrive(do_empty.index(slot), count=1)
 
-    if dq_smem.type.shape[0] > 1:  # dQ through shared memory to the dQ writer's TMA reduce-add
-        _dq_stage(dq_smem, dq_full, dq_empty, it, WG, dq)
-    else:  # fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
-        _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * D, dq, D)  # scalar base; per-element i32 offsets
+    _dq_stage(dq_smem, dq_full, dq_empty, it, WG, dq)  # the dQ writer's TMA reduce-add does the rest
     return dk, dv
 
 
@@ -257,49 +247,11 @@ def _dq_stage(dq_smem, dq_full, dq_empty, it, WG: gl.constexpr, dq):
 
 
 @_jit
-def _dq_red_v4(dq_base, dq, D: gl.constexpr):
-    """dq_base[r·D + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
-    16-byte ``red.relaxed.gpu.global.add.v4.f32`` per 4 consecutive columns.  Gluon 3.6 emits scalar
-    fp32 atomics only, so: convert dq (whose threads hold column PAIRS) to a layout whose first two
-    register bits are columns +1, +2 (4 consecutive columns per 4 consecutive registers; each warp
-    keeps its 16 rows, so the conversion is warp-local), and hand each 4-register pack to inline PTX
-    (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
-    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
-    column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
-    allocation). D is a constexpr on purpose: with a run-time row stride the 32 per-thread offsets
-    are loop-invariant registers, and the consumers spilled.  The values go
-    in as their i32 bit patterns: inline_asm_elementwise broadcasts its arguments with the
-    binary-operator type check, which rejects pointer ⊕ float.  The asm must
-    have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
-    BM: gl.constexpr = dq.type.shape[0]
-    DQW: gl.constexpr = dq.type.shape[1]
-    gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
-    # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
-    red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
-                                                warps_per_cta=[4, 1], order=[1, 0])
-    dq4 = gl.convert_layout(dq, red_layout)
-    r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
-    c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
-    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
-    gl.inline_asm_elementwise(
-        "red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};\n"
-        "mov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;",
-        "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [dq_base + offs, dq4.to(gl.int32, bitcast=True)], dtype=gl.int32,
-        is_pure=False, pack=4)
-
-
-@_jit
-def _dq_head(dq_grp, g, N_CTX, WG: gl.constexpr, D: gl.constexpr):
-    """&dQ[b, h0 + g, 0, WG·D/2] in the contiguous (B, Hq, N, D) fp32 accumulator (dq_grp: &dQ[b, h0])."""
-    return dq_grp + (g * N_CTX).to(gl.int64) * D + WG * (D // 2)
-
-
-@_jit
 def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
                   q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
                   n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
-                  v_row, v_col, dq_grp, dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                  dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr,
+                  dv_pb, dv_ph, dv_ch, dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -329,7 +281,7 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
         else:
             qb = (i0 + t) % n_qblk
         dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                           do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), dq_smem,
+                           do_empty, ds_smem, ds_ready, dq_smem,
                            dq_full, dq_empty, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout,
                            dq_layout)
 
@@ -353,60 +305,58 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
 @_jit
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc,
-                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs):
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                  dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
-                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs)
 
 
 @_jit
 def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
-                    dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                    dv_ch, dv_rs):
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                    dv_rs):
     _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
-                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs)
 
 
 @_jit
 def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc,
-                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs):
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                  dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
-                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs)
 
 
 @_jit
 def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
-                    dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                    dv_ch, dv_rs):
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                    dv_rs):
     _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp,
-                  dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale,
-                 N_CTX, Hq, G, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
-                 dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DQ_TMA: gl.constexpr):
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
+                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb,
+                 dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
     (B, Hq, N, D) accumulator."""
@@ -430,7 +380,6 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the group's first query head
     do_row0, do_col0 = layout.head_rc(b, h0, 0, do_pb, do_ph, do_ch)
     vec_row0 = (b * Hq + h0) * N_CTX
-    dq_grp = dq_ptr + vec_row0.to(gl.int64) * HEAD_D
     n_qblk = N_CTX // BM
     i0 = seq_row0 // BM  # first query block: the diagonal
     if CAUSAL:
@@ -447,12 +396,7 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     ds_smem = gl.allocate_shared_memory(dt, [2, BN, BM], ds_layout)
     lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape, lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + delta_desc.block_type.shape, delta_desc.layout)
-    # dQ staging for the TMA reduce-add: 2 buffers of BM × D fp32 (64 KiB); the vector-reduction path takes
-    # one 16-byte placeholder (its shape is how the partitions tell the two paths apart)
-    if DQ_TMA:
-        dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)
-    else:
-        dq_smem = gl.allocate_shared_memory(gl.float32, [1, 1, 4], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)  # dQ staging
 
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -476,37 +420,24 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
             delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
-            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, dq_desc, dq_smem, dq_full, dq_empty,
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
             Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
-    if DQ_TMA:  # + the dQ writer warp
-        if CAUSAL:
-            gl.warp_specialize([
-                (_bwd_wg0_causal, args),
-                (_bwd_wg1_causal, args),
-                (_bwd_load_partition, load_args),
-                (_bwd_dq_writer, args),
-            ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_bwd_wg0_full, args),
-                (_bwd_wg1_full, args),
-                (_bwd_load_partition, load_args),
-                (_bwd_dq_writer, args),
-            ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
-    elif CAUSAL:
+    if CAUSAL:
         gl.warp_specialize([
             (_bwd_wg0_causal, args),
             (_bwd_wg1_causal, args),
             (_bwd_load_partition, load_args),
-        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+            (_bwd_dq_writer, args),
+        ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_bwd_wg0_full, args),
             (_bwd_wg1_full, args),
             (_bwd_load_partition, load_args),
-        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+            (_bwd_dq_writer, args),
+        ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
 
 
 # ----------------------------------------------------------------------------------------
@@ -528,21 +459,12 @@ def dq_layout():
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gl.float32)
 
 
-#: how the kernel adds dQ into its fp32 accumulator: "tma", a TMA bulk tensor reduce-add per warpgroup tile
-#: from shared memory; "red_v4", 16-byte vector reductions from registers (the A/B of issue 17)
-DQ_REDUCES = ("tma", "red_v4")
-
-
-def backward(q, k, v, out, lse, dout, dlse, prob, route=None, dq_reduce="tma"):
+def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, 128), k, v (B, Hkv, N, 128), each in its input's
     layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the router sends
     here (the Gluon forward's calls with deterministic=False; Hq = G·Hkv). δ = rowsum(out · dout) −
-    dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused).
-    ``dq_reduce``: one of ``DQ_REDUCES``."""
+    dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
     from ..triton.host import delta as _delta
-
-    if dq_reduce not in DQ_REDUCES:
-        raise ValueError(f"dq_reduce must be one of {DQ_REDUCES}, got {dq_reduce!r}")
 
     B, Hq, N, D = q.shape
     Hkv = k.shape[1]
@@ -556,19 +478,18 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None, dq_reduce="tma"):
         (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
     # dK, dV laid out as empty_like gives (the input's strides when it is dense, else compact in its
     # stride order: what op.py returns, no copy), each with its own row view (compact bhnd or bnhd); dQ
-    # accumulates in a
-    # contiguous fp32 buffer (a constexpr row stride: see _dq_red_v4), converted into q's layout below
+    # accumulates in a contiguous fp32 buffer (the writer's TMA reduce-adds go through its (B·Hq·N, D)
+    # view), converted into q's layout below
     dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout()))
-    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
                                           *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                          PRODUCER_REGS=PRODUCER_REGS, DQ_TMA=dq_reduce == "tma", num_warps=4,
-                                          maxnreg=MAXNREG)
+                                          PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv
