@@ -16,6 +16,18 @@ non-causal, 8k causal, GQA 64/8 8k causal): 515 / 532 / 547 / 485 / 406 TFLOP/s 
 registers (inline PTX), which were deleted (they lived until commit d18a356); one scalar fp32 atomic
 per element before those (406 / 428 / 428 / 397 at 4k / 8k / 16k / 8k causal) lived until 62d839a.
 
+Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_dq_writer_det``): the
+writer adds into each dQ tile in a fixed order of key blocks, kept by one int32 semaphore per (batch,
+head, query block) in global memory (``semaphore.py``: acquire spin, add, wait for the add's
+completion, release increment), so dQ is bitwise repeatable; dK, dV are per-CTA sums in registers,
+repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0, 1, ... (no wrap);
+causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
+writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch
+order, as FA3's deterministic mode does). Only the writer warp waits; the consumers run ahead until
+both staging buffers are full. The router (``dispatch.gluon_backward_rule``) still sends
+deterministic=True calls to the Triton two-kernel backward: this mode awaits its H200 check (bitwise
+repeats, the oracle, speed: scripts/gpu_tmadq.sh).
+
 Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
 fastest, which launches every head's heaviest causal block first, read 4-8 % slower non-causal and
@@ -86,6 +98,7 @@ import torch
 
 from . import layout
 from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor, tma_reduce_add
+from .semaphore import acquire_wait, complete_release
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -108,8 +121,8 @@ PRODUCER_REGS = 24
 def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
                         q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
                         sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
-                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, Hq,
-                        dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
+                        sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
     q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -141,7 +154,8 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
-                   dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                   dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                   dv_rs):
     """The dQ writer (1 warp): per iteration (the consumers' order), once both warpgroups have staged their
     halves (dq_full), dQ[rows of (head g, query block qb)] += the BM × D tile by one TMA bulk tensor
     reduce-add (``common.tma_reduce_add``; fp32 adds in global memory, in whatever order the CTAs'
@@ -157,6 +171,58 @@ def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q
         tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
         tma.store_wait(0)
         mbarrier.arrive(dq_empty.index(buf), count=1)
+
+
+@_jit
+def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem,
+                       dq_full, dq_empty, sem_grp, BN: gl.constexpr):
+    """The deterministic dQ writer: as ``_bwd_dq_writer``, but the reduce-adds into each dQ tile (one
+    per key block that reads it) come in a fixed order, so the fp32 sums are bitwise repeatable.
+    sem_grp[g·n_qblk + qb] (int32, zeroed by the host) counts the adds done into the tile of (head
+    h0 + g, query block qb); this key block j waits until it equals its rank, adds, waits for the add
+    to COMPLETE and increments it (``semaphore``). Ranks: non-causal, ascending j (rank j; every key
+    block walks qb = 0, 1, ... and the grid launches key block j − 1 before j); causal, descending j
+    (rank qb // 2 − j among the key blocks 0 .. qb // 2 that reach qb; the grid launches the key
+    blocks last to first, shortest first). Either way a writer waits only on key blocks launched
+    before its own — the forward-progress argument assumes CTAs start in launch order (key block
+    fastest), as FA3's deterministic mode does."""
+    BM: gl.constexpr = dq_smem.type.shape[1]
+    j = seq_row0 // BN
+    for it in range(G * n_iter):
+        t = it // G
+        g = it - t * G
+        qb = (i0 + t) % n_qblk
+        buf = it % 2
+        mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+        if CAUSAL:
+            rank = qb // 2 - j
+        else:
+            rank = j
+        sem = sem_grp + g * n_qblk + qb
+        acquire_wait(sem, rank)
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
+        complete_release(sem)
+        mbarrier.arrive(dq_empty.index(buf), count=1)
+
+
+@_jit
+def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                            ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                            q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                            v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_dq_writer_det(False, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
+                       sem_grp, k_smem.type.shape[0])
+
+
+@_jit
+def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                              ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G,
+                              N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
+                              v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph,
+                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_dq_writer_det(True, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
+                       sem_grp, k_smem.type.shape[0])
 
 
 # ----------------------------------------------------------------------------------------
@@ -250,8 +316,8 @@ def _dq_stage(dq_smem, dq_full, dq_empty, it, WG: gl.constexpr, dq):
 def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
                   q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
                   n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
-                  v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr,
-                  dv_pb, dv_ph, dv_ch, dv_rs):
+                  v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                  dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -306,57 +372,59 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
-                  dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs):
     _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs)
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                     q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                    dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                    dv_rs):
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs):
     _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs)
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
-                  dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs):
     _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs)
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                     q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                    dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                    dv_rs):
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs):
     _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs)
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
-                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb,
-                 dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, sm_scale,
+                 N_CTX, Hq, G, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
+                 dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
     (B, Hq, N, D) accumulator."""
@@ -369,6 +437,8 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     dt: gl.constexpr = q_desc.dtype
 
     j = gl.program_id(0)  # key block: the fastest grid dim (the resident CTAs share their Q, dO in L2)
+    if DETERMINISTIC and CAUSAL:
+        j = gl.num_programs(0) - 1 - j  # shortest first: a writer waits only on earlier-launched key blocks
     bk = gl.program_id(1)  # (batch, KV head)
     Hkv = Hq // G
     b = bk // Hkv
@@ -382,6 +452,9 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     vec_row0 = (b * Hq + h0) * N_CTX
     n_qblk = N_CTX // BM
     i0 = seq_row0 // BM  # first query block: the diagonal
+    if DETERMINISTIC and not CAUSAL:
+        i0 = i0 * 0  # every key block walks qb = 0, 1, ...: the order its deterministic writer adds in
+    sem_grp = sem_ptr + (b * Hq + h0) * n_qblk  # deterministic dQ: one int32 per (head, query block)
     if CAUSAL:
         n_iter = n_qblk - i0
     else:
@@ -420,24 +493,24 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
             delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
-            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp,
             Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
-    if CAUSAL:
-        gl.warp_specialize([
-            (_bwd_wg0_causal, args),
-            (_bwd_wg1_causal, args),
-            (_bwd_load_partition, load_args),
-            (_bwd_dq_writer, args),
-        ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
+    regs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS]
+    if DETERMINISTIC:
+        if CAUSAL:
+            gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
+                                (_bwd_dq_writer_det_causal, args)], [4, 1, 1], regs)
+        else:
+            gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
+                                (_bwd_dq_writer_det_full, args)], [4, 1, 1], regs)
+    elif CAUSAL:
+        gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
+                            (_bwd_dq_writer, args)], [4, 1, 1], regs)
     else:
-        gl.warp_specialize([
-            (_bwd_wg0_full, args),
-            (_bwd_wg1_full, args),
-            (_bwd_load_partition, load_args),
-            (_bwd_dq_writer, args),
-        ], [4, 1, 1], [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
+        gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
+                            (_bwd_dq_writer, args)], [4, 1, 1], regs)
 
 
 # ----------------------------------------------------------------------------------------
@@ -486,10 +559,13 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout()))
-    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
+    # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
+    sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
                                           *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                          PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+                                          PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
+                                          num_warps=4, maxnreg=MAXNREG)
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv
