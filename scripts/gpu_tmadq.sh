@@ -4,14 +4,13 @@
 #   (a) in parallel (mostly compiling): lab/gpu_check.py's gluon_* cases (GQA 4 and 8 causal and not,
 #       (B, N, H, D) views, packed QKV slices, the older Gluon cases) in bf16 and fp16 against the
 #       float64 oracle, through the router (deterministic=False); and det_check: gluon/bwd.py's backward
-#       with deterministic=True, called directly (the router does not send it there yet), against the
+#       with deterministic=True, called directly (the router's deterministic=True on sm_90), against the
 #       same oracle and tolerance rule (gpu_check's case builder and dense formula) at G = 1 and GQA,
 #       causal and not, bf16 and fp16, each repeated 20 times and required bitwise equal;
 #   (b) alone on the GPU afterwards: flashproof bench, ours vs SDPA cuDNN, at d = 128 bf16, 16k tokens,
 #       width 2048: N = 4k / 8k / 16k non-causal, 8k causal, GQA 64/8 and 32/8 8k causal; then
 #       det_time: the Gluon backward deterministic and not, and cuDNN's, at 4k / 16k non-causal, 8k
-#       causal, GQA 64/8 8k causal (medians of triton.testing.do_bench, 3 interleaved rounds; the
-#       Triton deterministic backward, the router's deterministic=True today, is the bench's ours-det).
+#       causal (medians of triton.testing.do_bench, 3 interleaved rounds).
 # (The A/B of the TMA reduce-add against the consumers' 16-byte vector reductions ran with this script
 # at commit d18a356.) Every log and JSON goes to OUTDIR; the last lines printed are one summary table
 # (OUTDIR/summary.md). Exit status 0 only if every check passed and both timings ran. The package is

@@ -1,6 +1,5 @@
-"""Warp-specialised Hopper backward (sm_90) in Gluon: the ``deterministic=False`` backward of the calls
-the Gluon forward takes, GQA included (``dispatch.plan`` says which); every ``deterministic=True``
-call runs the Triton kernels (two kernels, no atomics).
+"""Warp-specialised Hopper backward (sm_90) in Gluon: the backward of the calls the Gluon forward takes,
+GQA included (``dispatch.plan`` says which), ``deterministic=True`` too (its dQ adds ordered below).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
 dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in). As in FA3 the
@@ -24,9 +23,11 @@ repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0,
 causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
 writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch
 order, as FA3's deterministic mode does). Only the writer warp waits; the consumers run ahead until
-both staging buffers are full. The router (``dispatch.gluon_backward_rule``) still sends
-deterministic=True calls to the Triton two-kernel backward: this mode awaits its H200 check (bitwise
-repeats, the oracle, speed: scripts/gpu_tmadq.sh).
+both staging buffers are full. The router sends deterministic=True calls here. H200, 2026-12-01
+19:55 UTC (scripts/gpu_tmadq.sh): bitwise equal over 20 runs and within the tolerance rule at G = 1
+and GQA 4, causal and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s at 4k, 16k
+non-causal, 8k causal, GQA 64/8 8k causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic
+backward; 0.91 / 0.99 / 0.99 / 0.73 of cuDNN's). (Called directly then; the router took it after.)
 
 Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
