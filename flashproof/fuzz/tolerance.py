@@ -129,23 +129,85 @@ def _dot_magnitude(dout: torch.Tensor, v: torch.Tensor) -> float:
     return max((ado[..., i0:i0 + rows, :] @ avt).max().item() for i0 in range(0, Nq, rows))
 
 
-def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0) -> dict:
+def _column_sums(q, k, dout, lse, scale: float, allowed=None) -> tuple[float, float]:
+    """(max over (b, kv head, j, d) of Σ_{h of the group, i} P̄_hij·|dO_hid|, the same with |Q_hid|):
+    the sizes Σ_i |x_i||y_i| of the row sums dV_j = Σ_i P_ij dO_i and dK_j ∝ Σ_i dS_ij Q_i
+    (without dropout's multiplier). P̄ ≥ P is the probability rebuilt from the scores and the LSE,
+    P̄_hij = min(1, e^(scale·⟨q_hi, k_j⟩ − lse_hi)): equal to P on an allowed pair, 0 on a pair
+    ``allowed`` (B, Hq, Nq, Nk) excludes and on a row whose LSE is −inf (no allowed key); without
+    ``allowed`` a masked pair keeps that upper bound of its 0, and without an LSE ``lse.numel() == 0``
+    (callers that have none) every P̄ is 1. Query rows are taken in chunks (``_DOT_CHUNK`` entries).
+    q (B, Hq, Nq, D), k (B, Hkv, Nk, D), dout (B, Hq, Nq, Dv), lse (B, Hq, Nq) or any tensor of as
+    many entries; non-finite entries of q, k, dout count 0."""
+    aq, ado = _finite_abs(q), _finite_abs(dout).to(q.device)
+    B, Hq, Nq, _ = q.shape
+    Hkv, Nk = k.shape[1], k.shape[2]
+    if not ado.any() or not Nq * Nk:
+        return 0.0, 0.0
+    if ado.shape[:3] != (B, Hq, Nq):
+        raise ValueError(f"dout must be (B, Hq, Nq, Dv) = ({B}, {Hq}, {Nq}, Dv) like q, received {tuple(dout.shape)}")
+    if lse.numel() not in (0, B * Hq * Nq):
+        raise ValueError(f"lse must have B·Hq·Nq = {B * Hq * Nq} entries (or none), received shape {tuple(lse.shape)}")
+    qf = q.detach().to(torch.float64).nan_to_num(0.0, 0.0, 0.0)
+    kf = k.detach().to(device=q.device, dtype=torch.float64).nan_to_num(0.0, 0.0, 0.0)
+    kf = kf.repeat_interleave(Hq // Hkv, dim=1).transpose(-1, -2)            # (B, Hq, D, Nk)
+    lse = None if lse.numel() == 0 else lse.detach().to(device=q.device, dtype=torch.float64).reshape(B, Hq, Nq, 1)
+    col_do = torch.zeros(B, Hq, Nk, ado.shape[-1], dtype=torch.float64, device=q.device)
+    col_q = torch.zeros(B, Hq, Nk, q.shape[-1], dtype=torch.float64, device=q.device)
+    rows = max(1, _DOT_CHUNK // max(1, B * Hq * Nk))
+    for i0 in range(0, Nq, rows):
+        i1 = min(i0 + rows, Nq)
+        if lse is None:
+            pb = torch.ones(B, Hq, i1 - i0, Nk, dtype=torch.float64, device=q.device)
+        else:
+            s = (qf[:, :, i0:i1] @ kf) * scale                                  # (B, Hq, rows, Nk)
+            ls = lse[:, :, i0:i1]
+            pb = torch.where(torch.isfinite(ls), torch.exp(s - ls).clamp(max=1.0), 1.0)
+            pb = torch.where(ls == float("-inf"), 0.0, pb)                      # a row with no allowed key
+        if allowed is not None:
+            pb = torch.where(allowed[:, :, i0:i1].to(q.device), pb, 0.0)
+        col_do += pb.transpose(-1, -2) @ ado[:, :, i0:i1]                       # (B, Hq, Nk, Dv)
+        col_q += pb.transpose(-1, -2) @ aq[:, :, i0:i1]                         # (B, Hq, Nk, D)
+    group = lambda t: t.unflatten(1, (Hkv, Hq // Hkv)).sum(2).max().item()  # noqa: E731  over the group's heads
+    return group(col_do), group(col_q)
+
+
+def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, allowed=None) -> dict:
     """M_T for each compared tensor T, and "score" = S = max |score| ≈ max |scale·q·k| (bounded by
     |scale|·max|q|·max|k|·D); arguments as the oracle sees them (unread entries zeroed). ``dlse``
     (the LSE cotangent, or None) enters dq and dk as γ_ij = p_ij(⟨dO_i, V_j⟩ − δ_i + dlse_i) does.
     ``drop``: dropout's largest multiplier 1/(1 − p) (1 without dropout), which scales every M_T
-    but lse's (module docstring). "dot_len" is Dv, the length of the dot products dP and δ that dS
-    is formed from (the floor's γ term)."""
+    but lse's (module docstring). ``allowed`` (B, Hq, Nq, Nk) bool or None: the mask, which makes the
+    row sums' sizes and lengths those of the allowed pairs (None: every pair counts, an over-estimate).
+    "dot_len" is Dv, the length of the dot products dP and δ that dS is formed from; "sum" and
+    "sum_len" are, for dq, dk and dv, the size Σ|x||y| of the reduction over keys (dq) or over the
+    group's query rows (dk, dv) and its largest number of terms (the floor's γ_n terms)."""
     if not drop >= 1.0:
         raise ValueError(f"drop is dropout's multiplier 1/(1 - p) >= 1, received {drop!r}")
+    if allowed is not None and tuple(allowed.shape) != (*q.shape[:3], k.shape[-2]):
+        raise ValueError(f"allowed must be (B, Hq, Nq, Nk) = {(*q.shape[:3], k.shape[-2])}, received "
+                         f"{tuple(allowed.shape)}")
     mq, mk, mv0, mo = _absmax(q), _absmax(k), _absmax(v), _absmax(dout)
     mv = drop * mv0
     mlse = _absmax(lse)
-    mg = drop * _dot_magnitude(dout, v) + (0.0 if dlse is None else _absmax(dlse))  # M_dS
+    mdlse = 0.0 if dlse is None else _absmax(dlse)
+    dot = _dot_magnitude(dout, v)
+    mg = drop * dot + mdlse  # M_dS
+    ds_per_p = 2.0 * drop * dot + mdlse  # |dS_ij| / P_ij ≤ |r·dP_ij| + |δ_i| + |dlse_i|
+    col_do, col_q = _column_sums(q, k, dout, lse, scale, allowed)
+    Hkv, group = k.shape[1], q.shape[1] // max(k.shape[1], 1)
+    if allowed is None:
+        keys, rows = k.shape[-2], group * q.shape[-2]
+    else:
+        keys = int(allowed.sum(-1).max().item()) if allowed.numel() else 0
+        rows = int(allowed.unflatten(1, (Hkv, group)).sum((2, 3)).max().item()) if allowed.numel() else 0
     score = max(mlse, abs(scale) * mq * mk * q.shape[-1])
     return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": drop * mo, "dbias": mg,
             "dq": abs(scale) * mg * mk,
             "dk": abs(scale) * mg * mq, "score": score, "dot_len": v.shape[-1],
+            "sum": {"dq": abs(scale) * ds_per_p * mk, "dk": abs(scale) * ds_per_p * col_q,
+                    "dv": drop * col_do},
+            "sum_len": {"dq": keys, "dk": rows, "dv": rows},
             "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv0, "scale": float(scale)}}
 
 
@@ -170,11 +232,15 @@ def floor(name: str, mags: dict, dtype: torch.dtype) -> float:
     m = mags[name]
     stat = 0.0 if name == "lse" else m * eps_acc * mags["score"]
     dots = m * 2.0 * _gamma(mags["dot_len"], eps_acc / 2) if name in _THROUGH_DS else 0.0
-    return max(info.eps * m + stat + dots, info.tiny)
+    sums = mags["sum"][name] * _gamma(mags["sum_len"][name], eps_acc / 2) if name in _SUMS else 0.0
+    return max(info.eps * m + stat + dots + sums, info.tiny)
 
 
 #: the gradients formed from dS = P ∘ (dP − δ + dLSE), whose two dot products the floor's γ term covers
 _THROUGH_DS = ("dq", "dk", "dbias")
+#: the gradients that are sums over keys (dq) or over a kv head's query rows (dk, dv), whose
+#: accumulation the floor's γ_n term covers
+_SUMS = ("dq", "dk", "dv")
 
 
 def _gamma(n: int, u: float) -> float:
