@@ -9,7 +9,7 @@ from flashproof.fuzz.checks import merge_partials
 from flashproof.fuzz.oracle import oracles, read_inputs, reference
 from flashproof.fuzz.problem import ProblemSpec, build, lse_cotangent
 from flashproof.fuzz.strategies import FAMILIES, attention_problems
-from flashproof.fuzz.tolerance import FACTOR, _column_sums, _dot_magnitude, floor, judge, magnitudes, naive
+from flashproof.fuzz.tolerance import FACTOR, RowSums, _dot_magnitude, _row_sums, floor, judge, magnitudes, naive
 
 MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0, "dot_len": 1,
         "sum": {"dq": 0.0, "dk": 0.0, "dv": 0.0}, "sum_len": {"dq": 1, "dk": 1, "dv": 1}}
@@ -185,34 +185,43 @@ def test_the_floor_carries_the_dot_product_and_the_row_sum_bounds():
             assert floor(name, mags, dtype) == pytest.approx(want, rel=1e-12), (dtype, name)
 
 
-def test_column_sums_are_the_largest_p_weighted_abs_sums_of_a_kv_heads_rows():
-    """dv's size: max over (b, kv head, j, d) of Σ over the group's heads h and rows i of
-    P_hij·|dO_hid|, with P rebuilt from the LSE on allowed pairs; dk's the same with |Q_hid|."""
+def test_row_sums_are_the_largest_abs_sums_of_each_reduction():
+    """dv: max over (b, kv head, j, d) of Σ over the group's heads h and rows i of P_hij·|dO_hid|;
+    dk: |scale|·the same with |dS_hij|·|Q_hid|; dq: |scale|·max over (b, h, i, d) of Σ_j |dS_hij||K_jd|,
+    with P rebuilt from the LSE on allowed pairs and dS = P(dP − δ + dLSE) in float64."""
     g = torch.Generator().manual_seed(1)
-    B, Hq, Hkv, Nq, Nk, D, Dv = 2, 4, 2, 5, 6, 3, 2
+    B, Hq, Hkv, Nq, Nk, D, Dv, sc = 2, 4, 2, 5, 6, 3, 2, 0.7
     q = torch.randn(B, Hq, Nq, D, generator=g, dtype=torch.float64)
     k = torch.randn(B, Hkv, Nk, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, Hkv, Nk, Dv, generator=g, dtype=torch.float64)
     dout = torch.randn(B, Hq, Nq, Dv, generator=g, dtype=torch.float64)
+    dlse = torch.randn(B, Hq, Nq, generator=g, dtype=torch.float64)
     allowed = torch.rand(B, Hq, Nq, Nk, generator=g) < 0.6
     allowed[0, 1, 2] = False                                         # a row with no allowed key
-    s = (q @ k.repeat_interleave(2, 1).transpose(-1, -2)) * 0.7
-    s = s.masked_fill(~allowed, float("-inf"))
+    kq, vq = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+    s = ((q @ kq.transpose(-1, -2)) * sc).masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(s, -1)                                     # −inf on the empty row
     P = torch.softmax(s, -1).nan_to_num(0.0)
-    want = [max(sum(P[b, h, i, j].item() * abs(x[b, h, i, d].item()) for h in range(2 * hk, 2 * hk + 2)
-                    for i in range(Nq)) for b in range(B) for hk in range(Hkv) for j in range(Nk)
-                for d in range(x.shape[-1])) for x in (dout, q)]
-    assert _column_sums(q, k, dout, lse, 0.7, allowed) == pytest.approx(want, rel=1e-12)
-    # without the mask a masked pair keeps min(1, e^(s − lse)) ≥ its 0, without an LSE every P̄ is 1:
-    # over-estimates, never under-estimates
-    loose = _column_sums(q, k, dout, lse, 0.7)
-    ones = _column_sums(q, k, dout, torch.zeros(0), 0.7)
-    assert all(a <= b * (1 + 1e-12) <= c * (1 + 1e-12) for a, b, c in zip(want, loose, ones))
-    assert _column_sums(q, k, torch.zeros(B, Hq, Nq, Dv), lse, 0.7) == (0.0, 0.0)
+    dP = dout @ vq.transpose(-1, -2)
+    dS = P * (dP - (P * dP).sum(-1, keepdim=True) + dlse[..., None])
+
+    def over_rows(w, x):  # max over (b, kv head, j, d) of Σ_{h of the group, i} |w_hij|·|x_hid|
+        return max(sum(abs(w[b, h, i, j].item()) * abs(x[b, h, i, d].item()) for h in range(2 * hk, 2 * hk + 2)
+                       for i in range(Nq)) for b in range(B) for hk in range(Hkv) for j in range(Nk)
+                   for d in range(x.shape[-1]))
+    want = RowSums(over_rows(P, dout), sc * over_rows(dS, q), sc * (dS.abs() @ kq.abs()).max().item())
+    got = _row_sums(q, k, v, dout, lse, sc, dlse, allowed=allowed)
+    assert got == pytest.approx(want, rel=1e-12)
+    # without the mask (masked pairs keep min(1, e^(s − lse)) ≥ their 0), without an LSE (every P̄ is
+    # 1) and with dropout (dS by its bound P̄(r|dP| + r·max|dP| + |dLSE|)): over-estimates, never under
+    for loose in (_row_sums(q, k, v, dout, lse, sc, dlse), _row_sums(q, k, v, dout, torch.zeros(0), sc, dlse),
+                  _row_sums(q, k, v, dout, lse, sc, dlse, drop=1.25, allowed=allowed)):
+        assert all(a <= b * (1 + 1e-12) for a, b in zip(want, loose)), (want, loose)
+    assert _row_sums(q, k, v, torch.zeros(B, Hq, Nq, Dv), lse, sc) == (0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match=r"lse must have B·Hq·Nq = 40 entries"):
-        _column_sums(q, k, dout, lse[:, :1], 0.7)
+        _row_sums(q, k, v, dout, lse[:, :1], sc)
     with pytest.raises(ValueError, match=r"allowed must be \(B, Hq, Nq, Nk\)"):
-        magnitudes(q, k, k, dout, lse, 0.7, allowed=allowed[:, :1])
+        magnitudes(q, k, v, dout, lse, sc, allowed=allowed[:, :1])
 
 
 @settings(max_examples=25, deadline=None)

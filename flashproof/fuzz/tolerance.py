@@ -86,7 +86,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["FACTOR", "AGREEMENT", "RULES", "floor", "magnitudes", "proved_bound", "Verdict", "judge", "agree", "naive"]
+__all__ = ["FACTOR", "AGREEMENT", "RULES", "RowSums", "floor", "magnitudes", "proved_bound", "Verdict", "judge", "agree", "naive"]
 
 RULES = ("empirical", "proved")
 _PROVED_FORMATS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -129,47 +129,84 @@ def _dot_magnitude(dout: torch.Tensor, v: torch.Tensor) -> float:
     return max((ado[..., i0:i0 + rows, :] @ avt).max().item() for i0 in range(0, Nq, rows))
 
 
-def _column_sums(q, k, dout, lse, scale: float, allowed=None) -> tuple[float, float]:
-    """(max over (b, kv head, j, d) of Σ_{h of the group, i} P̄_hij·|dO_hid|, the same with |Q_hid|):
-    the sizes Σ_i |x_i||y_i| of the row sums dV_j = Σ_i P_ij dO_i and dK_j ∝ Σ_i dS_ij Q_i
-    (without dropout's multiplier). P̄ ≥ P is the probability rebuilt from the scores and the LSE,
-    P̄_hij = min(1, e^(scale·⟨q_hi, k_j⟩ − lse_hi)): equal to P on an allowed pair, 0 on a pair
-    ``allowed`` (B, Hq, Nq, Nk) excludes and on a row whose LSE is −inf (no allowed key); without
-    ``allowed`` a masked pair keeps that upper bound of its 0, and without an LSE ``lse.numel() == 0``
-    (callers that have none) every P̄ is 1. Query rows are taken in chunks (``_DOT_CHUNK`` entries).
-    q (B, Hq, Nq, D), k (B, Hkv, Nk, D), dout (B, Hq, Nq, Dv), lse (B, Hq, Nq) or any tensor of as
-    many entries; non-finite entries of q, k, dout count 0."""
-    aq, ado = _finite_abs(q), _finite_abs(dout).to(q.device)
+#: entries of one (B, Hq, rows, Nk) chunk of ``_row_sums`` (it holds four such tensors at once)
+_SUM_CHUNK = 1 << 22
+
+
+class RowSums(NamedTuple):
+    """The sizes Σ|x||y| of the reductions that form the gradients (module docstring), each a max
+    over the gradient's entries: dv — Σ over a kv head's query rows (all heads of its group) of
+    r·P_ij·|dO_id|; dk — |scale|·Σ over those rows of |dS_ij|·|Q_id|; dq — |scale|·Σ over keys of
+    |dS_ij|·|K_jd|."""
+
+    dv: float
+    dk: float
+    dq: float
+
+
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().to(torch.float64)
+    return torch.where(torch.isfinite(t), t, torch.zeros_like(t))
+
+
+def _row_sums(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, allowed=None) -> RowSums:
+    """``RowSums`` of a problem, from the probabilities rebuilt from the scores and the LSE,
+    P̄_ij = min(1, e^(scale·⟨q_i, k_j⟩ − lse_i)): P itself on an allowed pair; 0 on a pair ``allowed``
+    (B, Hq, Nq, Nk) excludes and on a row whose LSE is −inf (no allowed key). Without ``allowed`` a
+    masked pair keeps that upper bound of its 0; without an LSE (``lse.numel() == 0``: callers that
+    have none) every P̄ is 1. dS_ij = P_ij(r_ij·dP_ij − δ_i + dlse_i), dP_ij = ⟨dO_i, V_j⟩, is the
+    float64 value itself when P̄ = P on every pair (``allowed`` and an LSE given) and there is no
+    dropout (δ_i = Σ_j P_ij dP_ij); otherwise the upper bound P̄_ij(r·|dP_ij| + r·max_j' |dP_ij'| +
+    |dlse_i|), the max over the row's pairs with P̄ > 0 (|δ_i| ≤ Σ_j P_ij r |dP_ij|). Query rows are
+    taken in chunks (``_SUM_CHUNK`` entries). q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv),
+    dout (B, Hq, Nq, Dv), lse and dlse (B, Hq, Nq) or as many entries; non-finite entries of q, k, v,
+    dout count 0; a zero cotangent (the placeholder of forward-only callers) gives zeros."""
     B, Hq, Nq, _ = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
-    if not ado.any() or not Nq * Nk:
-        return 0.0, 0.0
-    if ado.shape[:3] != (B, Hq, Nq):
+    dev = q.device
+    go = _finite(dout).to(dev)
+    if not go.any() or not Nq * Nk:
+        return RowSums(0.0, 0.0, 0.0)
+    if go.shape[:3] != (B, Hq, Nq):
         raise ValueError(f"dout must be (B, Hq, Nq, Dv) = ({B}, {Hq}, {Nq}, Dv) like q, received {tuple(dout.shape)}")
-    if lse.numel() not in (0, B * Hq * Nq):
-        raise ValueError(f"lse must have B·Hq·Nq = {B * Hq * Nq} entries (or none), received shape {tuple(lse.shape)}")
-    qf = q.detach().to(torch.float64).nan_to_num(0.0, 0.0, 0.0)
-    kf = k.detach().to(device=q.device, dtype=torch.float64).nan_to_num(0.0, 0.0, 0.0)
-    kf = kf.repeat_interleave(Hq // Hkv, dim=1).transpose(-1, -2)            # (B, Hq, D, Nk)
-    lse = None if lse.numel() == 0 else lse.detach().to(device=q.device, dtype=torch.float64).reshape(B, Hq, Nq, 1)
-    col_do = torch.zeros(B, Hq, Nk, ado.shape[-1], dtype=torch.float64, device=q.device)
-    col_q = torch.zeros(B, Hq, Nk, q.shape[-1], dtype=torch.float64, device=q.device)
-    rows = max(1, _DOT_CHUNK // max(1, B * Hq * Nk))
+    for name, t in (("lse", lse), ("dlse", dlse)):
+        if t is not None and t.numel() not in (0, B * Hq * Nq):
+            raise ValueError(f"{name} must have B·Hq·Nq = {B * Hq * Nq} entries (or none), received shape "
+                             f"{tuple(t.shape)}")
+    G = Hq // Hkv
+    qf = _finite(q).to(dev)
+    kt = _finite(k).to(dev).repeat_interleave(G, dim=1)                   # (B, Hq, Nk, D)
+    vt = _finite(v).to(dev).repeat_interleave(G, dim=1).transpose(-1, -2)  # (B, Hq, Dv, Nk)
+    lse = None if lse.numel() == 0 else lse.detach().to(device=dev, dtype=torch.float64).reshape(B, Hq, Nq, 1)
+    lam = (torch.zeros(B, Hq, Nq, 1, dtype=torch.float64, device=dev) if dlse is None or dlse.numel() == 0
+           else _finite(dlse).to(dev).reshape(B, Hq, Nq, 1))
+    exact = lse is not None and allowed is not None and drop == 1.0
+    col_do = torch.zeros(B, Hq, Nk, go.shape[-1], dtype=torch.float64, device=dev)
+    col_q = torch.zeros(B, Hq, Nk, q.shape[-1], dtype=torch.float64, device=dev)
+    dq = 0.0
+    rows = max(1, _SUM_CHUNK // max(1, B * Hq * Nk))
     for i0 in range(0, Nq, rows):
-        i1 = min(i0 + rows, Nq)
+        sl = slice(i0, min(i0 + rows, Nq))
         if lse is None:
-            pb = torch.ones(B, Hq, i1 - i0, Nk, dtype=torch.float64, device=q.device)
+            pb = torch.ones(B, Hq, sl.stop - i0, Nk, dtype=torch.float64, device=dev)
         else:
-            s = (qf[:, :, i0:i1] @ kf) * scale                                  # (B, Hq, rows, Nk)
-            ls = lse[:, :, i0:i1]
+            s = (qf[:, :, sl] @ kt.transpose(-1, -2)) * scale                   # (B, Hq, rows, Nk)
+            ls = lse[:, :, sl]
             pb = torch.where(torch.isfinite(ls), torch.exp(s - ls).clamp(max=1.0), 1.0)
             pb = torch.where(ls == float("-inf"), 0.0, pb)                      # a row with no allowed key
         if allowed is not None:
-            pb = torch.where(allowed[:, :, i0:i1].to(q.device), pb, 0.0)
-        col_do += pb.transpose(-1, -2) @ ado[:, :, i0:i1]                       # (B, Hq, Nk, Dv)
-        col_q += pb.transpose(-1, -2) @ aq[:, :, i0:i1]                         # (B, Hq, Nk, D)
-    group = lambda t: t.unflatten(1, (Hkv, Hq // Hkv)).sum(2).max().item()  # noqa: E731  over the group's heads
-    return group(col_do), group(col_q)
+            pb = torch.where(allowed[:, :, sl].to(dev), pb, 0.0)
+        dp = go[:, :, sl] @ vt                                                  # (B, Hq, rows, Nk)
+        if exact:
+            ds = (pb * (dp - (pb * dp).sum(-1, keepdim=True) + lam[:, :, sl])).abs()
+        else:
+            row_max = torch.where(pb > 0, dp.abs(), 0.0).amax(-1, keepdim=True)
+            ds = pb * (drop * dp.abs() + drop * row_max + lam[:, :, sl].abs())
+        col_do += pb.transpose(-1, -2) @ go[:, :, sl].abs()                     # (B, Hq, Nk, Dv)
+        col_q += ds.transpose(-1, -2) @ qf[:, :, sl].abs()                      # (B, Hq, Nk, D)
+        dq = max(dq, (ds @ kt.abs()).max().item())                              # (B, Hq, rows, D)
+    per_kv = lambda t: t.unflatten(1, (Hkv, G)).sum(2).max().item()  # noqa: E731  over the group's heads
+    return RowSums(drop * per_kv(col_do), abs(scale) * per_kv(col_q), abs(scale) * dq)
 
 
 def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, allowed=None) -> dict:
@@ -193,8 +230,7 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, a
     mdlse = 0.0 if dlse is None else _absmax(dlse)
     dot = _dot_magnitude(dout, v)
     mg = drop * dot + mdlse  # M_dS
-    ds_per_p = 2.0 * drop * dot + mdlse  # |dS_ij| / P_ij ≤ |r·dP_ij| + |δ_i| + |dlse_i|
-    col_do, col_q = _column_sums(q, k, dout, lse, scale, allowed)
+    sums = _row_sums(q, k, v, dout, lse, scale, dlse, drop, allowed)
     Hkv, group = k.shape[1], q.shape[1] // max(k.shape[1], 1)
     if allowed is None:
         keys, rows = k.shape[-2], group * q.shape[-2]
@@ -205,8 +241,7 @@ def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, a
     return {"out": mv, "lse": score + 2.0 * math.log(max(k.shape[-2], 1)) + 1.0, "dv": drop * mo, "dbias": mg,
             "dq": abs(scale) * mg * mk,
             "dk": abs(scale) * mg * mq, "score": score, "dot_len": v.shape[-1],
-            "sum": {"dq": abs(scale) * ds_per_p * mk, "dk": abs(scale) * ds_per_p * col_q,
-                    "dv": drop * col_do},
+            "sum": sums._asdict(),
             "sum_len": {"dq": keys, "dk": rows, "dv": rows},
             "bound_inputs": {"n_k": k.shape[-2], "d": q.shape[-1], "mq": mq, "mk": mk, "mv": mv0, "scale": float(scale)}}
 
