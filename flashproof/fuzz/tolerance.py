@@ -16,8 +16,8 @@ kernel run in dtype τ:
   (``agree`` below); a disagreement is a harness error, never a pass;
 * FACTOR is 2 for the forward (out, lse) and 3 for the gradients (dbias included) — FlashAttention's
   own rule;
-* floor(T, τ) = eps(τ)·M_T + M_T·eps_acc·S (T ≠ lse) + M_T·2γ_Dv (T ∈ dq, dk, dbias), where M_T
-  is the natural magnitude of the terms that make up T (``magnitudes``), S the largest |score|,
+* floor(T, τ) = eps(τ)·M_T + M_T·eps_acc·S (T ≠ lse) + M_T·2γ_Dv (T ∈ dq, dk, dbias)
+  + R_T·γ_(n_T) (T ∈ dq, dk, dv), where M_T is the natural magnitude of the terms that make up T (``magnitudes``), S the largest |score|,
   eps_acc the precision the kernel computes and saves its statistics in (fp32; fp64 for fp64
   inputs) and γ_n = n·u/(1 − n·u), u = eps_acc/2, the classical bound on the relative rounding
   error of an n-term dot product in any order (Higham, Accuracy and Stability of Numerical
@@ -47,6 +47,36 @@ kernel run in dtype τ:
     the same relative term. Found by a long campaign (docs/fuzz.md, "Findings of long campaigns"):
     our dP − δ on such a row was 1 ulp of |dP| ≈ 9.3 off at Dv = 32 and 4 ulp of 23.5 (1.2
     eps_acc·M_dS) at Dv = 64, beyond one unit of eps(τ) at any M_dS.
+
+  - R_T·γ_(n_T): dq, dk and dv are long sums, dQ_i = scale·Σ_j dS_ij K_j over the keys, and
+    dK_j = scale·Σ_i dS_ij Q_i and dV_j = Σ_i r_ij P_ij dO_i over every query row of every head of
+    the kv head's group, and a sum of n products computed in any order is off by at most
+    γ_n·Σ|x||y| (the bound above, Higham §3.1), where a library matmul (the naive run) sums in
+    blocks or pairs and lands far closer: FACTOR × its error does not cover a correct kernel that
+    accumulates sequentially, and one unit of eps at M_T (the size of one term) does not either.
+    R_T = Σ|x||y|, maximised over T's entries (``RowSums``): dv — r·Σ_i P_ij|dO_id|; dk —
+    |scale|·Σ_i |dS_ij||Q_id|; dq — |scale|·Σ_j |dS_ij||K_jd|. P is rebuilt from the scores and
+    the oracle's LSE, P_ij = e^(s_ij − lse_i) on the allowed pairs (cheap: one (Nq × D)·(D × Nk)
+    product per chunk of rows, and honest: that is the probability itself), and dS is the float64
+    P(dP − δ + dLSE) itself, not a bound on it: a one-key column's dP − δ is 0, and 2·max|dP| in its
+    place had inflated dk's term 80-fold. The computed dS differs from it by the 2γ_Dv term above,
+    whose product with γ_n is negligible. n_T is the largest number of allowed terms any entry
+    sums (terms of a masked pair are exact zeros and add no rounding): dq — the most allowed keys
+    of a row (Nk without the mask); dk, dv — the most allowed (head, row) pairs of a key over its
+    group (G·Nq without the mask; a varlen key sees its own sequence's rows only). Without the mask
+    or the LSE, or with dropout (whose multipliers the rule does not see), ``magnitudes`` falls back
+    to upper bounds (module functions' docstrings), never to smaller values.
+    Found on an H200 (docs/fuzz.md, "Findings of long campaigns"): the Triton backward's fp32 dV of
+    a GQA one-key column (8 heads × 129 rows, P = 1) was 1.23e-4 off, bit for bit a sequential fp32
+    loop over the 1,032 rows, against a bound of 5.2e-5 (the naive run's blocked sums: 1.6e-5).
+    What it costs: γ_n·Σ|x||y| is a worst case (that sequential sum's error is 1/440 of it); on the
+    specs of docs/fuzz.md the fp32 and fp64 dv floors grew 1.5–7× (430–1,600× on one-key GQA
+    columns), dq's and dk's 1.0–1.4× (10–32× on those columns); bf16 and fp16 floors (eps(τ) ≫
+    eps_acc) barely move. Every planted bug is still caught, but a dV whose inputs are rounded to TF32 (10
+    mantissa bits) inside an fp32 kernel now passes on large sums (docs/fuzz.md). Not covered: out
+    (Σ_j P_ij V_j) and lse (log Σ_j e^(s_ij − m)) are sums over keys too and carry no γ_Nk term
+    (no finding has needed one; for out the proved rule is the a-priori bound); dbias's sum over the
+    bias's broadcast dims has no γ term (``magnitudes`` does not see the bias's shape).
 
   The floor keeps a lucky exact baseline (e.g. a one-hot softmax whose gradient the naive run gets
   exactly 0) from demanding an exact kernel; bugs give O(1) relative errors.
