@@ -17,11 +17,12 @@ kernel run in dtype τ:
 * FACTOR is 2 for the forward (out, lse) and 3 for the gradients (dbias included) — FlashAttention's
   own rule;
 * floor(T, τ) = eps(τ)·M_T + M_T·eps_acc·S (T ≠ lse) + M_T·2γ_Dv (T ∈ dq, dk, dbias)
-  + R_T·γ_(n_T) (T ∈ dq, dk, dv), where M_T is the natural magnitude of the terms that make up T (``magnitudes``), S the largest |score|,
-  eps_acc the precision the kernel computes and saves its statistics in (fp32; fp64 for fp64
-  inputs) and γ_n = n·u/(1 − n·u), u = eps_acc/2, the classical bound on the relative rounding
-  error of an n-term dot product in any order (Higham, Accuracy and Stability of Numerical
-  Algorithms, 2nd ed., §3.1: |fl(xᵀy) − xᵀy| ≤ γ_n·|x|ᵀ|y|). The three terms:
+  + R_T·γ_(n_T) (T ∈ dq, dk, dv), where M_T is the natural magnitude of the terms that make up T
+  (``magnitudes``), S the largest |score|, eps_acc the precision the kernel computes and saves its
+  statistics in (fp32; fp64 for fp64 inputs) and γ_n = n·u/(1 − n·u), u = eps_acc/2, the
+  classical bound on the relative rounding error of an n-term dot product in any order (Higham,
+  Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1: |fl(xᵀy) − xᵀy| ≤ γ_n·|x|ᵀ|y|).
+  The four terms:
 
   - eps(τ)·M_T, one unit of τ's precision at M_T. M_T: out — max|V|; lse — S + 2 ln Nk + 1
     (lse = m + log ℓ is the sum of the running max m, a score, |m| ≤ S, and log ℓ ∈ [0, ln Nk]: a
@@ -55,9 +56,10 @@ kernel run in dtype τ:
     blocks or pairs and lands far closer: FACTOR × its error does not cover a correct kernel that
     accumulates sequentially, and one unit of eps at M_T (the size of one term) does not either.
     R_T = Σ|x||y|, maximised over T's entries (``RowSums``): dv — r·Σ_i P_ij|dO_id|; dk —
-    |scale|·Σ_i |dS_ij||Q_id|; dq — |scale|·Σ_j |dS_ij||K_jd|. P is rebuilt from the scores and
-    the oracle's LSE, P_ij = e^(s_ij − lse_i) on the allowed pairs (cheap: one (Nq × D)·(D × Nk)
-    product per chunk of rows, and honest: that is the probability itself), and dS is the float64
+    |scale|·Σ_i |dS_ij||Q_id|; dq — |scale|·max|K|·Σ_j |dS_ij| (≥ |scale|·Σ_j |dS_ij||K_jd|, at a
+    row sum's cost). P is rebuilt from the scores and the oracle's LSE, P_ij = e^(s_ij − lse_i) on
+    the allowed pairs (cheap: one (Nq × D)·(D × Nk) product per chunk of rows, and honest: that is
+    the probability itself), and dS is the float64
     P(dP − δ + dLSE) itself, not a bound on it: a one-key column's dP − δ is 0, and 2·max|dP| in its
     place had inflated dk's term 80-fold. The computed dS differs from it by the 2γ_Dv term above,
     whose product with γ_n is negligible. n_T is the largest number of allowed terms any entry
@@ -71,7 +73,7 @@ kernel run in dtype τ:
     loop over the 1,032 rows, against a bound of 5.2e-5 (the naive run's blocked sums: 1.6e-5).
     What it costs: γ_n·Σ|x||y| is a worst case (that sequential sum's error is 1/440 of it); on the
     specs of docs/fuzz.md the fp32 and fp64 dv floors grew 1.5–7× (430–1,600× on one-key GQA
-    columns), dq's and dk's 1.0–1.4× (10–32× on those columns); bf16 and fp16 floors (eps(τ) ≫
+    columns), dq's and dk's 1.0–1.5× (10–32× on those columns); bf16 and fp16 floors (eps(τ) ≫
     eps_acc) barely move. Every planted bug is still caught, but a dV whose inputs are rounded to TF32 (10
     mantissa bits) inside an fp32 kernel now passes on large sums (docs/fuzz.md). Not covered: out
     (Σ_j P_ij V_j) and lse (log Σ_j e^(s_ij − m)) are sums over keys too and carry no γ_Nk term
@@ -166,8 +168,8 @@ _SUM_CHUNK = 1 << 22
 class RowSums(NamedTuple):
     """The sizes Σ|x||y| of the reductions that form the gradients (module docstring), each a max
     over the gradient's entries: dv — Σ over a kv head's query rows (all heads of its group) of
-    r·P_ij·|dO_id|; dk — |scale|·Σ over those rows of |dS_ij|·|Q_id|; dq — |scale|·Σ over keys of
-    |dS_ij|·|K_jd|."""
+    r·P_ij·|dO_id|; dk — |scale|·Σ over those rows of |dS_ij|·|Q_id|; dq — |scale|·max|K|·Σ over
+    keys of |dS_ij|, which bounds Σ_j |dS_ij|·|K_jd| at a row sum's cost instead of a matmul's."""
 
     dv: float
     dk: float
@@ -234,9 +236,9 @@ def _row_sums(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, al
             ds = pb * (drop * dp.abs() + drop * row_max + lam[:, :, sl].abs())
         col_do += pb.transpose(-1, -2) @ go[:, :, sl].abs()                     # (B, Hq, Nk, Dv)
         col_q += ds.transpose(-1, -2) @ qf[:, :, sl].abs()                      # (B, Hq, Nk, D)
-        dq = max(dq, (ds @ kt.abs()).max().item())                              # (B, Hq, rows, D)
+        dq = max(dq, ds.sum(-1).max().item())                                   # max_i Σ_j |dS_ij|
     per_kv = lambda t: t.unflatten(1, (Hkv, G)).sum(2).max().item()  # noqa: E731  over the group's heads
-    return RowSums(drop * per_kv(col_do), abs(scale) * per_kv(col_q), abs(scale) * dq)
+    return RowSums(drop * per_kv(col_do), abs(scale) * per_kv(col_q), abs(scale) * dq * _absmax(k))
 
 
 def magnitudes(q, k, v, dout, lse, scale: float, dlse=None, drop: float = 1.0, allowed=None) -> dict:
