@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tolerance rule's floors (dS's dot products, the row sums' γ_n terms) and the torch backward's
-# per-head dK/dV sums on a CUDA machine (branches fuzzfind, dvfloor; issue 14), under 4 minutes:
+# per-head dK/dV sums on a CUDA machine (branches fuzzfind, dvfloor; issue 14), in about 4 minutes:
 #   bash scripts/gpu_fuzzfind.sh OUTDIR
 # 1. regressions: the problems of tests/test_fuzz_kernels.py::FINDINGS (one allowed key, or one key
 #    column with GQA, whose dV sums 8 x 129 rows: the Triton fp32 finding of 2026-12-01) examined on CUDA
@@ -12,7 +12,10 @@
 #    investigate (reproducer under OUTDIR/repro_*). One campaign (155 s) with 8 warm-phase workers: three
 #    campaigns of 5 workers each compiled 28 variants for 110 s and examined nothing (2026-12-01);
 # 3. fuzz-bench, ours (triton) bf16, 15 s timed: examples per minute with the magnitudes' row sums
-#    (P rebuilt from the LSE on the oracle's device); s15a measured 675/min before them.
+#    (P rebuilt from the LSE on the oracle's device); s15a measured 675/min before them in a 30 s
+#    window, 26e4c00 464/min in this 15 s one (the timed part also loads 40 cached kernels);
+# 4. the row sums' cost per example on CUDA, on the bench's problems: per example examined, the time
+#    spent in tolerance._row_sums, and oracles() with and without them, alternated per problem.
 # The package is installed from this checkout into /tmp/fp (no network) and run from /tmp with
 # PYTHONPATH=/tmp/fp. OUTDIR gets env.txt, one .log (and .json) per step, summary.txt (printed at the end).
 set -u
@@ -93,9 +96,61 @@ step campaign_triton_fp32_s3 170 $PY -m flashproof fuzz --kernel triton --dtype 
 wait
 cat "$OUT"/regressions_*.log > "$OUT/regressions.log"
 
-# 3. throughput of ours after the change, alone on the GPU
+# 3. throughput of ours after the change, alone on the GPU (its warm phase compiles seed 0's launches)
 step bench_triton_bf16 50 $PY -m flashproof fuzz-bench --kernel triton --dtype bf16 --seconds 15 --device "$DEVICE" \
     --json "$OUT/bench_triton_bf16.json"
+
+# 4. what the row sums cost per example on CUDA: the bench's problems (triton, gpu profile, seed 0, bf16;
+#    their kernels cached by 3), each examined with every check while tolerance._row_sums is timed
+#    (synchronised), then oracles() alone with the row sums as shipped and replaced by zeros (the cost
+#    before them), alternated per problem
+step cost_row_sums 45 $PY - "$DEVICE" 100 <<'EOF'
+import sys, time, warnings
+import torch
+from hypothesis import HealthCheck, given, settings
+from flashproof.fuzz import oracle, targets, tolerance
+from flashproof.fuzz.campaign import GPU_ORACLE_WORK, PROFILES, _strategy
+from flashproof.fuzz.checks import examine
+from flashproof.fuzz.problem import build, lse_cotangent
+warnings.filterwarnings("ignore")
+device, n = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(1)
+kern = targets.get("triton") if targets.get("triton").unavailable(device) is None else targets.get("torch")
+specs = []
+@settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(_strategy(kern, device, dict(PROFILES["gpu"]), seed=0))
+def collect(s):
+    specs.append(s)
+collect()
+sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+real, zero = tolerance._row_sums, (lambda *a, **kw: tolerance.RowSums(0.0, 0.0, 0.0))
+spent = [0.0]
+def timed(*a, **kw):
+    sync(); t = time.perf_counter(); r = real(*a, **kw); sync(); spent[0] += time.perf_counter() - t
+    return r
+tolerance._row_sums = timed
+for s in specs[:3]:
+    examine(kern, s, "bf16", device, max_work=GPU_ORACLE_WORK)  # first calls: cache loads, cuBLAS
+spent[0] = 0.0
+sync(); t0 = time.perf_counter()
+for s in specs:
+    examine(kern, s, "bf16", device, max_work=GPU_ORACLE_WORK)
+sync(); total = time.perf_counter() - t0
+def orc(p, fn):
+    tolerance._row_sums = fn
+    sync(); t = time.perf_counter(); oracle.oracles(p, device=device, max_work=GPU_ORACLE_WORK); sync()
+    return time.perf_counter() - t
+probs = [build(s).rounded(torch.bfloat16)._replace(dlse=lse_cotangent(s)) for s in specs]
+ta = tb = 0.0
+for i, p in enumerate(probs):
+    pair = (orc(p, zero), orc(p, real))[::-1] if i % 2 else (orc(p, real), orc(p, zero))
+    ta, tb = ta + pair[0], tb + pair[1]
+tolerance._row_sums = real
+m = len(specs)
+print(f"COST {kern.name} bf16 {device}: {m} examples, {1e3 * total / m:.1f} ms per example examined, of which the row sums "
+      f"{1e3 * spent[0] / m:.2f} ms ({100 * spent[0] / total:.1f} %); oracles() {1e3 * ta / m:.2f} ms with them, "
+      f"{1e3 * tb / m:.2f} ms without")
+EOF
 
 $PY - "$OUT" "$(( $(date +%s) - T0 ))" <<'EOF' | tee "$OUT/summary.txt"
 import json, pathlib, sys
@@ -110,6 +165,8 @@ for line in sorted((out / "steps.tsv").read_text().splitlines()):
         rows = [l for l in (out / f"{name}.log").read_text().splitlines()
                 if l.startswith("REGRESSION") and "not available" not in l]
         result = f"{sum('DEVIATION' in r for r in rows)} deviations in {len(rows)} examinations"
+    elif name.startswith("cost"):
+        result = " ".join(l for l in (out / f"{name}.log").read_text().splitlines() if l.startswith("COST"))[:300]
     elif p.exists() and name.startswith("campaign"):
         for s in json.loads(p.read_text()):
             n = sum(r.get("examples", 0) for r in s["results"])
