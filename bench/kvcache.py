@@ -41,7 +41,6 @@ import json
 import math
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -62,7 +61,7 @@ def _import_flashproof():
     os.makedirs(ns)
     for name in os.listdir(os.path.join(root, "flashproof")):
         os.symlink(os.path.join(root, "flashproof", name), os.path.join(ns, name))
-    for d in ("kernels", "verified", "spec", "proofs"):
+    for d in ("kernels", "verified", "spec", "proofs", "bench"):
         os.symlink(os.path.join(root, d), os.path.join(ns, d))
     sys.path.insert(0, os.path.dirname(ns))
     import flashproof.kernels.kvcache  # noqa: F401
@@ -72,6 +71,7 @@ _import_flashproof()
 
 import torch  # noqa: E402
 
+from flashproof.bench.stats import Spread, spread  # noqa: E402
 from flashproof.fuzz.oracle import masked_attention  # noqa: E402
 from flashproof.fuzz.tolerance import judge, magnitudes, naive  # noqa: E402
 from flashproof.kernels.kvcache import attention_with_kvcache  # noqa: E402
@@ -253,23 +253,20 @@ def run_checks():
 
 # ------------------------------------------------------------------------------------- time
 
-class Timing(NamedTuple):
-    """ms per call: the median and the range (fastest, slowest) over the timed blocks or calls."""
+class GraphTrace(NamedTuple):
+    """Every block of a ``graph_trace``: ms per call in each block, and the host clock (``time.time()``)
+    when the first block started and when each block ended (synchronised)."""
 
-    ms: float
-    lo: float
-    hi: float
-
-
-def _timing(samples) -> Timing:
-    return Timing(statistics.median(samples), min(samples), max(samples))
+    samples: list
+    start: float
+    ends: list
 
 
-def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Timing:
-    """GPU time per call. ``fns`` are zero-argument calls, one per copy of the inputs (so that calls
-    one after another do not find K/V in L2); each runs once eagerly (compiles, autotuning), then all
-    are captured into one CUDA graph, which is replayed back to back: ``blocks`` blocks of replays,
-    each at least ``block_ms`` long. No host work is timed: no validation, no launch cost."""
+def graph_trace(fns, *, blocks=7, block_ms=2.0) -> GraphTrace:
+    """GPU time per call, block by block. ``fns`` are zero-argument calls, one per copy of the inputs (so
+    that calls one after another do not find K/V in L2); each runs once eagerly (compiles, autotuning),
+    then all are captured into one CUDA graph, which is replayed back to back: ``blocks`` blocks of
+    replays, each at least ``block_ms`` long. No host work is timed: no validation, no launch cost."""
     for f in fns:
         f()
     torch.cuda.synchronize()
@@ -285,19 +282,25 @@ def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Timing:
     b.record()
     torch.cuda.synchronize()
     inner = max(1, math.ceil(block_ms / max(a.elapsed_time(b), 1e-3)))
-    samples = []
+    samples, ends, start = [], [], time.time()
     for _ in range(blocks):
         a.record()
         for _ in range(inner):
             g.replay()
         b.record()
         torch.cuda.synchronize()
+        ends.append(time.time())
         samples.append(a.elapsed_time(b) / (inner * len(fns)))
     del g
-    return _timing(samples)
+    return GraphTrace(samples, start, ends)
 
 
-def call_ms(fn, *, warmup=3, reps=15) -> Timing:
+def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Spread:
+    """``graph_trace``'s median block and range."""
+    return spread(graph_trace(fns, blocks=blocks, block_ms=block_ms).samples)
+
+
+def call_ms(fn, *, warmup=3, reps=15) -> Spread:
     """One call's latency, host work included: CUDA events around a single call after a sync (the
     device waits for the host's launches), over ``reps`` calls."""
     for _ in range(warmup):
@@ -311,10 +314,10 @@ def call_ms(fn, *, warmup=3, reps=15) -> Timing:
         b.record()
         torch.cuda.synchronize()
         samples.append(a.elapsed_time(b))
-    return _timing(samples)
+    return spread(samples)
 
 
-def host_us(fn, *, calls=20, blocks=3) -> Timing:
+def host_us(fn, *, calls=20, blocks=3) -> Spread:
     """Host time of one call in µs: ``calls`` calls issued back to back without a sync, by the host
     clock (the launches only queue; the device may still be running them)."""
     fn()
@@ -326,7 +329,7 @@ def host_us(fn, *, calls=20, blocks=3) -> Timing:
             fn()
         samples.append((time.perf_counter() - t0) / calls * 1e6)
         torch.cuda.synchronize()
-    return _timing(samples)
+    return spread(samples)
 
 
 def copy_tbps(nbytes=2 ** 31) -> float:
@@ -337,7 +340,7 @@ def copy_tbps(nbytes=2 ** 31) -> float:
     t = graph_ms([lambda: dst.copy_(src)], block_ms=20.0)
     del src, dst
     torch.cuda.empty_cache()
-    return 2 * nbytes / (t.ms * 1e-3) / 1e12
+    return 2 * nbytes / (t.median * 1e-3) / 1e12
 
 
 def read_tbps(nbytes=2 ** 31) -> float:
@@ -349,7 +352,7 @@ def read_tbps(nbytes=2 ** 31) -> float:
     t = graph_ms([lambda: src.sum(dtype=torch.float32)], block_ms=20.0)
     del src
     torch.cuda.empty_cache()
-    return nbytes / (t.ms * 1e-3) / 1e12
+    return nbytes / (t.median * 1e-3) / 1e12
 
 
 def sdpa_runner(backend_name, q, k, v):
@@ -385,6 +388,12 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: ``ours-paged-configs``) and that are timed at page 256 too (``ours-paged-big``): each costs compiles
 CONFIG_SHAPES = {(b, 32, 8, nq, 16384) for b in (1, 8) for nq in (1, 5)} | {
     (64, 32, 8, nq, 32768) for nq in (1, 5)} | {(8, 64, 8, nq, 131072) for nq in (1, 5)}
+
+
+def input_copies(kv_bytes: int, l2_bytes: int) -> int:
+    """Copies of a shape's inputs one timed graph cycles through: enough that their K/V exceed 4× the L2
+    (no call finds its cache there), at most 4 (1 when one copy already does)."""
+    return max(1, min(4, math.ceil(4 * l2_bytes / kv_bytes)))
 
 
 def _l2_bytes() -> int:
@@ -435,7 +444,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
     from flashproof.kernels.kvcache import config as kv_config
     from flashproof.kernels.kvcache import triton as kv_triton
     kv_bytes = B * Hkv * Nk * 2 * D * 2
-    n_copies = max(1, min(4, math.ceil(4 * _l2_bytes() / kv_bytes)))
+    n_copies = input_copies(kv_bytes, _l2_bytes())
     lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
     sets = []
     for c in range(n_copies):
@@ -447,10 +456,10 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
     def add(provider, method, t, note=""):
         row = dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider=provider, method=method, ms=None, lo=None, hi=None,
                    tbps=None, pct_copy=None, note=note, copies=n_copies, chosen_splits=chosen)
-        if isinstance(t, Timing):
-            row.update(ms=t.ms, lo=t.lo, hi=t.hi)
+        if isinstance(t, Spread):
+            row.update(ms=t.median, lo=t.lo, hi=t.hi)
             if method in ("graph", "call"):   # the others are µs of host time
-                row.update(tbps=kv_bytes / 1e12 / (t.ms * 1e-3), pct_copy=100 * kv_bytes / 1e12 / (t.ms * 1e-3) / copy)
+                row.update(tbps=kv_bytes / 1e12 / (t.median * 1e-3), pct_copy=100 * kv_bytes / 1e12 / (t.median * 1e-3) / copy)
         elif t is not None:
             row["note"] = (note + "; " if note else "") + str(t)
         rows.append(row)

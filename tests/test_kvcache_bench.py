@@ -27,11 +27,11 @@ def cpu_bench(monkeypatch):
         fns = fns if isinstance(fns, list) else [fns]
         for f in fns:
             calls.append(f())
-        return bench.Timing(3.0, 2.5, 3.5)
+        return bench.Spread(3.0, 2.5, 3.5)
 
     def fake_graph(fns, **_):
         fake(fns)
-        return bench.Timing(2.0, 1.9, 2.2)
+        return bench.Spread(2.0, 1.9, 2.2)
     monkeypatch.setattr(bench, "DEV", "cpu")
     monkeypatch.setattr(bench, "graph_ms", fake_graph)
     monkeypatch.setattr(bench, "call_ms", fake)
