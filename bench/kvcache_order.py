@@ -9,8 +9,9 @@ of its 7 blocks, while the same kernel configuration forced in later rows of the
 the others read 0.955. The host paths of the two rows launch the same kernels with the same
 arguments (``tests/test_kvcache_paths.py``), so this run looks for what differs around them:
 
-1. **Order**, at B = 8, 64/8, 128k, Nq = 1 and 5, the warm-up made explicit (the default call once
-   on a throwaway cache: its autotuning; the forced call once: its compile), then graph-replay rows
+1. **Order**, at B = 8, 64/8, 128k, Nq = 1 and 5, the warm-up made explicit (the shape's check against
+   the float64 formula on a throwaway cache: the default call's autotuning; the forced call once: its
+   compile, its output bitwise equal to the default's), then graph-replay rows
    of the default call (D) and of the forced call of the configuration the default runs (F):
    ``A`` a fresh cache made right after 16 GiB were freed to the driver (as the bench's
    ``empty_cache`` between shapes does), D F D F D; ``B`` the same, F D F D; ``C`` a fresh cache from
@@ -18,7 +19,7 @@ arguments (``tests/test_kvcache_paths.py``), so this run looks for what differs 
    already held (no driver call), D F; ``I`` the same cache after 1 s idle, D F; ``L`` a long trace
    (40 blocks) of D right after a free and a fresh cache, then F.
 2. **Eager**: back-to-back eager calls of D and of F (events around 10 calls), no graph.
-3. **Bandwidth after a free**: a warm 1 GiB buffer's bf16 sum, one event pair per call, 60 calls back
+3. **Bandwidth after a free**: a warm 1 GiB buffer's bf16 sum, one event pair per call, 200 calls back
    to back: with nothing freed before, right after 16 GiB were freed to the driver, and right after
    16 GiB were newly allocated (untouched); the read rate in the first 5 ms, the next 15, the rest.
 4. **The 16k sweep**: B = 1, 2, 4, 8, 16, 32, 64, 128, 256 at 32/8, Nq = 1 and 5: each shape checked
@@ -29,7 +30,8 @@ arguments (``tests/test_kvcache_paths.py``), so this run looks for what differs 
 Clocks: with ``--clocks`` (a CSV of ``nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,
 temperature.gpu --format=csv -lms 50``, ``scripts/gpu_kvcache_order.sh`` writes it), each row gets
 the median SM and memory clock and power of the samples inside it. Prints the tables; writes every
-block of every row to ``--out``. Exit code 1 if a check failed.
+block of every row to ``--out``. Exit code 1 if a check failed. The default call is the module's
+``attention_with_kvcache`` (the CPU test points it at the Triton interpreter).
 """
 from __future__ import annotations
 
@@ -103,7 +105,16 @@ def graph_row(rows, phase, label, fns, t_ref, *, blocks=7, **kw):
 
 def jit_entries() -> dict:
     """Triton's in-memory cache of ``kvcache_fwd`` on the current device: launch key (text) -> the compiled
-    kernel's hash, warps, stages and shared memory (a different hash: a different binary)."""
+    kernel's hash, warps, stages and shared memory (a different hash: a different binary); {} where it
+    cannot be read (a diagnostic only: the run goes on)."""
+    try:
+        return _jit_entries()
+    except Exception as e:  # noqa: BLE001 - Triton internals; the table then says "no new entry"
+        print(f"jit_entries: Triton's kernel cache not readable ({type(e).__name__}: {e})", flush=True)
+        return {}
+
+
+def _jit_entries() -> dict:
     caches = getattr(kv_triton.kvcache_fwd, "device_caches", None)
     if caches is None or not torch.cuda.is_available():
         return {}
@@ -133,42 +144,62 @@ def eager_ms(fn, calls=10) -> float:
     return a.elapsed_time(b) / calls
 
 
-def order_experiment(Nq, rows, eager, binaries, *, long_trace, shape=(8, 64, 8, 131072)):
-    """Part 1 and 2 of the module docstring at ``shape`` (B, Hq, Hkv, Nk): the rows, the eager times and
-    the compiled kernels of the default and the forced call are appended to the three lists."""
+class Record(NamedTuple):
+    """What the run collects: the order rows, the eager times, the compiled kernels of D and F, the checks."""
+
+    rows: list
+    eager: list
+    binaries: list
+    checks: list
+
+
+def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
+    """Parts 1 and 2 of the module docstring at ``shape`` (B, Hq, Hkv, Nk), appended to ``rec``. The warm-up
+    is ``bench/kvcache.py``'s ``check_case`` of the shape (the default call, autotuned, against the float64
+    formula); then D's output must equal F's bitwise (the same kernel on the same inputs)."""
     B, Hq, Hkv, Nk = shape
+    rows = rec.rows
     lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
     q = torch.randn(B, Hq, Nq, kvb.D, device=DEV, dtype=kvb.DT)
-    k, v = fresh_cache(B, Hkv, Nk, seed=1)
     before = jit_entries()
     t0 = time.time()
-    attention_with_kvcache(q, k, v, cache_seqlens=lens)        # explicit warm-up: autotuning of the launch key
-    torch.cuda.synchronize()
+    rec.checks.append(kvb.check_case(f"order/B{B}-{Hq}-{Hkv}-{Nk}/Nq{Nq}", B=B, Hq=Hq, Hkv=Hkv, Nq=Nq,
+                                     lengths=[Nk] * B, n_max=Nk, paged=False, seed=Nq))   # the explicit warm-up
     tune_s = time.time() - t0
+    torch.cuda.empty_cache()
+    k, v = fresh_cache(B, Hkv, Nk, seed=1)
     config, load = kvb.chosen_config(q, k, v, lens)
     p = providers(q, k, v, lens, config)
     tuned = jit_entries()
     t0 = time.time()
-    p.F[0]()                                                   # the forced call's compile (its kwargs differ)
+    f_out = p.F[0]()[0]                                        # the forced call's compile (its kwargs differ)
     torch.cuda.synchronize()
+    f_s = time.time() - t0
+    same_out = torch.equal(p.D[0](), f_out)
+    rec.checks.append(dict(name=f"order/Nq{Nq}/default-equals-forced", ok=same_out))
+    print(f"check {rec.checks[-1]['name']:<34} {'ok' if same_out else 'FAILED: the outputs differ'}", flush=True)
     forced = {key: e for key, e in jit_entries().items() if key not in tuned}
     default = [e for key, e in tuned.items() if key not in before and e["num_warps"] == config.num_warps
                and e["num_stages"] == config.num_stages and e["block_n"] == str(config.block_n)]
     same = sorted({e["hash"] for e in default}) == sorted({e["hash"] for e in forced.values()}) if forced else None
-    print(f"order Nq={Nq}: warm-up {tune_s:.1f} s (autotune), forced compile {time.time() - t0:.1f} s; "
+    print(f"order Nq={Nq}: warm-up (check, autotune) {tune_s:.1f} s, forced compile {f_s:.1f} s; "
           f"default runs {tuple(config)} ({load}); compiled kernels: default {[e['hash'][:12] for e in default]}, "
           f"forced {[e['hash'][:12] for e in forced.values()] or 'no new entry'}"
           + ("" if same is None else f"; same binary: {same}"), flush=True)
     info = dict(Nq=Nq, config=str(tuple(config)), load=load)
-    binaries.append(dict(Nq=Nq, default=default, forced=list(forced.values()), same_binary=same))
-    del k, v, p
+    rec.binaries.append(dict(Nq=Nq, default=default, forced=list(forced.values()), same_binary=same))
+    del k, v, p, f_out
 
-    def phase(name, seq, *, free, keep=None, blocks=7):
+    def phase(name, seq, *, free, blocks=7, touch=False, wait_s=0.0):
         if free:
             big_free()
         k, v = fresh_cache(B, Hkv, Nk, seed=len(rows) + 10)
         torch.cuda.synchronize()
         t_ref = time.time()
+        for _ in range(3 if touch else 0):     # read every byte of the new cache three times
+            k.sum(dtype=torch.float32), v.sum(dtype=torch.float32)
+        torch.cuda.synchronize()
+        time.sleep(wait_s)
         p = providers(q, k, v, lens, config)
         for label in seq:
             graph_row(rows, name, label, getattr(p, label), t_ref, blocks=blocks, **info)
@@ -190,9 +221,14 @@ def order_experiment(Nq, rows, eager, binaries, *, long_trace, shape=(8, 64, 8, 
     for label in "DF":
         graph_row(rows, "I", label, getattr(pc, label), t_ref, **info)
     for label, fns in (("D", pc.D), ("F", pc.F), ("D", pc.D)):
-        eager.append(dict(info, label=label, ms=eager_ms(fns[0])))
-        print(f"eager Nq={Nq} {label}: {eager[-1]['ms']:.4f} ms per call", flush=True)
+        rec.eager.append(dict(info, label=label, ms=eager_ms(fns[0])))
+        print(f"eager Nq={Nq} {label}: {rec.eager[-1]['ms']:.4f} ms per call", flush=True)
     del k, v, p, kc, vc, pc
+    # T: as A, the new cache read three times before the first row; W: as A, 0.2 s of waiting instead
+    k, v, p = phase("T", "DF", free=True, touch=True)
+    del k, v, p
+    k, v, p = phase("W", "DF", free=True, wait_s=0.2)
+    del k, v, p
     if long_trace:
         k, v, p = phase("L", "D", free=True, blocks=40)
         graph_row(rows, "L", "F", p.F, time.time(), blocks=10, **info)
@@ -200,7 +236,7 @@ def order_experiment(Nq, rows, eager, binaries, *, long_trace, shape=(8, 64, 8, 
     torch.cuda.empty_cache()
 
 
-def read_trace(buf, calls=60):
+def read_trace(buf, calls=200):
     """(ms since the first call's start, TB/s) of ``calls`` bf16 sums of ``buf`` issued back to back."""
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
     for a, b in ev:
@@ -314,7 +350,8 @@ def print_tables(copy_rw, read, rows, binaries, eager, probe, sweep_rows, clocks
           f"the read ceiling: {max(copy_rw, read):.2f} TB/s, 85 %: {0.85 * max(copy_rw, read):.2f}")
     print("\nOrder at B = 8, 64/8, Nk = 131072 (graph replay, 7 blocks of >= 2 ms unless noted; ms per call). "
           "D: default call; F: forced call of the default's config. A: fresh cache after a 16 GiB free, D first; "
-          "B: the same, F first; C: fresh allocation, nothing freed; C2: reused memory; I: after 1 s idle; L: long trace")
+          "B: the same, F first; C: fresh allocation, nothing freed; C2: reused memory; I: after 1 s idle; "
+          "T: as A, the cache read 3 times first; W: as A, 0.2 s wait first; L: long trace")
     print("| Nq | phase | # | row | median | lo | hi | first block | last block | ms after cache | SM MHz | mem MHz | W |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -342,7 +379,7 @@ def print_tables(copy_rw, read, rows, binaries, eager, probe, sweep_rows, clocks
         for e in eager:
             print(f"| {e['Nq']} | {e['label']} | {e['ms']:.4f} |")
     if probe:
-        print("\nRead rate of a warm 1 GiB buffer (bf16 sum, 60 calls back to back; TB/s)")
+        print("\nRead rate of a warm 1 GiB buffer (bf16 sum, 200 calls back to back; TB/s)")
         print("| right after | first 5 ms | 5-20 ms | after 20 ms | slowest call |")
         print("|---|---|---|---|---|")
         for p in probe:
@@ -370,14 +407,15 @@ def main(argv=None):
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     copy_rw, read = kvb.copy_tbps(), kvb.read_tbps()
     print(f"copy {copy_rw:.2f} TB/s (read + write), read {read:.2f} TB/s", flush=True)
-    rows, eager, binaries, probe, sweep_rows, skipped = [], [], [], [], [], []
+    rec = Record([], [], [], [])
+    probe, sweep_rows, skipped = [], [], []
 
     def stop(signum, frame):   # the time box's SIGTERM: stop, still print the tables of what ran
         raise kvb._Stopped(signum)
     signal.signal(signal.SIGTERM, stop)
     try:
-        order_experiment(1, rows, eager, binaries, long_trace=True)
-        order_experiment(5, rows, eager, binaries, long_trace=False)
+        order_experiment(1, rec, long_trace=True)
+        order_experiment(5, rec, long_trace=False)
         probe = scrub_probe()
         if not a.skip_sweep:
             sweep(max(copy_rw, read), t0 + a.budget_s, sweep_rows, skipped)
@@ -387,14 +425,16 @@ def main(argv=None):
     if skipped:
         print(f"budget of {a.budget_s} s spent: sweep shapes (B, Nq) not timed: {skipped}", flush=True)
     clocks = read_clocks(a.clocks)
-    print_tables(copy_rw, read, rows, binaries, eager, probe, sweep_rows, clocks)
-    failed = [f"B{r['B']}/Nq{r['Nq']}" for r in sweep_rows if not r["check"]]
+    print_tables(copy_rw, read, rec.rows, rec.binaries, rec.eager, probe, sweep_rows, clocks)
+    checks = rec.checks + [dict(name=f"sweep/B{r['B']}/Nq{r['Nq']}", ok=r["check"]) for r in sweep_rows]
+    failed = [c["name"] for c in checks if not c["ok"]]
     with open(a.out, "w") as f:
-        json.dump(dict(copy_tbps=copy_rw, read_tbps=read, order=rows, binaries=binaries, eager=eager, probe=probe, sweep=sweep_rows,
+        json.dump(dict(copy_tbps=copy_rw, read_tbps=read, order=rec.rows, binaries=rec.binaries, eager=rec.eager,
+                       checks=rec.checks, probe=probe, sweep=sweep_rows,
                        skipped=skipped, clocks=clocks,
                        gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
                        seconds=round(time.time() - t0, 1)), f, indent=1, default=str)
-    print(f"\n{len(sweep_rows) - len(failed)} of {len(sweep_rows)} sweep checks passed"
+    print(f"\nchecks: {len(checks) - len(failed)} of {len(checks)} passed"
           + (f"; FAILED: {', '.join(failed)}" if failed else "") + f"; {time.time() - t0:.0f} s; wrote {a.out}")
     return 1 if failed else 0
 

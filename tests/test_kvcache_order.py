@@ -4,6 +4,7 @@ the JSON; and its pure helpers (clock CSV, read windows). Catches a row, a colum
 would only fail on the lent H200."""
 from __future__ import annotations
 
+import functools
 import json
 import time
 
@@ -65,6 +66,10 @@ def test_the_whole_run_on_cpu(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(order, "scrub_probe", lambda: real_probe(64))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(order.time, "sleep", lambda s: None)
+    # on the CPU the default call would take the torch path: point it at the Triton interpreter, so that
+    # its output can equal the forced call's bitwise as on the GPU
+    monkeypatch.setattr(order, "attention_with_kvcache",
+                        functools.partial(order.attention_with_kvcache, backend="triton", tuning="first"))
     real_order, real_sweep = order.order_experiment, order.sweep
     monkeypatch.setattr(order, "order_experiment", lambda Nq, *a, **kw: real_order(Nq, *a, **kw, shape=(2, 8, 2, 128)))
     monkeypatch.setattr(order, "sweep", lambda copy, deadline, rows, skipped: real_sweep(
@@ -78,9 +83,12 @@ def test_the_whole_run_on_cpu(monkeypatch, tmp_path, capsys):
     got = json.loads(out.read_text())
     phases = [(r["Nq"], r["phase"], r["label"]) for r in got["order"]]
     assert [p for p in phases if p[0] == 1] == [(1, "A", x) for x in "DFDFD"] + [(1, "B", x) for x in "FDFD"] + [
-        (1, "C", "D"), (1, "C", "F"), (1, "C2", "D"), (1, "C2", "F"), (1, "I", "D"), (1, "I", "F"), (1, "L", "D"),
-        (1, "L", "F")]
-    assert {p[1] for p in phases if p[0] == 5} == {"A", "B", "C", "C2", "I"}
+        (1, "C", "D"), (1, "C", "F"), (1, "C2", "D"), (1, "C2", "F"), (1, "I", "D"), (1, "I", "F"), (1, "T", "D"),
+        (1, "T", "F"), (1, "W", "D"), (1, "W", "F"), (1, "L", "D"), (1, "L", "F")]
+    assert {p[1] for p in phases if p[0] == 5} == {"A", "B", "C", "C2", "I", "T", "W"}
     assert [(r["B"], r["Nq"], r["check"]) for r in got["sweep"]] == [(1, 1, True), (2, 1, True), (1, 5, True),
                                                                        (2, 5, True)]
     assert len(got["probe"]) == 4 and len(got["eager"]) == 6
+    assert [(c["name"], c["ok"]) for c in got["checks"]] == [
+        ("order/B2-8-2-128/Nq1", True), ("order/Nq1/default-equals-forced", True),
+        ("order/B2-8-2-128/Nq5", True), ("order/Nq5/default-equals-forced", True)]
