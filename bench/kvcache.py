@@ -254,19 +254,40 @@ def run_checks():
 # ------------------------------------------------------------------------------------- time
 
 class GraphTrace(NamedTuple):
-    """Every block of a ``graph_trace``: ms per call in each block, and the host clock (``time.time()``)
-    when the first block started and when each block ended (synchronised)."""
+    """Every block of a ``graph_trace``: ms per call in each timed block, the host clock (``time.time()``)
+    when the first timed block started and when each ended (synchronised), and ms per call in each
+    warm-up block replayed before them (empty unless ``warmup_ms``)."""
 
     samples: list
     start: float
     ends: list
+    warmup: list
 
 
-def graph_trace(fns, *, blocks=7, block_ms=2.0) -> GraphTrace:
+#: ``warmed``: the last ``SETTLE_WINDOW`` blocks within ``SETTLE_TOL`` of their fastest
+SETTLE_WINDOW = 3
+SETTLE_TOL = 0.01
+
+
+def warmed(samples, elapsed_ms: float, *, min_ms: float, window: int = SETTLE_WINDOW, tol: float = SETTLE_TOL) -> bool:
+    """Whether untimed warm-up replays may stop: after ``elapsed_ms`` ≥ 2·``min_ms`` in any case; after
+    ``min_ms`` once the last ``window`` blocks (ms per call, in order) lie within ``tol`` (relative) of
+    their fastest. (A slow level can hold steady for a whole row of 7 blocks — 1.077–1.082 ms against
+    0.935, H200 2026-12-01 17:45 — so agreement alone does not end the warm-up: ``min_ms`` does too.)"""
+    if window < 1 or tol < 0 or min_ms < 0:
+        raise ValueError(f"warmed needs window >= 1, tol >= 0, min_ms >= 0, got {window}, {tol}, {min_ms}")
+    if elapsed_ms >= 2 * min_ms:
+        return True
+    last = list(samples)[-window:]
+    return elapsed_ms >= min_ms and len(last) == window and max(last) <= (1 + tol) * min(last)
+
+
+def graph_trace(fns, *, blocks=7, block_ms=2.0, warmup_ms=0.0) -> GraphTrace:
     """GPU time per call, block by block. ``fns`` are zero-argument calls, one per copy of the inputs (so
     that calls one after another do not find K/V in L2); each runs once eagerly (compiles, autotuning),
     then all are captured into one CUDA graph, which is replayed back to back: ``blocks`` blocks of
-    replays, each at least ``block_ms`` long. No host work is timed: no validation, no launch cost."""
+    replays, each at least ``block_ms`` long. With ``warmup_ms``, blocks are first replayed untimed until
+    ``warmed`` (at least that long, at most twice). No host work is timed: no validation, no launch cost."""
     for f in fns:
         f()
     torch.cuda.synchronize()
@@ -282,17 +303,23 @@ def graph_trace(fns, *, blocks=7, block_ms=2.0) -> GraphTrace:
     b.record()
     torch.cuda.synchronize()
     inner = max(1, math.ceil(block_ms / max(a.elapsed_time(b), 1e-3)))
-    samples, ends, start = [], [], time.time()
-    for _ in range(blocks):
+
+    def block():
         a.record()
         for _ in range(inner):
             g.replay()
         b.record()
         torch.cuda.synchronize()
+        return a.elapsed_time(b) / (inner * len(fns))
+    warmup, t_warm = [], time.time()
+    while warmup_ms and not warmed(warmup, 1e3 * (time.time() - t_warm), min_ms=warmup_ms):
+        warmup.append(block())
+    samples, ends, start = [], [], time.time()
+    for _ in range(blocks):
+        samples.append(block())
         ends.append(time.time())
-        samples.append(a.elapsed_time(b) / (inner * len(fns)))
     del g
-    return GraphTrace(samples, start, ends)
+    return GraphTrace(samples, start, ends, warmup)
 
 
 def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Spread:

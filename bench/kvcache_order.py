@@ -90,15 +90,18 @@ def providers(q, k, v, lens, config) -> Providers:
                      [lambda: kv_triton.forward(q, k, v, call, tuning="autotune", config=config)])
 
 
-def graph_row(rows, phase, label, fns, t_ref, *, blocks=7, **kw):
-    tr = kvb.graph_trace(fns, blocks=blocks)
+def graph_row(rows, phase, label, fns, t_ref, *, blocks=7, warmup_ms=0.0, **kw):
+    tr = kvb.graph_trace(fns, blocks=blocks, warmup_ms=warmup_ms)
     s = spread(tr.samples)
     row = dict(kw, phase=phase, n=sum(1 for r in rows if r["phase"] == phase and r.get("Nq") == kw.get("Nq")),
                label=label, median=s.median, lo=s.lo, hi=s.hi, first=tr.samples[0], last=tr.samples[-1],
-               samples=tr.samples, since_cache_ms=1e3 * (tr.start - t_ref), wall=(tr.start, tr.ends[-1]))
+               samples=tr.samples, warmup=tr.warmup, since_cache_ms=1e3 * (tr.start - t_ref),
+               wall=(tr.start, tr.ends[-1]))
     rows.append(row)
     print(f"order Nq={kw.get('Nq')} {phase:<3} #{row['n']} {label}: median {s.median:.4f} ({s.lo:.4f}-{s.hi:.4f}) "
-          f"first {tr.samples[0]:.4f} last {tr.samples[-1]:.4f}  {row['since_cache_ms']:.0f} ms after the cache",
+          f"first {tr.samples[0]:.4f} last {tr.samples[-1]:.4f}  {row['since_cache_ms']:.0f} ms after the cache"
+          + (f"; {len(tr.warmup)} warm-up blocks: first {tr.warmup[0]:.4f}, fastest {min(tr.warmup):.4f}, last "
+             f"{tr.warmup[-1]:.4f}" if tr.warmup else ""),
           flush=True)
     return row
 
@@ -190,7 +193,7 @@ def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
     rec.binaries.append(dict(Nq=Nq, default=default, forced=list(forced.values()), same_binary=same))
     del k, v, p, f_out
 
-    def phase(name, seq, *, free, blocks=7, touch=False, wait_s=0.0):
+    def phase(name, seq, *, free, blocks=7, touch=False, wait_s=0.0, warmup_ms=0.0):
         if free:
             big_free()
         k, v = fresh_cache(B, Hkv, Nk, seed=len(rows) + 10)
@@ -202,7 +205,7 @@ def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
         time.sleep(wait_s)
         p = providers(q, k, v, lens, config)
         for label in seq:
-            graph_row(rows, name, label, getattr(p, label), t_ref, blocks=blocks, **info)
+            graph_row(rows, name, label, getattr(p, label), t_ref, blocks=blocks, warmup_ms=warmup_ms, **info)
         return k, v, p
 
     # A: as the bench: a free, a fresh cache, the default first
@@ -228,6 +231,9 @@ def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
     k, v, p = phase("T", "DF", free=True, touch=True)
     del k, v, p
     k, v, p = phase("W", "DF", free=True, wait_s=0.2)
+    del k, v, p
+    # S: as A, each row first replaying untimed blocks for 200 ms and until the last 3 agree within 1 % (<= 400 ms)
+    k, v, p = phase("S", "DFD", free=True, warmup_ms=200.0)
     del k, v, p
     if long_trace:
         k, v, p = phase("L", "D", free=True, blocks=40)
@@ -351,14 +357,17 @@ def print_tables(copy_rw, read, rows, binaries, eager, probe, sweep_rows, clocks
     print("\nOrder at B = 8, 64/8, Nk = 131072 (graph replay, 7 blocks of >= 2 ms unless noted; ms per call). "
           "D: default call; F: forced call of the default's config. A: fresh cache after a 16 GiB free, D first; "
           "B: the same, F first; C: fresh allocation, nothing freed; C2: reused memory; I: after 1 s idle; "
-          "T: as A, the cache read 3 times first; W: as A, 0.2 s wait first; L: long trace")
-    print("| Nq | phase | # | row | median | lo | hi | first block | last block | ms after cache | SM MHz | mem MHz | W |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "T: as A, the cache read 3 times first; W: as A, 0.2 s wait first; S: as A, each row warmed up first "
+          "(untimed blocks for 200 ms and until 3 agree within 1 %, <= 400 ms; the count in the last column); L: long trace")
+    print("| Nq | phase | # | row | median | lo | hi | first block | last block | ms after cache | SM MHz | mem MHz | W "
+          "| warm-up blocks (first, last) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         c = clocks_in(clocks, r["wall"]) if clocks else None
         print(f"| {r['Nq']} | {r['phase']} | {r['n']} | {r['label']} | {_f(r['median'], 4)} | {_f(r['lo'], 4)} | "
               f"{_f(r['hi'], 4)} | {_f(r['first'], 4)} | {_f(r['last'], 4)} | {r['since_cache_ms']:.0f} | "
-              + (" | ".join(f"{x:.0f}" for x in c) if c else "- | - | -") + " |")
+              + (" | ".join(f"{x:.0f}" for x in c) if c else "- | - | -")
+              + (f" | {len(r['warmup'])} ({r['warmup'][0]:.4f}, {r['warmup'][-1]:.4f}) |" if r["warmup"] else " | - |"))
     print("\nD / F in each phase (the median of a D row over that of the F row: the first of each, the last of each)")
     print("| Nq | phase | D rows | F rows | first D / first F | last D / last F |")
     print("|---|---|---|---|---|---|")

@@ -35,6 +35,19 @@ def test_clock_samples_are_read_and_matched_to_a_row(tmp_path):
     assert order.read_clocks(str(tmp_path / "absent.csv")) == [] and order.clocks_in([], (0, 1)) is None
 
 
+def test_warm_up_ends_after_its_minimum_once_the_blocks_agree_and_after_twice_it_in_any_case():
+    assert not kvb.warmed([], 0.0, min_ms=100)
+    assert not kvb.warmed([1.08, 1.08, 1.08], 50.0, min_ms=100)           # a steady slow level: not yet
+    assert kvb.warmed([1.08, 1.0, 1.005, 1.009], 120.0, min_ms=100)       # the last 3 within 1 % after 100 ms
+    assert not kvb.warmed([1.0, 1.0, 1.02], 150.0, min_ms=100)
+    assert not kvb.warmed([1.09, 1.08, 1.07, 1.00, 1.00], 150.0, min_ms=100)   # still falling in the window
+    assert not kvb.warmed([1.0, 1.0], 150.0, min_ms=100)                   # fewer blocks than the window
+    assert kvb.warmed([1.3, 1.0, 1.2], 200.0, min_ms=100)                  # twice the minimum: stop anyway
+    assert kvb.warmed([], 0.0, min_ms=0)
+    with pytest.raises(ValueError, match="window >= 1"):
+        kvb.warmed([1.0], 0.0, min_ms=1, window=0)
+
+
 def test_read_windows():
     w = order.windows([(0.0, 2.0), (4.0, 3.0), (6.0, 4.0), (30.0, 4.5)])
     assert w == dict(first_5ms=2.5, ms_5_20=4.0, after_20ms=4.5, slowest=2.0)
@@ -43,11 +56,12 @@ def test_read_windows():
 def test_the_whole_run_on_cpu(monkeypatch, tmp_path, capsys):
     calls = []
 
-    def fake_trace(fns, *, blocks=7, block_ms=2.0):
+    def fake_trace(fns, *, blocks=7, block_ms=2.0, warmup_ms=0.0):
         for f in fns:
             calls.append(f())
         t = time.time()
-        return kvb.GraphTrace([1.0 + 0.01 * i for i in range(blocks)], t, [t + 0.001 * (i + 1) for i in range(blocks)])
+        return kvb.GraphTrace([1.0 + 0.01 * i for i in range(blocks)], t, [t + 0.001 * (i + 1) for i in range(blocks)],
+                              [1.2, 1.0, 1.0, 1.0] if warmup_ms else [])
 
     def fake_eager(fn, calls=10):
         fn()
@@ -84,8 +98,10 @@ def test_the_whole_run_on_cpu(monkeypatch, tmp_path, capsys):
     phases = [(r["Nq"], r["phase"], r["label"]) for r in got["order"]]
     assert [p for p in phases if p[0] == 1] == [(1, "A", x) for x in "DFDFD"] + [(1, "B", x) for x in "FDFD"] + [
         (1, "C", "D"), (1, "C", "F"), (1, "C2", "D"), (1, "C2", "F"), (1, "I", "D"), (1, "I", "F"), (1, "T", "D"),
-        (1, "T", "F"), (1, "W", "D"), (1, "W", "F"), (1, "L", "D"), (1, "L", "F")]
-    assert {p[1] for p in phases if p[0] == 5} == {"A", "B", "C", "C2", "I", "T", "W"}
+        (1, "T", "F"), (1, "W", "D"), (1, "W", "F"), (1, "S", "D"), (1, "S", "F"), (1, "S", "D"), (1, "L", "D"),
+        (1, "L", "F")]
+    assert {p[1] for p in phases if p[0] == 5} == {"A", "B", "C", "C2", "I", "T", "W", "S"}
+    assert [len(r["warmup"]) for r in got["order"] if r["phase"] == "S"] == [4] * 6
     assert [(r["B"], r["Nq"], r["check"]) for r in got["sweep"]] == [(1, 1, True), (2, 1, True), (1, 5, True),
                                                                        (2, 5, True)]
     assert len(got["probe"]) == 4 and len(got["eager"]) == 6
