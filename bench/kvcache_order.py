@@ -20,8 +20,9 @@ arguments (``tests/test_kvcache_paths.py``), so this run looks for what differs 
    (40 blocks) of D right after a free and a fresh cache, then F.
 2. **Eager**: back-to-back eager calls of D and of F (events around 10 calls), no graph.
 3. **Bandwidth after a free**: a warm 1 GiB buffer's bf16 sum, one event pair per call, 200 calls back
-   to back: with nothing freed before, right after 16 GiB were freed to the driver, and right after
-   16 GiB were newly allocated (untouched); the read rate in the first 5 ms, the next 15, the rest.
+   to back (each condition after 0.3 s of rest and 40 untimed calls): with nothing freed before, right
+   after 16 GiB were freed to the driver, with nothing freed again, and right after 16 GiB were newly
+   allocated (untouched); the read rate in the first 5 ms, the next 15, the rest.
 4. **The 16k sweep**: B = 1, 2, 4, 8, 16, 32, 64, 128, 256 at 32/8, Nq = 1 and 5: each shape checked
    against the float64 formula by the one tolerance rule (``bench/kvcache.py``'s ``check_case``: also
    its autotuning, outside the timing), then ours (graph replay), SDPA cuDNN, and ours again.
@@ -265,11 +266,12 @@ def windows(trace) -> dict:
 def scrub_probe(numel: int = 2 ** 29) -> list:
     """Part 3 of the module docstring (``numel`` bf16 elements in the read buffer: 1 GiB)."""
     buf = torch.empty(numel, dtype=torch.bfloat16, device=DEV).normal_()
-    read_trace(buf, 10)
     out = []
-    for name in ("nothing freed", f"{FREE_GIB} GiB freed", f"{FREE_GIB} GiB allocated", "nothing freed again"):
+    for name in ("nothing freed", f"{FREE_GIB} GiB freed", "nothing freed again", f"{FREE_GIB} GiB allocated"):
+        time.sleep(0.3)              # whatever the last condition started has finished
+        read_trace(buf, 40)          # the device busy again (clocks up) before the condition
         held = None
-        if "freed" in name and "nothing" not in name:
+        if "GiB freed" in name:
             big_free()
         elif "allocated" in name:
             held = allocate(FREE_GIB)
