@@ -110,40 +110,82 @@ def _traced(fn, log):
     return log[start:], ops.ops
 
 
-@pytest.mark.parametrize("shape,splits", SHAPES, ids=[f"B{s[0]}-{s[1]}/{s[2]}-Nq{s[3]}-Nk{s[4]}" for s, _ in SHAPES])
-def test_default_and_forced_rows_issue_the_same_launches_and_allocations(gpu_host, shape, splits):
-    log, tuner = gpu_host
+def _differences(log, tuner, shape, splits) -> list:
+    """Every way the default row's host work (after its warm-up) differs from the forced row's: [] when none."""
     q, k, v, lens = _inputs(*shape)
 
     def default():
         attention_with_kvcache(q, k, v, cache_seqlens=lens, backend="triton")
     call = api.validate(q, k, v, cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
                         num_splits=None, backend="triton")
-    assert call.num_splits == splits
 
     def forced():
         kv_triton.forward(q, k, v, call, tuning="autotune", config=CHOICE)
 
-    warm, _ = _traced(default, log)                  # the warm-up: the autotuner runs here, once
-    assert [name for name, *_ in warm] == ["tune"] + (["merge"] if splits > 4 else [])
+    out = []
+    if call.num_splits != splits:
+        out.append(f"split count {call.num_splits}, expected {splits}")
+    names = ["fwd"] + (["merge"] if splits > 4 else [])   # fused merge up to 4 splits, the merge kernel above
+    warm, _ = _traced(default, log)                       # the warm-up: the autotuner runs here, once
+    if [n for n, *_ in warm] != ["tune"] + names[1:]:
+        out.append(f"warm-up launches {[n for n, *_ in warm]}")
     d_launch, d_ops = _traced(default, log)
     f_launch, f_ops = _traced(forced, log)
     d_again, _ = _traced(default, log)
-    assert tuner.runs == 1, "the autotuner ran again after the warm-up (inside a timed row)"
-    names = ["fwd"] + (["merge"] if splits > 4 else [])   # fused merge up to 4 splits, the merge kernel above
-    assert [n for n, *_ in d_launch] == [n for n, *_ in f_launch] == [n for n, *_ in d_again] == names
+    if tuner.runs != 1:
+        out.append(f"the autotuner ran {tuner.runs} times (again after the warm-up: inside a timed row)")
+    for what, got in (("default", d_launch), ("forced", f_launch), ("default again", d_again)):
+        if [n for n, *_ in got] != names:
+            out.append(f"{what} launches {[n for n, *_ in got]}, expected {names}")
     for (name, dg, da, dk), (_, fg, fa, fk) in zip(d_launch, f_launch):
-        assert dg == fg                                           # the same grid: programs and splits
-        assert [_shape_of(x) for x in da] == [_shape_of(x) for x in fa]
-        if name == "fwd":
-            assert all(x is y for x, y in zip(da[:3], fa[:3]))     # the same q, K, V
-        assert dk.pop("num_ctas", 1) == 1                          # Triton's default: the same binary options
-        assert dk == fk
-    assert d_launch[0][1] == (shape[0] * shape[2], splits)
+        dk = dict(dk)
+        if dg != fg:
+            out.append(f"{name}: grid {dg} vs {fg}")
+        if [_shape_of(x) for x in da] != [_shape_of(x) for x in fa]:
+            out.append(f"{name}: arguments differ")
+        if name == "fwd" and not all(x is y for x, y in zip(da[:3], fa[:3])):
+            out.append("fwd: not the same q, K, V")
+        if dk.pop("num_ctas", 1) != 1:                     # Triton's default: the same binary options
+            out.append("fwd: num_ctas != 1")
+        if dk != fk:
+            out.append(f"{name}: keywords {dk} vs {fk}")
+    if d_launch and d_launch[0][1] != (shape[0] * shape[2], splits):
+        out.append(f"grid {d_launch[0][1]}")
     # the same ATen work: out, lse (and with splits the one partial buffer and its lse view), nothing copied
-    assert d_ops == f_ops
-    assert not any("copy" in op for op in d_ops), d_ops
-    assert d_ops.count("empty") == (3 if splits > 1 else 2), d_ops
+    if d_ops != f_ops:
+        out.append(f"ATen operations {d_ops} vs {f_ops}")
+    if any(op in ("copy_", "clone", "_to_copy") for op in d_ops):
+        out.append(f"a copy on the default path: {d_ops}")
+    if d_ops.count("empty") != (3 if splits > 1 else 2):
+        out.append(f"allocations {d_ops}")
+    return out
+
+
+@pytest.mark.parametrize("shape,splits", SHAPES, ids=[f"B{s[0]}-{s[1]}/{s[2]}-Nq{s[3]}-Nk{s[4]}" for s, _ in SHAPES])
+def test_default_and_forced_rows_issue_the_same_launches_and_allocations(gpu_host, shape, splits):
+    log, tuner = gpu_host
+    assert _differences(log, tuner, shape, splits) == []
+
+
+def test_control_an_extra_copy_on_the_default_path_is_seen(gpu_host, monkeypatch):
+    """The comparison can fail: a default path that copies its output (the forced path untouched) is caught."""
+    log, tuner = gpu_host
+    real = kv_triton.forward
+
+    def copying(q, k, v, call, *, tuning, config=None, fused_merge=None):
+        out, lse = real(q, k, v, call, tuning=tuning, config=config, fused_merge=fused_merge)
+        return (out.clone(), lse) if config is None else (out, lse)
+    monkeypatch.setattr(kv_triton, "forward", copying)
+    got = _differences(log, tuner, SHAPES[0][0], SHAPES[0][1])
+    assert any("ATen operations" in d for d in got) and any("a copy" in d for d in got), got
+
+
+def test_control_a_second_tuning_is_seen(gpu_host, monkeypatch):
+    """The comparison can fail: a default path that forgets the autotuner's choice (tunes on every call) is caught."""
+    log, tuner = gpu_host
+    monkeypatch.setattr(kv_triton, "_CHOSEN", type("Forgetful", (dict,), {"__setitem__": lambda self, k, v: None})())
+    got = _differences(log, tuner, SHAPES[0][0], SHAPES[0][1])
+    assert any("autotuner ran" in d for d in got), got
 
 
 def test_the_forced_sweep_rows_differ_from_the_default_only_in_the_config(gpu_host):
