@@ -290,37 +290,36 @@ def scrub_probe(numel: int = 2 ** 29) -> list:
 def sweep(copy, deadline, rows, skipped, *, batches=kvb.BATCHES, nqs=(1, 5), Nk=16384):
     """Part 4 of the module docstring: appends the 16k sweep's rows to ``rows``, and to ``skipped`` the
     (B, Nq) of shapes not started by ``deadline`` (epoch seconds)."""
-    for Nq in nqs:
-        for B in batches:
-            if time.time() > deadline:
-                skipped.append((B, Nq))
-                continue
-            chk = kvb.check_case(f"sweep/B{B}/Nq{Nq}", B=B, Hq=32, Hkv=8, Nq=Nq, lengths=[Nk] * B, n_max=Nk,
-                                 paged=False, seed=B * 10 + Nq)
-            torch.cuda.empty_cache()
-            kv_bytes = B * 8 * Nk * 2 * kvb.D * 2
-            lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
-            sets = []
-            for c in range(kvb.input_copies(kv_bytes, kvb._l2_bytes())):
-                k, v = fresh_cache(B, 8, Nk, seed=1000 * c + B)
-                sets.append((torch.randn(B, 32, Nq, kvb.D, device=DEV, dtype=kvb.DT), k, v))
-            ours = [lambda q=q, k=k, v=v: attention_with_kvcache(q, k, v, cache_seqlens=lens) for q, k, v in sets]
-            cud = [kvb.sdpa_runner("sdpa-cudnn", q, k, v) for q, k, v in sets]
-            first = kvb.graph_ms(ours)
-            cudnn = kvb.graph_ms([r[0] for r in cud]) if cud[0][0] is not None else None
-            again = kvb.graph_ms(ours)
-            config, load = kvb.chosen_config(*sets[0], lens)
-            S = api.validate(*sets[0], cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
-                             num_splits=None, backend="triton").num_splits
-            tb = kv_bytes / 1e12 / (again.median * 1e-3)
-            row = dict(B=B, Nq=Nq, Nk=Nk, S=S, config=str(tuple(config)), load=load, check=chk["ok"],
-                       ours_first=first._asdict(), ours=again._asdict(), cudnn=cudnn._asdict() if cudnn else None,
-                       cudnn_note=cud[0][1], tbps=tb, pct_read=100 * tb / copy, copies=len(sets))
-            rows.append(row)
-            print(f"sweep B={B:>3} Nq={Nq} S={S:>2}: ours {first.median:.4f} then {again.median:.4f}, cuDNN "
-                  f"{cudnn.median if cudnn else float('nan'):.4f}, check {'ok' if chk['ok'] else 'FAILED'}", flush=True)
-            del sets, ours, cud
-            torch.cuda.empty_cache()
+    for B, Nq in ((B, Nq) for B in batches for Nq in nqs):   # by batch: a budget that runs out loses the largest
+        if time.time() > deadline:
+            skipped.append((B, Nq))
+            continue
+        chk = kvb.check_case(f"sweep/B{B}/Nq{Nq}", B=B, Hq=32, Hkv=8, Nq=Nq, lengths=[Nk] * B, n_max=Nk,
+                             paged=False, seed=B * 10 + Nq)
+        torch.cuda.empty_cache()
+        kv_bytes = B * 8 * Nk * 2 * kvb.D * 2
+        lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
+        sets = []
+        for c in range(kvb.input_copies(kv_bytes, kvb._l2_bytes())):
+            k, v = fresh_cache(B, 8, Nk, seed=1000 * c + B)
+            sets.append((torch.randn(B, 32, Nq, kvb.D, device=DEV, dtype=kvb.DT), k, v))
+        ours = [lambda q=q, k=k, v=v: attention_with_kvcache(q, k, v, cache_seqlens=lens) for q, k, v in sets]
+        cud = [kvb.sdpa_runner("sdpa-cudnn", q, k, v) for q, k, v in sets]
+        first = kvb.graph_ms(ours)
+        cudnn = kvb.graph_ms([r[0] for r in cud]) if cud[0][0] is not None else None
+        again = kvb.graph_ms(ours)
+        config, load = kvb.chosen_config(*sets[0], lens)
+        S = api.validate(*sets[0], cache_seqlens=lens, block_table=None, causal=True, window=None, scale=None,
+                         num_splits=None, backend="triton").num_splits
+        tb = kv_bytes / 1e12 / (again.median * 1e-3)
+        row = dict(B=B, Nq=Nq, Nk=Nk, S=S, config=str(tuple(config)), load=load, check=chk["ok"],
+                   ours_first=first._asdict(), ours=again._asdict(), cudnn=cudnn._asdict() if cudnn else None,
+                   cudnn_note=cud[0][1], tbps=tb, pct_read=100 * tb / copy, copies=len(sets))
+        rows.append(row)
+        print(f"sweep B={B:>3} Nq={Nq} S={S:>2}: ours {first.median:.4f} then {again.median:.4f}, cuDNN "
+              f"{cudnn.median if cudnn else float('nan'):.4f}, check {'ok' if chk['ok'] else 'FAILED'}", flush=True)
+        del sets, ours, cud
+        torch.cuda.empty_cache()
 
 
 def read_clocks(path):

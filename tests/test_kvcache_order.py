@@ -102,7 +102,7 @@ def test_the_whole_run_on_cpu(monkeypatch, tmp_path, capsys):
         (1, "L", "F")]
     assert {p[1] for p in phases if p[0] == 5} == {"A", "B", "C", "C2", "I", "T", "W", "S"}
     assert [len(r["warmup"]) for r in got["order"] if r["phase"] == "S"] == [4] * 6
-    assert [(r["B"], r["Nq"], r["check"]) for r in got["sweep"]] == [(1, 1, True), (2, 1, True), (1, 5, True),
+    assert [(r["B"], r["Nq"], r["check"]) for r in got["sweep"]] == [(1, 1, True), (1, 5, True), (2, 1, True),
                                                                        (2, 5, True)]
     assert len(got["probe"]) == 4 and len(got["eager"]) == 6
     assert [(c["name"], c["ok"]) for c in got["checks"]] == [
