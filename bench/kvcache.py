@@ -246,12 +246,44 @@ def run_checks():
     out = []
     for i, c in enumerate(cases):
         out.append(check_case(seed=i, **c))
-        torch.cuda.empty_cache()
+        release_memory()
     out.append(check_device_validation())
     return out
 
 
 # ------------------------------------------------------------------------------------- time
+
+#: How fast the driver finishes with device memory handed back to it (``torch.cuda.empty_cache``), the
+#: rate ``release_wait_s`` waits by. Measured on the H200 (2026-12-01 19:28, ``bench/kvcache_order.py``):
+#: after 16 GiB were handed back, a warm buffer's bf16 sum read 3.59–3.91 TB/s for ~40 ms instead of
+#: 4.06–4.14, and the rows timed in the first 25–45 ms read ~1.10 ms where the same kernel read 0.96 — the
+#: default row and the forced one alike, whichever came first (16 GiB in 25–45 ms: 0.4–0.7 TB/s of the
+#: driver's work); with 0.2 s of waiting between the release and the first row, no row was slow; a new
+#: allocation with nothing released before it slowed nothing. This rate is below every measured one.
+RELEASE_BYTES_PER_S = 0.15e12
+
+
+def release_wait_s(freed_bytes: int) -> float:
+    """Seconds to wait after handing ``freed_bytes`` of device memory back to the driver before anything is
+    timed: ``freed_bytes / RELEASE_BYTES_PER_S`` (17 GB, what a B = 64, 32k shape leaves: 0.11 s)."""
+    if freed_bytes < 0:
+        raise ValueError(f"freed_bytes must be >= 0, got {freed_bytes}")
+    return freed_bytes / RELEASE_BYTES_PER_S
+
+
+def release_memory() -> float:
+    """Hand the allocator's cached blocks back to the driver (``torch.cuda.empty_cache``), then wait
+    ``release_wait_s`` of the bytes it released, so that no timed row runs beside the driver's work on
+    them (the two-level effect of ``docs/kvcache.md``); returns the seconds waited. The bench releases
+    memory only through here."""
+    if torch.device(DEV).type != "cuda":
+        return 0.0
+    before = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    wait = release_wait_s(max(0, before - torch.cuda.memory_reserved()))
+    time.sleep(wait)
+    return wait
+
 
 class GraphTrace(NamedTuple):
     """Every block of a ``graph_trace``: ms per call in each timed block, the host clock (``time.time()``)
@@ -366,7 +398,7 @@ def copy_tbps(nbytes=2 ** 31) -> float:
     dst = torch.empty_like(src)
     t = graph_ms([lambda: dst.copy_(src)], block_ms=20.0)
     del src, dst
-    torch.cuda.empty_cache()
+    release_memory()
     return 2 * nbytes / (t.median * 1e-3) / 1e12
 
 
@@ -378,7 +410,7 @@ def read_tbps(nbytes=2 ** 31) -> float:
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=DEV).normal_()
     t = graph_ms([lambda: src.sum(dtype=torch.float32)], block_ms=20.0)
     del src
-    torch.cuda.empty_cache()
+    release_memory()
     return nbytes / (t.median * 1e-3) / 1e12
 
 
@@ -563,7 +595,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
                         q, kp, vp, call, tuning=tuning, config=c))
                 add(f"ours-paged-C{i}", "graph", guarded(lambda: graph_ms(fwd)), f"config {tuple(c)} forced, page {page}")
         del paged, calls
-        torch.cuda.empty_cache()
+        release_memory()
     if "ours-splits" in providers:  # the split heuristic's inputs: every forced split count, GPU time
         for S in SWEEP:
             fwd = []
@@ -584,7 +616,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
                 add(name, "call", guarded(lambda: call_ms(fns[0])), runners[0][1])
                 add(name, "host", guarded(lambda: host_us(fns[0])), "µs, whole call")
     del sets
-    torch.cuda.empty_cache()
+    release_memory()
     return rows
 
 

@@ -40,7 +40,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -129,9 +128,8 @@ def _jit_entries() -> dict:
     for key, kern in caches[dev][0].items():
         kern = kern.result() if hasattr(kern, "result") else kern
         md = kern.metadata
-        consts = re.findall(r"\('constexpr', ([^)]*)\)", str(key))   # kvcache_fwd's constexprs in order
         out[str(key)] = dict(hash=str(kern.hash), num_warps=md.num_warps, num_stages=md.num_stages,
-                             shared=getattr(md, "shared", None), block_n=consts[4] if len(consts) > 4 else None)
+                             shared=getattr(md, "shared", None))
     return out
 
 
@@ -170,7 +168,7 @@ def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
     rec.checks.append(kvb.check_case(f"order/B{B}-{Hq}-{Hkv}-{Nk}/Nq{Nq}", B=B, Hq=Hq, Hkv=Hkv, Nq=Nq,
                                      lengths=[Nk] * B, n_max=Nk, paged=False, seed=Nq))   # the explicit warm-up
     tune_s = time.time() - t0
-    torch.cuda.empty_cache()
+    kvb.release_memory()
     k, v = fresh_cache(B, Hkv, Nk, seed=1)
     config, load = kvb.chosen_config(q, k, v, lens)
     p = providers(q, k, v, lens, config)
@@ -183,9 +181,12 @@ def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
     rec.checks.append(dict(name=f"order/Nq{Nq}/default-equals-forced", ok=same_out))
     print(f"check {rec.checks[-1]['name']:<34} {'ok' if same_out else 'FAILED: the outputs differ'}", flush=True)
     forced = {key: e for key, e in jit_entries().items() if key not in tuned}
-    default = [e for key, e in tuned.items() if key not in before and e["num_warps"] == config.num_warps
-               and e["num_stages"] == config.num_stages and e["block_n"] == str(config.block_n)]
-    same = sorted({e["hash"] for e in default}) == sorted({e["hash"] for e in forced.values()}) if forced else None
+    # the binaries the autotuner built for this launch key with F's warps, stages and shared memory (the
+    # configs differ in at least one of them): F runs the default's binary iff its hash is among them
+    default = [e for key, e in tuned.items() if key not in before and any(
+        (e["num_warps"], e["num_stages"], e["shared"]) == (f["num_warps"], f["num_stages"], f["shared"])
+        for f in forced.values())]
+    same = ({e["hash"] for e in forced.values()} <= {e["hash"] for e in default}) if forced and default else None
     print(f"order Nq={Nq}: warm-up (check, autotune) {tune_s:.1f} s, forced compile {f_s:.1f} s; "
           f"default runs {tuple(config)} ({load}); compiled kernels: default {[e['hash'][:12] for e in default]}, "
           f"forced {[e['hash'][:12] for e in forced.values()] or 'no new entry'}"
@@ -240,7 +241,7 @@ def order_experiment(Nq, rec: Record, *, long_trace, shape=(8, 64, 8, 131072)):
         k, v, p = phase("L", "D", free=True, blocks=40)
         graph_row(rows, "L", "F", p.F, time.time(), blocks=10, **info)
         del k, v, p
-    torch.cuda.empty_cache()
+    kvb.release_memory()
 
 
 def read_trace(buf, calls=200):
@@ -281,9 +282,9 @@ def scrub_probe(numel: int = 2 ** 29) -> list:
         out.append(dict(condition=name, **w, trace=tr))
         print(f"read after {name}: " + "  ".join(f"{n} {x:.2f}" for n, x in w.items()), flush=True)
         del held
-        torch.cuda.empty_cache()
+        kvb.release_memory()
     del buf
-    torch.cuda.empty_cache()
+    kvb.release_memory()
     return out
 
 
@@ -296,7 +297,7 @@ def sweep(copy, deadline, rows, skipped, *, batches=kvb.BATCHES, nqs=(1, 5), Nk=
             continue
         chk = kvb.check_case(f"sweep/B{B}/Nq{Nq}", B=B, Hq=32, Hkv=8, Nq=Nq, lengths=[Nk] * B, n_max=Nk,
                              paged=False, seed=B * 10 + Nq)
-        torch.cuda.empty_cache()
+        kvb.release_memory()
         kv_bytes = B * 8 * Nk * 2 * kvb.D * 2
         lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
         sets = []
@@ -319,7 +320,7 @@ def sweep(copy, deadline, rows, skipped, *, batches=kvb.BATCHES, nqs=(1, 5), Nk=
         print(f"sweep B={B:>3} Nq={Nq} S={S:>2}: ours {first.median:.4f} then {again.median:.4f}, cuDNN "
               f"{cudnn.median if cudnn else float('nan'):.4f}, check {'ok' if chk['ok'] else 'FAILED'}", flush=True)
         del sets, ours, cud
-        torch.cuda.empty_cache()
+        kvb.release_memory()
 
 
 def read_clocks(path):
