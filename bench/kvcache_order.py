@@ -54,7 +54,7 @@ from flashproof.kernels.kvcache import triton as kv_triton
 
 DEV = kvb.DEV
 #: GiB freed to the driver before a "fresh after free" cache (the bench frees a shape's K/V, paged
-#: copies and SDPA's buffers between shapes: 17 GB after B = 64, 32k)
+#: copies and SDPA's buffers: 8.6 GB of K/V at B = 64, 32k, as much again paged)
 FREE_GIB = 16
 
 
