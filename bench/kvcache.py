@@ -285,6 +285,36 @@ def release_memory() -> float:
     return wait
 
 
+#: How long the bench idles after making new inputs (a shape's K/V copies, their paged copy) before the
+#: first row times them, per byte: ``settle_s``. The H200 runs of 2026-12-01: a cache made right after a
+#: release ran its first 25–55 ms slow (~1.10 ms against 0.96 at B = 8, 64/8, 128k), and the bench's default
+#: row there stayed slow (1.085, the one-call row after it too) although ``release_memory`` had waited 57 ms
+#: after the release before the cache was made (19:58): the wait has to come after the new memory, too.
+#: 0.2 s of idling after making that 4.3 GB cache (after a 16 GiB release) left no row slow, and 1 s of
+#: idling slowed nothing (19:28). This rate gives that 4.3 GB its 0.2 s and scales it by the bytes (not
+#: measured at other sizes).
+SETTLE_BYTES_PER_S = 20e9
+
+
+def settle_s(new_bytes: int) -> float:
+    """Seconds to idle after making ``new_bytes`` of inputs, before the first row times them:
+    ``new_bytes / SETTLE_BYTES_PER_S`` (4.3 GB, the K/V of B = 8, 128k: 0.21 s)."""
+    if new_bytes < 0:
+        raise ValueError(f"new_bytes must be >= 0, got {new_bytes}")
+    return new_bytes / SETTLE_BYTES_PER_S
+
+
+def settle_new_memory(new_bytes: int) -> float:
+    """Let the device finish what making ``new_bytes`` of inputs started (synchronise, then idle
+    ``settle_s``); returns the seconds idled. Called once a shape's inputs, and again its paged copy, exist."""
+    if torch.device(DEV).type != "cuda":
+        return 0.0
+    torch.cuda.synchronize()
+    wait = settle_s(new_bytes)
+    time.sleep(wait)
+    return wait
+
+
 class GraphTrace(NamedTuple):
     """Every block of a ``graph_trace``: ms per call in each timed block, the host clock (``time.time()``)
     when the first timed block started and when each ended (synchronised), and ms per call in each
@@ -509,6 +539,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
     for c in range(n_copies):
         k, v = make_cache(B, Hkv, Nk, [Nk] * B, seed=seed + 1000 * c, poison=None)
         sets.append((torch.randn(B, Hq, Nq, D, device=DEV, dtype=DT), k, v))
+    settle_new_memory(n_copies * kv_bytes)
     rows = []
     chosen = plan.choose_num_splits(B, Hkv, Nk, api._sm_count(torch.device(DEV))).num_splits
 
@@ -580,6 +611,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
             kp, table = to_paged(k, page, seed=seed)
             vp, _ = to_paged(v, page, seed=seed)
             paged.append((q, kp, vp, table))
+        settle_new_memory(n_copies * kv_bytes)
         calls = [lambda q=q, kp=kp, vp=vp, t=t: attention_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
                                                                        tuning=tuning)
                  for q, kp, vp, t in paged]

@@ -25,7 +25,8 @@ arguments (``tests/test_kvcache_paths.py``), so this run looks for what differs 
    allocated (untouched); the read rate in the first 5 ms, the next 15, the rest.
 4. **The 16k sweep**: B = 1, 2, 4, 8, 16, 32, 64, 128, 256 at 32/8, Nq = 1 and 5: each shape checked
    against the float64 formula by the one tolerance rule (``bench/kvcache.py``'s ``check_case``: also
-   its autotuning, outside the timing), then ours (graph replay), SDPA cuDNN, and ours again.
+   its autotuning, outside the timing), then, once the new inputs have settled (``bench/kvcache.py``'s
+   ``settle_new_memory``), ours (graph replay), SDPA cuDNN, and ours again.
 5. The copy-bandwidth anchor (``bench/kvcache.py``'s ``copy_tbps`` and ``read_tbps``) first.
 
 Clocks: with ``--clocks`` (a CSV of ``nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,
@@ -304,6 +305,7 @@ def sweep(copy, deadline, rows, skipped, *, batches=kvb.BATCHES, nqs=(1, 5), Nk=
         for c in range(kvb.input_copies(kv_bytes, kvb._l2_bytes())):
             k, v = fresh_cache(B, 8, Nk, seed=1000 * c + B)
             sets.append((torch.randn(B, 32, Nq, kvb.D, device=DEV, dtype=kvb.DT), k, v))
+        kvb.settle_new_memory(len(sets) * kv_bytes)
         ours = [lambda q=q, k=k, v=v: attention_with_kvcache(q, k, v, cache_seqlens=lens) for q, k, v in sets]
         cud = [kvb.sdpa_runner("sdpa-cudnn", q, k, v) for q, k, v in sets]
         first = kvb.graph_ms(ours)

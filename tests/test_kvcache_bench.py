@@ -165,3 +165,13 @@ def test_the_bench_releases_memory_only_through_release_memory():
     src = inspect.getsource(bench)
     assert src.count("torch.cuda.empty_cache()") == 1
     assert "torch.cuda.empty_cache()" in inspect.getsource(bench.release_memory)
+
+
+def test_the_idle_after_new_inputs_grows_with_their_bytes():
+    """``settle_s``: 4.3 GB (B = 8, 64/8, 128k) idles the 0.2 s that left no row slow on the H200; twice the
+    bytes, twice the time; none, none."""
+    assert bench.settle_s(0) == 0
+    assert bench.settle_s(8 * 8 * 131072 * 2 * 128 * 2) == pytest.approx(0.215, abs=0.005)
+    assert bench.settle_s(2 * 10 ** 9) == pytest.approx(2 * bench.settle_s(10 ** 9))
+    with pytest.raises(ValueError, match="new_bytes must be >= 0"):
+        bench.settle_s(-1)
