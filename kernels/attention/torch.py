@@ -87,22 +87,23 @@ def forward(q, k, v, prob, route=None):
     B, Hq, Nq, _ = q.shape
     Hkv, G, Dv = k.shape[1], prob.groups, v.shape[3]
     bug = "gqa_map" in prob.bugs
-    qg, kc, vc = _group(q, Hkv, bug).to(cdt) * prob.scale, k.to(cdt), v.to(cdt)  # qg (B, Hkv, G, Nq, D), scaled
-    m_i = torch.full((B, Hkv, G, Nq), _NEG, dtype=cdt, device=q.device)  # running state of every row
+    qg = _heads(_group(q, Hkv, bug).to(cdt) * prob.scale)  # (B·Hkv, G, Nq, D), scaled once
+    kc, vc = _heads(k.to(cdt)), _heads(v.to(cdt))  # (B·Hkv, Nk, ·)
+    m_i = torch.full((B * Hkv, G, Nq), _NEG, dtype=cdt, device=q.device)  # the running state of every row
     l_i = torch.zeros_like(m_i)
-    acc = torch.zeros(B, Hkv, G, Nq, Dv, dtype=cdt, device=q.device)
+    acc = torch.zeros(B * Hkv, G, Nq, Dv, dtype=cdt, device=q.device)
     for seg in _segments(q, k, prob):
-        ks, vs, kept = kc[:, :, seg.ks], vc[:, :, seg.ks], _kept(q, k, seg, prob)
+        ks, vs, kept = kc[:, seg.ks], vc[:, seg.ks], _kept(q, k, seg, prob)
         for st in _steps(seg, prob, B * Hq, q.device):
             r = _shift(st.rows, seg.qs.start)
-            _forward_step(qg[:, :, :, r], ks, vs, m_i[..., r], l_i[..., r], acc[..., r, :], seg, st, prob, kept)
+            _forward_step(qg[:, :, r], ks, vs, m_i[..., r], l_i[..., r], acc[:, :, r], seg, st, prob, kept, B)
     empty = l_i == 0
     l_safe = torch.where(empty, 1, l_i)
     out = acc.div_(l_safe[..., None])
     if prob.dropout is not None:
         out.mul_(prob.dropout.scale)
     lse = torch.where(empty, _NEG, m_i + torch.log(l_safe))
-    return _ungroup(out, bug).to(q.dtype), _ungroup(lse, bug)
+    return _ungroup(out.unflatten(0, (B, Hkv)), bug).to(q.dtype), _ungroup(lse.unflatten(0, (B, Hkv)), bug)
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None, ds=None):
@@ -118,21 +119,28 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None, ds=None):
     if dlse is not None:
         delta = delta - torch.where(finite, dlse.to(cdt), 0)
     lse_ref = torch.where(finite, lse, 0)
-    qg, dog = _group(q, Hkv, bug).to(cdt) * prob.scale, _group(dout, Hkv, bug).to(cdt)  # (B, Hkv, G, Nq, ·); q scaled
-    lg, dg = _group(lse_ref, Hkv, bug), _group(delta, Hkv, bug)  # (B, Hkv, G, Nq)
-    kc, vc = k.to(cdt), v.to(cdt)
+    grouped = lambda x: _heads(_group(x, Hkv, bug))  # noqa: E731  (B, Hq, Nq, ·) -> (B·Hkv, G, Nq, ·)
+    qg, dog = grouped(q.to(cdt) * prob.scale), grouped(dout.to(cdt))  # q scaled once
+    lg, dg = grouped(lse_ref), grouped(delta)  # (B·Hkv, G, Nq)
+    kc, vc = _heads(k.to(cdt)), _heads(v.to(cdt))  # (B·Hkv, Nk, ·)
     dq = torch.zeros(qg.shape, dtype=cdt, device=q.device)
-    dk = torch.zeros(k.shape, dtype=cdt, device=q.device)
-    dv = torch.zeros(v.shape, dtype=cdt, device=q.device)
+    dk = torch.zeros(kc.shape, dtype=cdt, device=q.device)
+    dv = torch.zeros(vc.shape, dtype=cdt, device=q.device)
     dsg = None if ds is None else _group(ds, Hkv, bug)  # (B, Hkv, G, Nq, Nk), a view: written in place
     for seg in _segments(q, k, prob):
-        ks, vs, kept = kc[:, :, seg.ks], vc[:, :, seg.ks], _kept(q, k, seg, prob)
-        dks, dvs = dk[:, :, seg.ks], dv[:, :, seg.ks]  # views: the steps add into them
+        ks, vs, kept = kc[:, seg.ks], vc[:, seg.ks], _kept(q, k, seg, prob)
+        dks, dvs = dk[:, seg.ks], dv[:, seg.ks]  # views: the steps add into them
         for st in _steps(seg, prob, B * Hq, q.device):
             r = _shift(st.rows, seg.qs.start)
-            _backward_step(qg[:, :, :, r], ks, vs, dog[:, :, :, r], lg[..., r], dg[..., r], dq[:, :, :, r], dks, dvs,
-                           seg, st, prob, kept, None if dsg is None else dsg[:, :, :, r, seg.ks])
-    return _ungroup(dq, bug).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+            _backward_step(qg[:, :, r], ks, vs, dog[:, :, r], lg[..., r], dg[..., r], dq[:, :, r], dks, dvs,
+                           seg, st, prob, kept, B, None if dsg is None else dsg[:, :, :, r, seg.ks])
+    dq = _ungroup(dq.unflatten(0, (B, Hkv)), bug)
+    return dq.to(q.dtype), dk.view(k.shape).to(k.dtype), dv.view(v.shape).to(v.dtype)
+
+
+def _heads(x):
+    """(B, Hkv, ...) -> (B·Hkv, ...): the batched dim of the steps' bmms (a view where the layout allows)."""
+    return x.reshape(-1, *x.shape[2:])
 
 
 def _shift(s, by):
@@ -301,50 +309,52 @@ def _kept(q, k, seg, prob):
     return kept
 
 
-def _zero_unread(x, a, dim):
-    """x with the rows that no allowed pair of ``a`` reads set to 0: keys (dim=-2 of a, x (B, Hkv, c, ·))
-    or query rows (dim=-1, x (B, Hkv, G, R, ·))."""
+def _zero_unread(x, a, dim, b):
+    """x with the rows that no allowed pair of ``a`` (B|1, Hkv|1, G|1, R, c) reads set to 0: keys (dim=-2,
+    x (B·Hkv, c, ·); a key is read if any query head of its group reads it) or query rows (dim=-1,
+    x (B·Hkv, G, R, ·)); b = B."""
     if a is None:
         return x
     live = a.any(dim)  # (B|1, Hkv|1, G|1, c) or (…, R)
     if dim == -2:
-        live = live.any(2)  # a key is read if any query head of its group reads it
-    return torch.where(live[..., None], x, 0)
+        live = live.any(2)
+    live = live.expand(b, x.shape[0] // b, *x.shape[1:-1]).reshape(*x.shape[:-1], 1)
+    return torch.where(live, x, 0)
 
 
-def _mm(a, b, shape):
-    """a (…, X, Y) @ b (…, Y, Z) for equal leading dims, as one bmm over them flattened, viewed as
-    ``shape`` (as many elements as (…, X, Z))."""
-    return torch.bmm(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])).view(shape)
-
-
-def _scores(qb, kb, seg, st):
-    """The scaled scores of a step, bias added and masked pairs −inf: qb (B, Hkv, G, R, D) the queries
-    already scaled, kb (B, Hkv, c, D) -> s (B, Hkv, G, R, c)."""
-    B, Hkv, G, R, D = qb.shape
-    s = _mm(qb.reshape(B, Hkv, G * R, D), kb.transpose(-1, -2), (B, Hkv, G, R, -1))
+def _scores(qb, kb, seg, st, b):
+    """The scaled scores of a step, bias added and masked pairs −inf: qb (B·Hkv, G, R, D) the queries,
+    already scaled, kb (B·Hkv, c, D) -> s (B·Hkv, G, R, c)."""
+    BH, G, R, D = qb.shape
+    s = torch.bmm(qb.reshape(BH, G * R, D), kb.transpose(1, 2)).view(BH, G, R, -1)
     if seg.bias is not None:
-        s += seg.bias[..., st.rows, :][..., st.keys]
+        s.view(b, BH // b, G, R, -1).add_(seg.bias[..., st.rows, :][..., st.keys])
     for rows, masked in st.fills:
-        s[..., rows, :].masked_fill_(masked, _NEG)
+        s.view(b, BH // b, G, R, -1)[..., rows, :].masked_fill_(masked, _NEG)
     return s
 
 
-def _forward_step(qb, k, v, m_i, l_i, acc, seg, st, prob, kept=None):
-    """One step. qb (B, Hkv, G, R, D) the step's queries, k (B, Hkv, m, D), v (B, Hkv, m, Dv) the
-    segment's keys; m_i, l_i (B, Hkv, G, R) and acc (B, Hkv, G, R, Dv): views of the rows' running state,
-    merged into in place."""
-    B, Hkv, G, R, _ = qb.shape
+def _group_sum(x, g):
+    """(B·Hkv·G, c, ·) per query head -> (B·Hkv, c, ·): the sum over a kv head's G query heads (x as it
+    is for G = 1)."""
+    return x if g == 1 else x.unflatten(0, (-1, g)).sum(1)
+
+
+def _forward_step(qb, k, v, m_i, l_i, acc, seg, st, prob, kept, b):
+    """One step. qb (B·Hkv, G, R, D) the step's queries (scaled), k (B·Hkv, m, D), v (B·Hkv, m, Dv) the
+    segment's keys; m_i, l_i (B·Hkv, G, R) and acc (B·Hkv, G, R, Dv): views of the rows' running state,
+    merged into in place; b = B."""
+    BH, G, R, _ = qb.shape
     bugs = prob.bugs
-    kb, vb = _zero_unread(k[:, :, st.keys], st.allowed, -2), _zero_unread(v[:, :, st.keys], st.allowed, -2)
-    s = _scores(qb, kb, seg, st)  # (B, Hkv, G, R, c)
+    kb, vb = _zero_unread(k[:, st.keys], st.allowed, -2, b), _zero_unread(v[:, st.keys], st.allowed, -2, b)
+    s = _scores(qb, kb, seg, st, b)  # (B·Hkv, G, R, c)
     m_new = torch.zeros_like(m_i) if "no_max" in bugs else torch.maximum(m_i, s.amax(-1))
     ref = m_new if "unguarded_inf" in bugs else torch.where(m_new > _NEG, m_new, 0)
     p = s.sub_(ref[..., None]).exp_()  # e^(−inf − ref) = 0 on masked pairs
     rowsum = p.sum(-1)  # ℓ counts every allowed pair, dropped or not
     if kept is not None:
-        p.masked_fill_(~kept(st.rows, st.keys), 0)  # dropped pairs leave only the value sum
-    pv = _mm(p.view(B, Hkv, G * R, -1), vb, acc.shape)  # (B, Hkv, G, R, Dv)
+        p.view(b, BH // b, G, R, -1).masked_fill_(~kept(st.rows, st.keys), 0)  # dropped pairs: no value sum
+    pv = torch.bmm(p.view(BH, G * R, -1), vb).view(acc.shape)  # (B·Hkv, G, R, Dv)
     if "no_alpha" in bugs:
         l_i.add_(rowsum)
         acc.add_(pv)
@@ -355,34 +365,35 @@ def _forward_step(qb, k, v, m_i, l_i, acc, seg, st, prob, kept=None):
     m_i.copy_(m_new)
 
 
-def _backward_step(qb, k, v, do, lse, delta, dq, dk, dv, seg, st, prob, kept=None, ds_rows=None):
-    """One step; qb (B, Hkv, G, R, D) queries, do (B, Hkv, G, R, Dv), lse (−inf replaced by 0) and
-    delta (B, Hkv, G, R); dq (B, Hkv, G, R, D) a view of the rows' gradient, added into; dk
-    (B, Hkv, m, D) and dv (B, Hkv, m, Dv) the segment's views, added into. ds_rows: None, or the
+def _backward_step(qb, k, v, do, lse, delta, dq, dk, dv, seg, st, prob, kept, b, ds_rows=None):
+    """One step; qb (B·Hkv, G, R, D) queries (scaled), do (B·Hkv, G, R, Dv), lse (−inf replaced by 0) and
+    delta (B·Hkv, G, R); dq (B·Hkv, G, R, D) a view of the rows' gradient, added into; dk (B·Hkv, m, D)
+    and dv (B·Hkv, m, Dv) the segment's views, added into; b = B. ds_rows: None, or the
     (B, Hkv, G, R, m) view of ``ds`` (``backward``) that receives this step's dS."""
-    B, Hkv, G, R, D = qb.shape
+    BH, G, R, D = qb.shape
     keys, a = st.keys, st.allowed
-    kb, vb = _zero_unread(k[:, :, keys], a, -2), _zero_unread(v[:, :, keys], a, -2)
-    qa, doa = _zero_unread(qb, a, -1), _zero_unread(do, a, -1)
-    s = _scores(qa, kb, seg, st)  # (B, Hkv, G, R, c)
+    kb, vb = _zero_unread(k[:, keys], a, -2, b), _zero_unread(v[:, keys], a, -2, b)
+    qa, doa = _zero_unread(qb, a, -1, b), _zero_unread(do, a, -1, b)
+    s = _scores(qa, kb, seg, st, b)  # (B·Hkv, G, R, c)
     p = s.sub_(lse[..., None]).exp_()  # 0 on masked pairs
-    z = None if kept is None else kept(st.rows, keys)  # r = z/(1 − p): dV += (r ∘ p)ᵀ dO, dP = r ∘ (dO Vᵀ)
+    z = None if kept is None else kept(st.rows, keys).view(p.shape)  # r = z/(1 − p): dV += (r ∘ p)ᵀ dO, dP = r ∘ (dO Vᵀ)
     pz = p if z is None else torch.where(z, p * prob.dropout.scale, 0)
     # dV and dK per query head, then summed over the group: one matmul over the G·R stacked rows
     # would accumulate G·R products in one fp32 sum, ~√G less accurate than a plain per-head
     # implementation (docs/fuzz.md, "Findings of long campaigns")
-    dvb = _mm(pz.transpose(-1, -2), doa, (B, Hkv, G, -1, doa.shape[-1])).sum(2)  # (B, Hkv, c, Dv)
-    dp = _mm(doa.reshape(B, Hkv, G * R, -1), vb.transpose(-1, -2), p.shape)
+    c = p.shape[-1]
+    dvb = _group_sum(torch.bmm(pz.view(BH * G, R, c).transpose(1, 2), doa.reshape(BH * G, R, -1)), G)
+    dp = torch.bmm(doa.reshape(BH, G * R, -1), vb.transpose(1, 2)).view(p.shape)
     if z is not None:
         dp = torch.where(z, dp * prob.dropout.scale, 0)
     ds = p.mul_(dp.sub_(delta[..., None]))  # p ∘ (dP − δ); 0 on masked pairs
     if ds_rows is not None:
-        ds_rows[..., keys] = ds
-    dq.add_(_mm(ds.view(B, Hkv, G * R, -1), kb, dq.shape), alpha=prob.scale)
-    dkb = _mm(ds.transpose(-1, -2), qa, (B, Hkv, G, -1, D)).sum(2)  # (B, Hkv, c, D); qa holds scale · q
-    if isinstance(keys, slice):
-        dk[:, :, keys] += dkb
-        dv[:, :, keys] += dvb
+        ds_rows[..., keys] = ds.view(*ds_rows.shape[:-1], c)
+    dq.add_(torch.bmm(ds.view(BH, G * R, c), kb).view(dq.shape), alpha=prob.scale)
+    dkb = _group_sum(torch.bmm(ds.view(BH * G, R, c).transpose(1, 2), qa.reshape(BH * G, R, D)), G)
+    if isinstance(keys, slice):  # (B·Hkv, c, D); qa holds scale · q
+        dk[:, keys].add_(dkb)
+        dv[:, keys].add_(dvb)
     else:
-        dk.index_add_(2, keys, dkb)
-        dv.index_add_(2, keys, dvb)
+        dk.index_add_(1, keys, dkb)
+        dv.index_add_(1, keys, dvb)
