@@ -50,6 +50,7 @@ import torch
 from .dropout import keep_bits
 
 BLOCK_N = 64           # keys per tile: the unit in which fully masked keys are skipped
+BLOCK_M = 128          # queries per tile-row of a mutant's steps (``_steps``)
 KEY_CHUNK = 1024       # keys per step at most (whole tiles)
 CUT_STEPS = 4          # a segment that a window or a mask cuts is swept in about this many chunks
 SCORE_ELEMS = 1 << 22  # scores per step at most (B · Hq · rows · keys; 16 MiB in float32): a chunk's rows are
@@ -208,7 +209,9 @@ def _chunk_tiles(span, window, masked, bugs) -> int:
 
 def _steps(seg, prob, heads, device):
     """The steps of a segment (``_Step``) in key order: each key chunk against the rows whose window
-    reaches it, in batches of at most ``SCORE_ELEMS / (heads · chunk)`` rows (``heads`` = B · Hq)."""
+    reaches it, in batches of at most ``SCORE_ELEMS / (heads · chunk)`` rows (``heads`` = B · Hq). A
+    mutant's steps take whole tile-rows of ``BLOCK_M`` (as the Triton kernel's tiles: a row meets the
+    fully masked tiles of its tile-row, where a guard-less rescale fails)."""
     n, m = seg.qs.stop - seg.qs.start, seg.ks.stop - seg.ks.start
     left, right = prob.window
     off = m - n  # bottom-right alignment: query i sits at key position i + off
@@ -220,37 +223,47 @@ def _steps(seg, prob, heads, device):
         return
     t0, t1 = lo // BLOCK_N, -(-hi // BLOCK_N)
     per = _chunk_tiles(t1 - t0, prob.window, seg.allowed is not None, prob.bugs)
+    unit = BLOCK_M if prob.bugs else 1
     for t in range(t0, t1, per):
         c0, c1 = t * BLOCK_N, min((t + per) * BLOCK_N, t1 * BLOCK_N, m)
         r0 = 0 if right is None else max(0, c0 - off - right)  # the rows whose window reaches [c0, c1)
         r1 = n if left is None else min(n, c1 - 1 - off + left + 1)
-        batch = max(1, SCORE_ELEMS // (heads * (c1 - c0)))
-        for b0 in range(r0, r1, batch):
-            st = _step(seg, prob, b0, min(b0 + batch, r1), c0, c1, off, device)
-            if st is not None:
-                yield st
+        if r0 >= r1:
+            continue
+        a0, a1 = r0 // unit * unit, min(n, -(-r1 // unit) * unit)
+        batch = max(unit, SCORE_ELEMS // (heads * (c1 - c0)) // unit * unit)
+        for b0 in range(a0, a1, batch):
+            b1 = min(b0 + batch, a1)
+            if max(b0, r0) < min(b1, r1):
+                st = _step(seg, prob, (b0, b1), (max(b0, r0), min(b1, r1)), c0, c1, off, unit, device)
+                if st is not None:
+                    yield st
 
 
-def _step(seg, prob, b0, b1, c0, c1, off, device):
-    """Rows [b0, b1) against keys [c0, c1) of a segment as a ``_Step`` (None if no pair is allowed):
-    the keys cut to those the rows' windows reach, the window's predicate on the rows it cuts, and
-    with a mask the rows and key tiles trimmed to those with an allowed pair."""
+def _step(seg, prob, rows, reach, c0, c1, off, unit, device):
+    """Rows ``rows`` = [b0, b1) against keys [c0, c1) of a segment as a ``_Step`` (None if no pair is
+    allowed), ``reach`` = [e0, e1) the rows among them whose window reaches the chunk: the keys cut to
+    those these rows reach, the window's predicate on the rows it cuts, and with a mask the rows and key
+    tiles trimmed to those with an allowed pair (rows in whole ``unit``s)."""
     left, right = prob.window
-    k0 = c0 if left is None else max(c0, b0 + off - left)  # the keys some row of [b0, b1) reaches
-    k1 = c1 if right is None else min(c1, b1 - 1 + off + right + 1)
+    (b0, b1), (e0, e1) = rows, reach
+    k0 = c0 if left is None else max(c0, e0 + off - left)  # the keys some row of [e0, e1) reaches
+    k1 = c1 if right is None else min(c1, e1 - 1 + off + right + 1)
     if k0 >= k1:
         return None
     fills = tuple((slice(x0 - b0, x1 - b0), _outside(x0, x1, k0, k1, off, left, right, device))
                   for x0, x1 in _cut_rows(b0, b1, k0, k1, off, left, right))
-    if seg.allowed is None:
+    if seg.allowed is None and (b0, b1) == (e0, e1):  # every row and key of the step is read
         return _Step(slice(b0, b1), slice(k0, k1), None, fills)
-    a = seg.allowed[..., b0:b1, k0:k1].clone()
-    for rows, outside in fills:
-        a[..., rows, :] &= ~outside
-    rows = torch.nonzero(a.any(-1).flatten(0, -2).any(0)).flatten().tolist()
-    if not rows:
+    a = (torch.ones(1, 1, 1, b1 - b0, k1 - k0, dtype=torch.bool, device=device) if seg.allowed is None
+         else seg.allowed[..., b0:b1, k0:k1].clone())
+    for x, outside in fills:
+        a[..., x, :] &= ~outside
+    live = torch.nonzero(a.any(-1).flatten(0, -2).any(0)).flatten().tolist()  # rows with an allowed pair
+    if not live:
         return None
-    a = a[..., rows[0]:rows[-1] + 1, :]
+    x0, x1 = (b0 + live[0]) // unit * unit, min(b1, -(-(b0 + live[-1] + 1) // unit) * unit)
+    a = a[..., max(x0, b0) - b0:x1 - b0, :]
     col = a.any(-2).flatten(0, -2).any(0)  # (c,): keys with an allowed pair
     col = torch.nn.functional.pad(col, (0, -(-col.numel() // BLOCK_N) * BLOCK_N - col.numel()))
     tiles = torch.nonzero(col.view(-1, BLOCK_N).any(1)).flatten().tolist()  # live tiles, counted from k0
@@ -261,7 +274,7 @@ def _step(seg, prob, b0, b1, c0, c1, off, device):
         local = torch.cat([torch.arange(t * BLOCK_N, min((t + 1) * BLOCK_N, k1 - k0)) for t in tiles]).to(device)
         keys = k0 + local
     a = a[..., local]
-    return _Step(slice(b0 + rows[0], b0 + rows[-1] + 1), keys, a, ((slice(None), ~a),))
+    return _Step(slice(max(x0, b0), x1), keys, a, ((slice(None), ~a),))
 
 
 def _cut_rows(b0, b1, k0, k1, off, left, right):
