@@ -11,11 +11,19 @@ output is compared with SDPA's (max |diff|, printed for the reader; correctness 
 prints one table per count. Each table's title states the machine's load average (1 min) before and
 after it was measured and the CPU count: on a shared machine other processes take cores from a
 multi-threaded run, and a figure measured under load says so.
+
+``--busy N`` measures the loaded case on purpose: N processes that spin (``while True: pass``, at
+niceness ``--busy-nice``) run beside the measurement, started before the first table and stopped (by
+their process ids) after the last; the titles say so. A CPU op that waits at its barrier for a thread
+such a process has taken off its core is what this case shows.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
+import sys
 import time
 
 import torch
@@ -75,10 +83,26 @@ def _load() -> str:
         return "?"
 
 
-def table(rows, shape, load=("?", "?")) -> str:
+@contextlib.contextmanager
+def busy(n: int, nice: int):
+    """n spinning Python processes at niceness ``nice`` for the duration of the block (none for n = 0),
+    stopped by their ids when it ends."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                              preexec_fn=(lambda: os.nice(nice)) if nice else None) for _ in range(n)]
+    try:
+        if procs:
+            time.sleep(0.5)  # let them reach their loops
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def table(rows, shape, load=("?", "?"), busy_note="") -> str:
     B, H, N, D = shape
     lines = [f"CPU, B={B} H={H} N={N} D={D} float32, torch {torch.__version__}, {torch.get_num_threads()} threads "
-             f"of {os.cpu_count()} CPUs, load average {load[0]} before / {load[1]} after "
+             f"of {os.cpu_count()} CPUs, load average {load[0]} before / {load[1]} after{busy_note} "
              "(fastest of the rounds, ms)",
              "| causal | direction | ours | SDPA | ours / SDPA | max abs diff |",
              "|---|---|---|---|---|---|"]
@@ -93,6 +117,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(name, type=int, default=default)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
                    help="thread counts to measure, one table each (torch.set_num_threads; default: 1 2)")
+    p.add_argument("--busy", type=int, default=0,
+                   help="spinning processes to run beside the measurement, the loaded case (default 0)")
+    p.add_argument("--busy-nice", type=int, default=0, help="their niceness, 0..19 (default 0)")
 
 
 def run(args) -> int:
@@ -104,12 +131,17 @@ def run(args) -> int:
     if bad:
         print(f"bench-cpu: --threads must be >= 1, got {bad[0]}")
         return 2
+    if args.busy < 0 or not 0 <= args.busy_nice <= 19:
+        print(f"bench-cpu: --busy must be >= 0 and --busy-nice in 0..19, got {args.busy} and {args.busy_nice}")
+        return 2
     shape = (args.batch, args.heads, args.seqlen, args.head_dim)
-    for i, threads in enumerate(args.threads):
-        torch.set_num_threads(threads)
-        before = _load()
-        rows = measure(*shape, reps=args.reps)
-        print(("\n" if i else "") + table(rows, shape, (before, _load())), flush=True)
+    note = f", beside {args.busy} spinning processes at nice {args.busy_nice}" if args.busy else ""
+    with busy(args.busy, args.busy_nice):
+        for i, threads in enumerate(args.threads):
+            torch.set_num_threads(threads)
+            before = _load()
+            rows = measure(*shape, reps=args.reps)
+            print(("\n" if i else "") + table(rows, shape, (before, _load()), note), flush=True)
     return 0
 
 
