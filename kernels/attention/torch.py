@@ -125,10 +125,10 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None, ds=None):
     delta = (dout.to(cdt) * out.to(cdt)).sum(-1)  # δ = rowsum(dO ∘ O), (B, Hq, Nq)
     if dlse is not None:
         delta = delta - torch.where(finite, dlse.to(cdt), 0)
-    lse_ref = torch.where(finite, lse, 0)
+    neg_lse = torch.where(finite, -lse, 0)
     grouped = lambda x: _heads(_group(x, Hkv, bug))  # noqa: E731  (B, Hq, Nq, ·) -> (B·Hkv, G, Nq, ·)
     qg, dog = grouped(q.to(cdt) * prob.scale), grouped(dout.to(cdt))  # q scaled once
-    lg, dg = grouped(lse_ref), grouped(delta)  # (B·Hkv, G, Nq)
+    lg, dg = grouped(neg_lse), grouped(-delta)  # −lse, −δ (B·Hkv, G, Nq)
     kc, vc = _heads(k.to(cdt)), _heads(v.to(cdt))  # (B·Hkv, Nk, ·)
     dq = torch.zeros(qg.shape, dtype=cdt, device=q.device)
     dk = torch.zeros(kc.shape, dtype=cdt, device=q.device)
@@ -341,11 +341,13 @@ def _zero_unread(x, a, dim, b):
     return torch.where(live, x, 0)
 
 
-def _scores(qb, kb, seg, st, b):
+def _scores(qb, kb, seg, st, b, shift=None):
     """The scaled scores of a step, bias added and masked pairs −inf: qb (B·Hkv, G, R, D) the queries,
-    already scaled, kb (B·Hkv, c, D) -> s (B·Hkv, G, R, c)."""
+    already scaled, kb (B·Hkv, c, D) -> s (B·Hkv, G, R, c); ``shift`` (B·Hkv, G, R) or None: added to
+    every score of its row inside the product (one baddbmm: the backward's −lse)."""
     BH, G, R, D = qb.shape
-    s = torch.bmm(qb.reshape(BH, G * R, D), kb.transpose(1, 2)).view(BH, G, R, -1)
+    q2, kt = qb.reshape(BH, G * R, D), kb.transpose(1, 2)
+    s = (torch.bmm(q2, kt) if shift is None else torch.baddbmm(shift.reshape(BH, G * R, 1), q2, kt)).view(BH, G, R, -1)
     if seg.bias is not None:
         s.view(b, BH // b, G, R, -1).add_(seg.bias[..., st.rows, :][..., st.keys])
     for rows, masked in st.fills:
@@ -384,17 +386,16 @@ def _forward_step(qb, k, v, m_i, l_i, acc, seg, st, prob, kept, b):
     m_i.copy_(m_new)
 
 
-def _backward_step(qb, k, v, do, lse, delta, dq, dk, dv, seg, st, prob, kept, b, ds_rows=None):
-    """One step; qb (B·Hkv, G, R, D) queries (scaled), do (B·Hkv, G, R, Dv), lse (−inf replaced by 0) and
-    delta (B·Hkv, G, R); dq (B·Hkv, G, R, D) a view of the rows' gradient, added into; dk (B·Hkv, m, D)
+def _backward_step(qb, k, v, do, neg_lse, neg_delta, dq, dk, dv, seg, st, prob, kept, b, ds_rows=None):
+    """One step; qb (B·Hkv, G, R, D) queries (scaled), do (B·Hkv, G, R, Dv), neg_lse (−lse, −inf replaced
+    by 0) and neg_delta (−δ) (B·Hkv, G, R); dq (B·Hkv, G, R, D) a view of the rows' gradient, added into; dk (B·Hkv, m, D)
     and dv (B·Hkv, m, Dv) the segment's views, added into; b = B. ds_rows: None, or the
     (B, Hkv, G, R, m) view of ``ds`` (``backward``) that receives this step's dS."""
     BH, G, R, D = qb.shape
     keys, a = st.keys, st.allowed
     kb, vb = _zero_unread(k[:, keys], a, -2, b), _zero_unread(v[:, keys], a, -2, b)
     qa, doa = _zero_unread(qb, a, -1, b), _zero_unread(do, a, -1, b)
-    s = _scores(qa, kb, seg, st, b)  # (B·Hkv, G, R, c)
-    p = s.sub_(lse[..., None]).exp_()  # 0 on masked pairs
+    p = _scores(qa, kb, seg, st, b, neg_lse).exp_()  # (B·Hkv, G, R, c) = e^(s − lse); 0 on masked pairs
     z = None if kept is None else kept(st.rows, keys).view(p.shape)  # r = z/(1 − p): dV += (r ∘ p)ᵀ dO, dP = r ∘ (dO Vᵀ)
     pz = p if z is None else torch.where(z, p * prob.dropout.scale, 0)
     # dV and dK per query head, then summed over the group: one matmul over the G·R stacked rows
@@ -402,10 +403,12 @@ def _backward_step(qb, k, v, do, lse, delta, dq, dk, dv, seg, st, prob, kept, b,
     # implementation (docs/fuzz.md, "Findings of long campaigns")
     c = p.shape[-1]
     dvb = _group_sum(torch.bmm(pz.view(BH * G, R, c).transpose(1, 2), doa.reshape(BH * G, R, -1)), G)
-    dp = torch.bmm(doa.reshape(BH, G * R, -1), vb.transpose(1, 2)).view(p.shape)
-    if z is not None:
-        dp = torch.where(z, dp * prob.dropout.scale, 0)
-    ds = p.mul_(dp.sub_(delta[..., None]))  # p ∘ (dP − δ); 0 on masked pairs
+    do2, vt = doa.reshape(BH, G * R, -1), vb.transpose(1, 2)
+    if z is None:  # dP − δ in one baddbmm
+        dpd = torch.baddbmm(neg_delta.reshape(BH, G * R, 1), do2, vt).view(p.shape)
+    else:
+        dpd = torch.where(z, torch.bmm(do2, vt).view(p.shape) * prob.dropout.scale, 0).add_(neg_delta[..., None])
+    ds = p.mul_(dpd)  # p ∘ (dP − δ); 0 on masked pairs
     if ds_rows is not None:
         ds_rows[..., keys] = ds.view(*ds_rows.shape[:-1], c)
     dq.add_(torch.bmm(ds.view(BH, G * R, c), kb).view(dq.shape), alpha=prob.scale)
