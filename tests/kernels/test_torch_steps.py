@@ -22,8 +22,11 @@ from flashproof.kernels.attention import api
 from flashproof.kernels.attention import torch as tk
 
 # ATen ops per call of the tile-row layout this replaced (one tile-row of 128 queries at a time),
-# counted the same way at the shape below with torch 2.13 (main at 55c51ba): forward, backward
+# counted the same way at the shape below with torch 2.13 (main at 55c51ba), (forward, backward): all
+# ops, and the ops that are not views (VIEWS; these do not depend on how a torch version decomposes
+# indexing into view ops)
 TILE_ROW_OPS = {False: (463, 521), True: (985, 1277)}
+TILE_ROW_COMPUTE = {False: (266, 168), True: (592, 542)}
 VIEWS = {"view", "slice", "select", "unsqueeze", "squeeze", "transpose", "t", "expand", "unflatten", "flatten",
          "_unsafe_view", "alias", "as_strided", "permute", "detach", "lift_fresh"}
 
@@ -136,7 +139,12 @@ def test_op_count_is_a_few_ops_per_step(causal):
     counts = [sum(c.ops.values()) for c in (fwd, bwd)]
     compute = [sum(n for op, n in c.ops.items() if op not in VIEWS) for c in (fwd, bwd)]
     assert steps <= tk.CUT_STEPS, steps
-    for name, total, work, per_step, old in zip(("forward", "backward"), counts, compute, (45, 50), TILE_ROW_OPS[causal]):
-        assert total <= per_step * steps + 40, (name, total, steps, fwd.ops if name == "forward" else bwd.ops)
-        assert work <= 25 * steps + 25, (name, work, steps)
-        assert 5 * total <= old, f"{name}: {total} ATen ops, not 5x fewer than the tile-row layout's {old}"
+    measured_here = torch.__version__.startswith("2.13")
+    for i, name in enumerate(("forward", "backward")):
+        assert counts[i] <= (45, 50)[i] * steps + 40, (name, counts[i], steps, (fwd, bwd)[i].ops)
+        assert compute[i] <= 25 * steps + 25, (name, compute[i], steps)
+        assert 5 * compute[i] <= TILE_ROW_COMPUTE[causal][i], \
+            f"{name}: {compute[i]} non-view ATen ops, not 5x fewer than the tile-row layout's {TILE_ROW_COMPUTE[causal][i]}"
+        if measured_here:  # the all-ops figures of the tile-row layout were counted with this torch
+            assert 5 * counts[i] <= TILE_ROW_OPS[causal][i], \
+                f"{name}: {counts[i]} ATen ops, not 5x fewer than the tile-row layout's {TILE_ROW_OPS[causal][i]}"
