@@ -24,7 +24,7 @@ def test_tables_name_the_busy_processes_and_stop_them(capsys, monkeypatch):
                          "--busy", "1", "--busy-nice", "5")) == 0
     out = capsys.readouterr().out
     assert "1 threads of" in out and "beside 1 spinning processes at nice 5" in out
-    assert out.count("| no | forward |") == 1 and out.count("| yes | backward |") == 1
+    assert out.count("| no | forward |") == 1 and out.count("| yes | backward |") == 1 and "| median ratio |" in out
     assert len(started) == 1 and started[0].poll() is not None, "the spinning process outlived the bench"
     with pytest.raises(ProcessLookupError):
         os.kill(started[0].pid, 0)
