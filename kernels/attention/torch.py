@@ -44,7 +44,7 @@ where only masked pairs read cannot leak through 0 · NaN. (A mutant's steps tak
 zeroed like a mask's.)
 
 Measured (``flashproof bench-cpu``; docs/kernel.md, "The CPU path's speed"): at B = 1, H = 8, N = 1024,
-D = 64, float32, 83 / 101 ATen ops per forward / backward dense and 163 / 195 causal, where the
+D = 64, float32, 83 / 99 ATen ops per forward / backward dense and 163 / 189 causal, where the
 tile-row layout this replaced issued 463 / 521 and 985 / 1277 (``tests/kernels/test_torch_steps.py``).
 """
 from __future__ import annotations
