@@ -348,18 +348,18 @@ class _Prover:
         self.ctx, self.memo, self.n, self.solvers = ctx, {}, 0, {}
         self.alive = []  # every term a memo key names: z3 reuses the id of a freed term, so keep them
 
-    def _ask(self, part, premise, base, path, bkey, pkey):
-        key = (bkey, part.get_id(), premise.get_id(), pkey)
-        if key in self.memo:
-            return self.memo[key]
-        self.alive.append((part, premise, tuple(base), tuple(path)))
+    def _solver(self, base, bkey):
         if bkey not in self.solvers:
             self.solvers = {bkey: fresh_solver(base, self.ctx)}
-        s = self.solvers[bkey]
+        return self.solvers[bkey]
+
+    def _ask(self, s, part, premise, key):
+        """One query: the path is already asserted on ``s`` (one scope for all of a claim's conjuncts);
+        the negated conjunct goes in a scope of its own. The solver's assertions, hence the recorded
+        query, are the base facts, the path and the goal, as if each query were built alone."""
         self.n += 1
         s.push()
-        for f in path + [z3.Not(z3.Implies(premise, part))]:
-            s.add(f.translate(s.ctx))
+        s.add(z3.Not(z3.Implies(premise, part)).translate(s.ctx))
         r = s.check()
         if r == z3.unsat:
             out = Outcome("proved", solver="z3")
@@ -373,11 +373,25 @@ class _Prover:
 
     def prove(self, claim, premise, base, path, where):
         bkey, pkey = tuple(h.get_id() for h in base), tuple(h.get_id() for h in path)
-        for part in _conjuncts(claim):
-            out = self._ask(part, premise, base, path, bkey, pkey)
-            if out.status != "proved":
-                return _fail(out, f"{where}: {part.sexpr()[:4000]}")
-        return None
+        s = None
+        try:
+            for part in _conjuncts(claim):
+                key = (bkey, part.get_id(), premise.get_id(), pkey)
+                out = self.memo.get(key)
+                if out is None:
+                    self.alive.append((part, premise, tuple(base), tuple(path)))
+                    if s is None:  # the path's facts once, for every conjunct asked below
+                        s = self._solver(base, bkey)
+                        s.push()
+                        for f in path:
+                            s.add(f.translate(s.ctx))
+                    out = self._ask(s, part, premise, key)
+                if out.status != "proved":
+                    return _fail(out, f"{where}: {part.sexpr()[:4000]}")
+            return None
+        finally:
+            if s is not None:
+                s.pop()
 
 
 GROUPS = {"pointer": lambda c: not c.tiles and not c.bias and not c.varlen and not c.desc,
