@@ -22,6 +22,7 @@ is i64), under the lengths and window the host passes (``host._index_args``).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import NamedTuple
 
@@ -83,11 +84,21 @@ def kernel_windows():
     yield Window(hyps, Nq, Nk, left, right, left.e, right.e)
 
 
+def _lazy(gen):
+    """``check_*`` as written yields (configuration, outcome) pairs; the check is their ``_combine``, which
+    reads them only up to the first non-proved one (a control stops at its refutation; an obligation
+    that holds runs every configuration)."""
+    @functools.wraps(gen)
+    def check(*a, **k):
+        return _combine(gen(*a, **k))
+    return check
+
+
+@_lazy
 def check_host(ctx, overrides=None):
     """host._index_args, run symbolically on any lengths and window sides the API accepts: on every
     path that admits the call, the lengths are ≤ MAX_LEN, each side is 0 when absent and within
     [0, max(Nq, Nk)], and the clamped window allows exactly the user's pairs in every sequence."""
-    results = []
     for has_left, has_right in FLAGS:
         for w in host_windows(has_left, has_right, overrides):
             q_len, k_len, i, j = z3.Ints("q_len k_len i j")
@@ -98,9 +109,8 @@ def check_host(ctx, overrides=None):
                     == allowed(i, j, q_len, k_len, w.left.e, w.right.e, has_left, has_right))
             claim = z3.And(w.Nq <= host.MAX_LEN, w.Nk <= host.MAX_LEN, *side, same)
             hyps = w.hyps + [q_len >= 0, q_len <= w.Nq, k_len >= 0, k_len <= w.Nk]
-            results.append((f"_index_args HAS_LEFT={has_left} HAS_RIGHT={has_right}",
-                            z3_prove(claim, ctx, hypotheses=hyps)))
-    return _combine(results)
+            yield (f"_index_args HAS_LEFT={has_left} HAS_RIGHT={has_right}",
+                   z3_prove(claim, ctx, hypotheses=hyps))
 
 
 def _lengths(q_len, k_len, Nq, Nk):
@@ -140,9 +150,9 @@ def _stage_claim(lo_real, hi_real, other, stages, limit, block, pair):
     return z3.And(exactly_once, unmasked_ok)
 
 
+@_lazy
 def check_ranges(ctx, which, overrides=None):
     """which = "fwd" (key_range: forward and dQ) or "bwd" (query_range: dK/dV)."""
-    results = []
     fn = fwd.key_range if which == "fwd" else bwd.query_range
     for (bm, bn), (has_left, has_right), all_masked in itertools.product(block_sizes(), FLAGS, (False, True)):
         for host_hyps, Nq, Nk, left, right, ul, ur in kernel_windows():
@@ -167,12 +177,11 @@ def check_ranges(ctx, which, overrides=None):
                                _stage_claim(m0.e, m0.e + own, y, stages, limit, walk, pair))
                 where = f"{fn.fn.__name__} BLOCK_M={bm} BLOCK_N={bn} HAS_LEFT={has_left} " \
                         f"HAS_RIGHT={has_right} ALL_MASKED={all_masked}"
-                results.append((where, z3_prove(claim, ctx, hypotheses=list(path.hyps) + [y >= 0])))
-    return _combine(results)
+                yield (where, z3_prove(claim, ctx, hypotheses=list(path.hyps) + [y >= 0]))
 
 
+@_lazy
 def check_pairs(ctx, overrides=None):
-    results = []
     for (has_left, has_right), has_mask in itertools.product(FLAGS, (False, True)):
         for host_hyps, Nq, Nk, left, right, ul, ur in kernel_windows():
             q_len, k_len, i, j = _seq("q_len"), _seq("k_len"), _seq("i"), _seq("j")
@@ -189,12 +198,11 @@ def check_pairs(ctx, overrides=None):
                 exact_when_no_mask = ok.exact or has_mask
                 claim = z3.And(_all_safe(path, [diag]), ok.safe, same, z3.BoolVal(exact_when_no_mask))
                 where = f"allowed_pairs HAS_LEFT={has_left} HAS_RIGHT={has_right} HAS_MASK={has_mask}"
-                results.append((where, z3_prove(claim, ctx, hypotheses=list(path.hyps))))
-    return _combine(results)
+                yield (where, z3_prove(claim, ctx, hypotheses=list(path.hyps)))
 
 
+@_lazy
 def check_plan(ctx, overrides=None):
-    results = []
     for (has_left, has_right), has_dense in itertools.product(FLAGS, (False, True)):
         for host_hyps, nq, nk, left, right, ul, ur in kernel_windows():
             Nq, Nk = _seq("Nq"), _seq("Nk")  # the kernel's i32 arguments (admitted lengths fit)
@@ -215,8 +223,7 @@ def check_plan(ctx, overrides=None):
                 claim = z3.And(_all_safe(path, []), reach.safe, full.safe, z3.BoolVal(reach.exact and full.exact),
                                listed, only_allowed)
                 where = f"_classes HAS_LEFT={has_left} HAS_RIGHT={has_right} HAS_DENSE={has_dense}"
-                results.append((where, z3_prove(claim, ctx, hypotheses=list(path.hyps))))
-    return _combine(results)
+                yield (where, z3_prove(claim, ctx, hypotheses=list(path.hyps)))
 
 
 def _cu_loads(n_seq, total_q, total_k):
@@ -241,8 +248,8 @@ def _cu_loads(n_seq, total_q, total_k):
     return {"CU_Q": model("cu_q", total_q), "CU_K": model("cu_k", total_k)}, made
 
 
+@_lazy
 def check_seq_bounds(ctx, overrides=None):
-    results = []
     for varlen in (False, True):
         Nq, Nk, b = _seq("Nq"), _seq("Nk"), _seq("b")
         loads, cu = _cu_loads(None, Nq.e, Nk.e)
@@ -256,8 +263,7 @@ def check_seq_bounds(ctx, overrides=None):
                 want = [0, Nq.e, 0, Nk.e, b.e]
             got = [q_start, q_len, k_start, k_len, bb]
             claim = z3.And(_all_safe(path, got), *[g.e == w for g, w in zip(got, want)])
-            results.append((f"seq_bounds IS_VARLEN={varlen}", z3_prove(claim, ctx, hypotheses=list(path.hyps))))
-    return _combine(results)
+            yield (f"seq_bounds IS_VARLEN={varlen}", z3_prove(claim, ctx, hypotheses=list(path.hyps)))
 
 
 BOUNDS = {"BLOCK_M x BLOCK_N": "host.TUNED (every row)", "Nq, Nk": "symbolic ≤ host.MAX_LEN",
