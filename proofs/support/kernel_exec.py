@@ -35,7 +35,8 @@ import z3
 
 from . import triton_sym as ts
 
-__all__ = ["Access", "Path", "Rejected", "execute", "decide", "record_access", "record_desc", "mutate", "Unsupported"]
+__all__ = ["Access", "Path", "Rejected", "execute", "decide", "record_access", "record_desc", "mutate", "Unsupported",
+           "launch"]
 
 
 class Unsupported(Exception):
@@ -66,8 +67,9 @@ class Rejected(NamedTuple):
 
 
 class _Run:
-    def __init__(self, prefix, base, grid, loads):
+    def __init__(self, prefix, base, grid, loads, rebind=None):
         self.prefix, self.base, self.grid, self.loads = list(prefix), list(base), grid, loads
+        self.rebind = rebind  # (overrides, bind, memo) of ``execute``: what ``launch`` shims a kernel with
         self.taken, self.path, self.scopes = [], [], []
         self.accesses, self.side, self.forks = [], [], []
         self.pids = {}
@@ -238,11 +240,20 @@ def _read_before_write(body) -> set:
 
 
 def _is_jit(v) -> bool:
-    return type(v).__name__ in ("JITFunction", "InterpretedFunction") and callable(getattr(v, "fn", None))
+    return type(v).__name__ in ("JITFunction", "InterpretedFunction", "GluonJITFunction") and callable(getattr(v, "fn", None))
 
 
-def _shim(fn, overrides, memo):
-    """``fn`` (a JITFunction or plain function) with tl, range and its jit helpers rebound."""
+def launch(fn, grid):
+    """From a host function run by ``execute``: the kernel ``fn`` rebound as the run's target was, its
+    program ids ranging over ``grid`` (z3 Int terms) — what ``fn[grid](...)`` launches."""
+    _RUN.grid = tuple(grid)
+    overrides, bind, memo = _RUN.rebind
+    return _shim(overrides.get((fn.fn if _is_jit(fn) else fn).__name__, fn), overrides, memo, bind)
+
+
+def _shim(fn, overrides, memo, bind=None):
+    """``fn`` (a JITFunction or plain function) with tl, range and its jit helpers rebound (and the
+    globals named in ``bind`` replaced: the Gluon modules, ``gluon_sym``)."""
     py = fn.fn if _is_jit(fn) else fn
     if id(py) in memo:
         return memo[id(py)]
@@ -251,30 +262,33 @@ def _shim(fn, overrides, memo):
     memo[id(py)] = out
     g["tl"] = ts.TL
     g["range"] = _sym_range
+    g.update(bind or {})
     for name, v in list(g.items()):
         if name in overrides:
-            g[name] = _shim(overrides[name], overrides, memo)
-        elif _is_jit(v):
-            g[name] = _shim(v, overrides, memo)
+            g[name] = _shim(overrides[name], overrides, memo, bind)
+        elif _is_jit(v) and name not in (bind or {}):
+            g[name] = _shim(v, overrides, memo, bind)
     return out
 
 
 def execute(fn, args: dict, *, hyps=(), grid=(1, 1), loads=None, overrides=None, rejects=(),
-            max_paths=64) -> list[Path]:
+            max_paths=64, bind=None) -> list[Path]:
     """Every feasible path of ``fn(**args)`` (see the module docstring). ``hyps``: z3 Bools the
     arguments satisfy (what the host admits); ``grid``: z3 Int terms, the launch grid;
     ``loads``: tensor name -> model(offset, run) of what a load returns; ``overrides``: helper name
     -> replacement function (a mutant); ``rejects``: exception types by which a host function refuses
-    an input (that path's result is a ``Rejected``)."""
+    an input (that path's result is a ``Rejected``); ``bind``: global name -> value, set in ``fn`` and
+    every helper shimmed (the Gluon shim's modules, a host's stand-ins)."""
     global _RUN
     overrides = overrides or {}
     name = (fn.fn if _is_jit(fn) else fn).__name__
-    target = _shim(overrides.get(name, fn), overrides, {})
+    memo: dict = {}
+    target = _shim(overrides.get(name, fn), overrides, memo, bind)
     paths, todo = [], [[]]
     while todo:
         prefix = todo.pop()
         ts.LANES.clear()
-        run = _Run(prefix, hyps, grid, loads or {})
+        run = _Run(prefix, hyps, grid, loads or {}, (overrides, bind, memo))
         _RUN = run
         try:
             result = target(**args)

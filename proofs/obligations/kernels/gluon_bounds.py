@@ -1,0 +1,368 @@
+"""KER-BOUNDS for the Gluon kernels (the default route on an H200): every global access of the
+warp-specialised forward and backward addresses an element of its own tensor — the one of the
+program's (batch, head) — for every shape and stride the host admits, and every shared-memory index
+stays inside its allocation.
+
+Executed symbolically (``kernel_exec`` with ``gluon_sym`` bound for Gluon's modules): the host
+functions ``gluon.fwd.forward`` and ``gluon.bwd.backward`` themselves (``_descs``, ``row_descriptor``,
+the launch line with its argument order and grid) and, launched from there, ``_attn_fwd_ws`` /
+``_attn_bwd_ws`` whole: every partition they pass to ``gl.warp_specialize`` (both consumer
+warpgroups and the producer warp) and every ``@gluon.jit`` helper (``_attn_iter``,
+``_apply_causal_mask``, ``_bwd_iter``, ``_dq_head``, ``_dq_red_v4``), one arbitrary iteration per loop.
+Modelled (``gluon_host``): torch's allocations (out, dK, dV as ``empty_like`` lays them out, compact
+(B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse, dQ's fp32 accumulator and δ contiguous), the row
+view's kind as a z3 Bool with ``layout.coords`` executed for each kind (the real ``row_view``'s
+accepting paths are exactly those two: KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``.
+
+Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule``: Nq = Nk a multiple of
+128, D = Dv = 128), every row stride, each tensor's view kind, program ids, loop iterations; causal
+and not. Claims per access (see ``_claims``): TMA coordinates computed without wrap-around and inside
+int32, each box inside its descriptor's global shape AND inside the rows (and columns) of its own
+(batch, head) — of the program's query block and warpgroup for Q, O and lse; pointer stores (lse, dK,
+dV) and the dQ ``red.global.add.v4.f32`` reductions (4 floats each, 16-byte aligned) inside their
+tensor, in the program's (batch, head) rows and in the warpgroup's rows (dK, dV) or columns (dQ);
+every ``.index``/``.slice`` of shared memory inside its allocation.
+"""
+from __future__ import annotations
+
+import types
+from unittest import mock
+
+import torch
+import z3
+
+from flashproof.kernels.attention.gluon import bwd as gbwd, common as gcommon, fwd as gfwd, layout as glayout
+from flashproof.kernels.attention.triton import host as thost
+
+from flashproof.proofs.engine.core import Outcome, control, obligation
+from flashproof.proofs.support import gluon_host as gh, gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
+
+ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
+          "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-SOLVER-TRUST"]
+D = 128  # dispatch.GLUON_HEAD_DIM: the only head dim gluon_rule routes here
+I32_MAX = 2 ** 31 - 1
+
+
+def _host(name):
+    return ts.Sym(z3.Int(name), True)
+
+
+class Problem:
+    """The symbolic call: sizes, the program's (batch, head) as the grid defines it, and the tensors."""
+
+    def __init__(self, kernel):
+        I = z3.Int
+        self.B, self.Hkv, self.G, self.NB = _host("B"), _host("Hkv"), _host("GROUPS"), _host("NB")
+        self.H = self.G * self.Hkv
+        self.N = self.NB * 128
+        self.b, self.h, self.hk, self.g = I("b*"), I("h*"), I("hk*"), I("g*")
+        B, H, N = self.B.e, self.H.e, self.N.e
+        # (b*, h*) / (b*, hk*): the program's batch and head, the decomposition of its program id (one
+        # exists for every id of the grid, so these facts exclude no program)
+        self.hyps = [B >= 1, self.Hkv.e >= 1, self.G.e >= 1, self.NB.e >= 1,
+                     B * H * N * D * 2 <= 2 ** 38,  # the q tensor's bytes fit a device (A-GLUON-DEVICE-MEMORY)
+                     self.b >= 0, self.b < B, self.hk >= 0, self.hk < self.Hkv.e, self.g >= 0, self.g < self.G.e,
+                     self.h == self.hk * self.G.e + self.g]
+        if kernel == "fwd":  # grid (B·H, N / 128): program 0 is (b, h) batch-major; program 1 the query block
+            self.hyps.append(I("pid0") == self.b * H + self.h)
+            self.m = (N / 128) - 1 - I("pid1")  # the CTA's query block: heaviest (causal) first
+        else:  # grid (N / 128, B·Hkv): program 0 the key block, program 1 (b, kv head) batch-major
+            self.hyps.append(I("pid1") == self.b * self.Hkv.e + self.hk)
+        self.tensors = {}
+
+    def view_tensor(self, name, heads, compact=False):
+        """A (B, heads, N, 128) bf16 tensor read through a row view of symbolic kind; ``compact``: laid out
+        as torch.empty_like lays it out (row stride 128 or heads·128: A-GLUON-EMPTY-LIKE)."""
+        flag = z3.Bool(f"{name}_bhnd")
+        rs = _host(f"{name}_rs")
+        width = z3.If(flag, D, heads.e * D)
+        rows = z3.If(flag, self.B.e * heads.e * self.N.e, self.B.e * self.N.e)
+        self.hyps += [rs.e == width] if compact else [rs.e >= width, (rs.e * 2) % 16 == 0]
+        self.hyps.append((rows - 1) * rs.e + width - 1 <= ts.SPAN_MAX)
+        t = gh.FakeTensor(name, (self.B, heads, self.N, D), (None, None, rs, 1), bhnd=flag)
+        self.tensors[name] = (t, heads)
+        return t
+
+    def flat(self, name, heads, dims=3):
+        shape = (self.B, heads, self.N) + ((D,) if dims == 4 else ())
+        t = gh.FakeTensor(name, shape, (None,) * dims, dtype=torch.float32)
+        self.tensors[name] = (t, heads)
+        return t
+
+    def coords(self, name):
+        """(per_batch, per_head, col_per_head) of tensor ``name``'s view, as ``layout.coords`` gives them."""
+        t, heads = self.tensors[name]
+        a, b = glayout.coords("bhnd", heads, self.N, D), glayout.coords("bnhd", heads, self.N, D)
+        return tuple(z3.If(t.bhnd, ts.Sym.lift(x).e, ts.Sym.lift(y).e) for x, y in zip(a, b))
+
+
+def _bind(prob, made, launcher_name, launcher):
+    lay = gh.merged_layout()
+    row_descriptor = gh.rebind(gcommon.row_descriptor, row_view=lay.row_view, coords=lay.coords,
+                               TensorDescriptor=gh.SymDesc)
+    fake = gh.FakeTorch(made)
+    return dict(gs.BIND, torch=fake, row_descriptor=row_descriptor, layout=lay, TensorDescriptor=gh.SymDesc,
+                _descs=gh.rebind(gfwd._descs, row_descriptor=row_descriptor), **{launcher_name: launcher})
+
+
+def _run(kernel, causal, overrides=None):
+    """(problem, paths) of one symbolic host call."""
+    ts.STRIDES.clear(), gh.DESCS.clear()
+    p = Problem(kernel)
+    call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal)
+    if kernel == "fwd":
+        q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
+        made = {"empty_like": [p.view_tensor("O", p.H, compact=True)], "empty": [p.flat("LSE", p.H)]}
+        bind = _bind(p, made, "_attn_fwd_ws", gh.Launcher(gfwd._attn_fwd_ws))
+        fn, args = gfwd.forward, dict(q=q, k=k, v=v, prob=call)
+    else:
+        q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
+        out, dout = p.view_tensor("Out", p.H), p.view_tensor("DO", p.H)
+        lse = p.flat("LSE", p.H)
+        dk, dv = p.view_tensor("DK", p.Hkv, compact=True), p.view_tensor("DV", p.Hkv, compact=True)
+        strides = {"dk_rs": ("DK", z3.If(dk.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e)),
+                   "dv_rs": ("DV", z3.If(dv.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e))}
+        made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)], "zeros": [p.flat("DQ_ACC", p.H, 4)]}
+        bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides))
+        fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
+    delta = p.flat("DELTA", p.H)
+    with mock.patch.object(thost, "delta", lambda *a, **kw: delta):
+        paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,))
+    return p, paths
+
+
+class _Prover(_PartsProver):
+    """bounds._Prover, asked the whole claim of an access first (one query); only when that is not
+    unsat, conjunct by conjunct (so a failure names the conjunct that fails)."""
+
+    def prove(self, claim, premise, base, path, where):
+        bkey, pkey = tuple(h.get_id() for h in base), tuple(h.get_id() for h in path)
+        if self._ask(claim, premise, base, path, bkey, pkey).status == "proved":
+            return None
+        return super().prove(claim, premise, base, path, where)
+
+
+def _fits32(c):
+    return z3.And(c.safe if not isinstance(c.safe, bool) else z3.BoolVal(c.safe), c.e >= -(2 ** 31), c.e <= I32_MAX)
+
+
+def _wg(where):
+    part = where.split(">")[0]
+    return 1 if "wg1" in part else 0
+
+
+def _claims(kernel, p: Problem, acc):
+    """z3 Bool: what access ``acc`` must satisfy (see the module docstring); its premise is true."""
+    N, G, Hkv = p.N.e, p.G.e, p.Hkv.e
+    H = G * Hkv
+    if acc.kind == "smem":
+        lo, hi, size = acc.off
+        return z3.And(_fits32(lo), _fits32(hi), lo.e >= 0, hi.e < ts.Sym.lift(size).e)
+    if acc.kind in ("tma_load", "tma_store"):
+        desc = gh.DESCS[acc.tensor]
+        cs = acc.off
+        parts = [_fits32(c) for c in cs]
+        for c, n, blk in zip(cs, desc.shape, desc.block_shape):
+            parts += [c.e >= 0, c.e + blk <= ts.Sym.lift(n).e]  # inside the global shape
+        return z3.And(*parts, _own_box(kernel, p, acc, cs, desc))
+    if acc.kind == "store" and acc.tensor == "LSE":  # flat (B, H, N): this warpgroup's 64 rows of (b, h)
+        off = acc.off
+        if off.lin is None or set(off.lin) - {None}:
+            return z3.BoolVal(False)
+        first = (p.b * H + p.h) * N + p.m * 128 + _wg(acc.where) * 64
+        return z3.And(_fits32(off), off.e >= first, off.e < first + 64)
+    if acc.kind == "store" and acc.tensor in ("DK", "DV"):  # row view: this warpgroup's 64 keys of (b, hk)
+        off, rs = acc.off, acc.tensor.lower() + "_rs"
+        if off.lin is None or set(off.lin) - {None, rs}:
+            return z3.BoolVal(False)
+        pb, ph, ch = p.coords(acc.tensor)
+        row, col = off.lin.get(rs, z3.IntVal(0)), off.lin.get(None, z3.IntVal(0))
+        first = p.b * pb + p.hk * ph + z3.Int("pid0") * 128 + _wg(acc.where) * 64
+        safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
+        return z3.And(safe, row >= first, row < first + 64, col >= p.hk * ch, col < p.hk * ch + D)
+    if acc.kind == "red" and acc.tensor == "DQ_ACC":  # (B, Hq, N, 128) fp32: the group's rows, this warpgroup's columns
+        off, width = acc.off
+        safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
+        lo = (p.b * H + p.hk * G) * N * D
+        wg = _wg(acc.where)
+        return z3.And(safe, off.e % width == 0, off.e >= lo, off.e + width <= lo + G * N * D,
+                      off.e % D >= wg * 64, off.e % D + width <= wg * 64 + 64)
+    return z3.BoolVal(False)  # an access this obligation has no claim for: refuted, never passed
+
+
+def _own_box(kernel, p, acc, cs, desc):
+    """The box lies in the rows (and columns) of its own (batch, head)."""
+    name, N, G = acc.tensor, p.N.e, p.G.e
+    H = G * p.Hkv.e
+    if len(cs) == 1:  # lse / δ (B, Hq, N) flat, bwd: the 64 rows of one head of the group, aligned
+        r, blk = cs[0].e, desc.block_shape[0]
+        lo = (p.b * H + p.hk * G) * N
+        return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0)
+    (r, c), (blk, cols) = [x.e for x in cs], desc.block_shape
+    pb, ph, ch = p.coords(name)
+    t = p.tensors[name][0]
+    if kernel == "fwd":
+        head = p.h if name in ("Q", "O") else p.hk
+        seg = p.b * pb + head * ph
+        if name in ("K", "V"):
+            return z3.And(r >= seg, r + blk <= seg + N, c == head * ch)
+        if name == "Q":  # the program's query block
+            return z3.And(r >= seg + p.m * 128, r + blk <= seg + p.m * 128 + 128, c == head * ch)
+        return z3.And(r == seg + p.m * 128 + _wg(acc.where) * 64, c == head * ch)  # O: this warpgroup's rows
+    if name in ("K", "V"):  # bwd: the program's key block of (b, hk)
+        return z3.And(r == p.b * pb + p.hk * ph + z3.Int("pid0") * 128, c == p.hk * ch)
+    # Q, dO: one head of the group: bhnd rows of heads hk·G … hk·G + G − 1 (a 64-aligned box never
+    # straddles two heads, N being a multiple of 128); bnhd rows of batch b, the group's columns
+    lo = p.b * pb + p.hk * G * ph
+    bhnd = z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0, c == 0)
+    bnhd = z3.And(r >= p.b * pb, r + blk <= p.b * pb + N, c >= p.hk * G * D, c + cols <= (p.hk * G + G) * D,
+                  c % D == 0)
+    return z3.If(t.bhnd, bhnd, bnhd)
+
+
+def _params(kernel):
+    fn = (gfwd._attn_fwd_ws if kernel == "fwd" else gbwd._attn_bwd_ws).fn
+    return fn.__code__.co_varnames[:fn.__code__.co_argcount]
+
+
+def _defs(kernel, p):
+    """The divisions of program ids the kernel computes, with their values (see ``_Rewrite``)."""
+    I = z3.Int
+    if kernel == "fwd":  # b = bh // H, h = bh % H, hk = h // GROUPS
+        return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)]
+    # Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv
+    return [(I("Hq"), I("G"), p.Hkv.e, z3.IntVal(0)), (I("pid1"), p.Hkv.e, p.b, p.hk)]
+
+
+def check(ctx, kernel, overrides=None, causal=(False, True)):
+    pr = _Prover(ctx)
+    true = z3.BoolVal(True)
+    launched, alive = 0, []  # every formula asked stays referenced: _Prover memoises by z3 term id
+    for cz in causal:
+        p, paths = _run(kernel, cz, overrides)
+        paths = [x for x in paths if not isinstance(x.result, kx.Rejected)]
+        if not paths:
+            continue
+        common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
+        rw = _Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p), ctx, _params(kernel))
+        bad = rw.lemmas(pr)
+        if bad:
+            return bad
+        for path in paths:
+            launched += 1
+            base = [rw(f) for f in path.base]
+            alive.append(base)
+            for what, cond, at in path.side:
+                asked = (rw(cond), [rw(f) for f in at])
+                alive.append(asked)
+                bad = pr.prove(asked[0], true, base, asked[1], f"{kernel} causal={cz} {what}")
+                if bad:
+                    return bad
+            for acc in path.accesses:
+                where = f"{kernel} causal={cz} {acc.kind} {acc.tensor} at {acc.where}"
+                asked = (rw(_claims(kernel, p, acc)), [rw(f) for f in acc.path])
+                alive.append(asked)
+                bad = pr.prove(asked[0], true, base, asked[1], where)
+                if bad:
+                    return bad
+    if pr.n == 0 or launched == 0:
+        return Outcome("error", detail=f"no query was asked for the Gluon {kernel} (no launch on any path)")
+    return Outcome("proved", solver="z3", detail=f"{launched} launched paths, {pr.n} queries, all unsat")
+
+
+class _Rewrite:
+    """Equivalence-preserving rewriting of a path's formulas before the solver sees them (the kernel's
+    truncating divisions of program ids are what z3 struggles with), under ``base`` (facts every
+    path of the run has):
+
+    0. a kernel argument x with the base fact x = t (what the host passed) becomes t;
+    1. an ``If(c, x, y)`` whose condition the base facts decide (c or ¬c is proved by a recorded
+       query, e.g. pid0 ≥ 0 ∧ H > 0 of a truncating division) becomes x or y;
+    2. a division or remainder ``x / y``, ``x % y`` listed in ``defs`` becomes its value: each
+       (x, y, q, r) in ``defs`` comes with the lemma x = q·y + r ∧ 0 ≤ r < y (proved by ``lemmas``
+       under the base facts before any rewriting is used), whence x / y = q and x % y = r.
+    Each step replaces a term by one equal to it under the base facts, so a claim is proved after
+    rewriting exactly when it is proved before."""
+
+    def __init__(self, base, defs, ctx, params=()):
+        self.base, self.defs, self.known, self.memo = list(base), defs, {}, {}
+        self.dec = _PartsProver(ctx)
+        names = set(params)
+        self.args = [(f.arg(0), f.arg(1)) for f in base if z3.is_eq(f) and z3.is_const(f.arg(0))
+                     and f.arg(0).decl().name() in names]
+
+    def lemmas(self, pr):
+        for x, y, q, r in self.defs:
+            bad = pr.prove(z3.And(x == q * y + r, r >= 0, r < y), z3.BoolVal(True), self.base, [],
+                           f"lemma {x} = {q}·{y} + {r}")
+            if bad:
+                return bad
+        return None
+
+    def _decide(self, c):
+        loops = self._simple(c)
+        if loops is None:
+            return None
+        key = c.get_id()  # entries keep their terms alive: z3 reuses the ids of freed terms
+        if key not in self.known or not self.known[key][0].eq(c):
+            bkey, out = tuple(h.get_id() for h in self.base), None
+            scope = [f for name in sorted(loops) for f in gs.LOOP_FACTS[name]]
+            for val, goal in ((True, c), (False, z3.Not(c))):
+                if self.dec._ask(goal, z3.BoolVal(True), self.base, scope, bkey,
+                                 tuple(f.get_id() for f in scope)).status == "proved":
+                    out = val
+                    break
+            self.known[key] = (c, goal, out)
+        return self.known[key][2]
+
+    @staticmethod
+    def _simple(c):
+        """The loop variables of ``c`` (decided under the base facts and those loops' iteration
+        conditions, which hold wherever their variable occurs), or None when ``c`` is not worth
+        deciding: a lane variable (bounded on the path only), a division, a bare Boolean (a view kind)."""
+        if z3.is_const(c):
+            return None
+        todo, loops = [c], set()
+        while todo:
+            t = todo.pop()
+            if z3.is_const(t) and t.decl().name().startswith("lane"):
+                return None
+            if z3.is_const(t) and t.decl().name() in gs.LOOP_FACTS:
+                loops.add(t.decl().name())
+            if z3.is_app_of(t, z3.Z3_OP_IDIV) or z3.is_app_of(t, z3.Z3_OP_MOD):
+                return None
+            todo += t.children()
+        return loops
+
+    def __call__(self, f):
+        key = f.get_id()
+        if key in self.memo and self.memo[key][0].eq(f):
+            return self.memo[key][1]
+        g = self._fix(f)
+        self.memo[key] = (f, g)
+        return g
+
+    def _fix(self, f):
+        defs = self.defs + [(z3.substitute(x, *self.args), z3.substitute(y, *self.args), q, r)
+                            for x, y, q, r in self.defs] if self.args else self.defs
+        subs = [(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs] + self.args
+        for _ in range(4):
+            g = z3.simplify(z3.substitute(f, *subs))
+            conds, todo, seen = {}, [g], set()
+            while todo:
+                t = todo.pop()
+                if t.get_id() in seen:
+                    continue
+                seen.add(t.get_id())
+                if z3.is_app_of(t, z3.Z3_OP_ITE):
+                    v = self._decide(t.arg(0))
+                    if v is not None:
+                        conds[t.arg(0).get_id()] = (t.arg(0), z3.BoolVal(v))
+                todo += t.children()
+            if conds:
+                g = z3.simplify(z3.substitute(g, *conds.values()))
+            if g.eq(f):
+                return g
+            f = g
+        return f
