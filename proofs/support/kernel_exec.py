@@ -264,9 +264,11 @@ def _shim(fn, overrides, memo, bind=None):
     g["range"] = _sym_range
     g.update(bind or {})
     for name, v in list(g.items()):
+        if name in (bind or {}):
+            continue
         if name in overrides:
             g[name] = _shim(overrides[name], overrides, memo, bind)
-        elif _is_jit(v) and name not in (bind or {}):
+        elif _is_jit(v):
             g[name] = _shim(v, overrides, memo, bind)
     return out
 

@@ -60,10 +60,10 @@ class Problem:
         B, H, N = self.B.e, self.H.e, self.N.e
         # (b*, h*) / (b*, hk*): the program's batch and head, the decomposition of its program id (one
         # exists for every id of the grid, so these facts exclude no program)
-        self.hyps = [B >= 1, self.Hkv.e >= 1, self.G.e >= 1, self.NB.e >= 1,
-                     B * H * N * D * 2 <= 2 ** 38,  # the q tensor's bytes fit a device (A-GLUON-DEVICE-MEMORY)
-                     self.b >= 0, self.b < B, self.hk >= 0, self.hk < self.Hkv.e, self.g >= 0, self.g < self.G.e,
-                     self.h == self.hk * self.G.e + self.g]
+        self.signs = [B >= 1, self.Hkv.e >= 1, self.G.e >= 1, self.NB.e >= 1, self.b >= 0, self.b < B,
+                      self.hk >= 0, self.hk < self.Hkv.e, self.g >= 0, self.g < self.G.e, self.h >= 0]
+        self.hyps = self.signs + [B * H * N * D * 2 <= 2 ** 38,  # q's bytes fit a device (A-GLUON-DEVICE-MEMORY)
+                                  self.h == self.hk * self.G.e + self.g]
         if kernel == "fwd":  # grid (B·H, N / 128): program 0 is (b, h) batch-major; program 1 the query block
             self.hyps.append(I("pid0") == self.b * H + self.h)
             self.m = (N / 128) - 1 - I("pid1")  # the CTA's query block: heaviest (causal) first
@@ -97,13 +97,14 @@ class Problem:
         return tuple(z3.If(t.bhnd, ts.Sym.lift(x).e, ts.Sym.lift(y).e) for x, y in zip(a, b))
 
 
-def _bind(prob, made, launcher_name, launcher):
+def _bind(prob, made, launcher_name, launcher, overrides):
     lay = gh.merged_layout()
     row_descriptor = gh.rebind(gcommon.row_descriptor, row_view=lay.row_view, coords=lay.coords,
                                TensorDescriptor=gh.SymDesc)
     fake = gh.FakeTorch(made)
     return dict(gs.BIND, torch=fake, row_descriptor=row_descriptor, layout=lay, TensorDescriptor=gh.SymDesc,
-                _descs=gh.rebind(gfwd._descs, row_descriptor=row_descriptor), **{launcher_name: launcher})
+                _descs=gh.rebind((overrides or {}).get("_descs", gfwd._descs), row_descriptor=row_descriptor),
+                **{launcher_name: launcher})
 
 
 def _run(kernel, causal, overrides=None):
@@ -114,7 +115,7 @@ def _run(kernel, causal, overrides=None):
     if kernel == "fwd":
         q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
         made = {"empty_like": [p.view_tensor("O", p.H, compact=True)], "empty": [p.flat("LSE", p.H)]}
-        bind = _bind(p, made, "_attn_fwd_ws", gh.Launcher(gfwd._attn_fwd_ws))
+        bind = _bind(p, made, "_attn_fwd_ws", gh.Launcher(gfwd._attn_fwd_ws), overrides)
         fn, args = gfwd.forward, dict(q=q, k=k, v=v, prob=call)
     else:
         q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
@@ -124,7 +125,7 @@ def _run(kernel, causal, overrides=None):
         strides = {"dk_rs": ("DK", z3.If(dk.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e)),
                    "dv_rs": ("DV", z3.If(dv.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e))}
         made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)], "zeros": [p.flat("DQ_ACC", p.H, 4)]}
-        bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides))
+        bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
         fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
     delta = p.flat("DELTA", p.H)
     with mock.patch.object(thost, "delta", lambda *a, **kw: delta):
@@ -133,12 +134,20 @@ def _run(kernel, causal, overrides=None):
 
 
 class _Prover(_PartsProver):
-    """bounds._Prover, asked the whole claim of an access first (one query); only when that is not
-    unsat, conjunct by conjunct (so a failure names the conjunct that fails)."""
+    """bounds._Prover, asked the whole claim of an access first (one query, at most ``WHOLE_MS``);
+    only when that is not unsat, conjunct by conjunct with the full timeout (so a failure names the
+    conjunct that fails)."""
+
+    WHOLE_MS = 1000
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.whole = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, self.WHOLE_MS)))
 
     def prove(self, claim, premise, base, path, where):
         bkey, pkey = tuple(h.get_id() for h in base), tuple(h.get_id() for h in path)
-        if self._ask(claim, premise, base, path, bkey, pkey).status == "proved":
+        if self.whole._ask(claim, premise, base, path, bkey, pkey).status == "proved":
+            self.n += 1
             return None
         return super().prove(claim, premise, base, path, where)
 
@@ -245,7 +254,8 @@ def check(ctx, kernel, overrides=None, causal=(False, True)):
         if not paths:
             continue
         common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
-        rw = _Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p), ctx, _params(kernel))
+        rw = _Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p), ctx, _params(kernel),
+                      p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)])
         bad = rw.lemmas(pr)
         if bad:
             return bad
@@ -285,12 +295,19 @@ class _Rewrite:
     Each step replaces a term by one equal to it under the base facts, so a claim is proved after
     rewriting exactly when it is proved before."""
 
-    def __init__(self, base, defs, ctx, params=()):
-        self.base, self.defs, self.known, self.memo = list(base), defs, {}, {}
-        self.dec = _PartsProver(ctx)
+    def __init__(self, base, defs, ctx, params=(), facts=()):
+        self.base, self.defs, self.known, self.memo, self.simple = list(base), defs, {}, {}, {}
+        self.dec = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000)))
         names = set(params)
         self.args = [(f.arg(0), f.arg(1)) for f in base if z3.is_eq(f) and z3.is_const(f.arg(0))
                      and f.arg(0).decl().name() in names]
+        # conditions are decided after rewriting, under ``facts`` (sign facts that are among the base
+        # facts: a subset decides soundly, and without the products of the base, fast)
+        ids = {f.get_id() for f in base}
+        missing = [f for f in facts if f.get_id() not in ids]
+        if missing:
+            raise ValueError(f"decision facts that are not base facts: {missing}")
+        self.dbase = list(facts)
 
     def lemmas(self, pr):
         for x, y, q, r in self.defs:
@@ -306,18 +323,24 @@ class _Rewrite:
             return None
         key = c.get_id()  # entries keep their terms alive: z3 reuses the ids of freed terms
         if key not in self.known or not self.known[key][0].eq(c):
-            bkey, out = tuple(h.get_id() for h in self.base), None
+            bkey, out = tuple(h.get_id() for h in self.dbase), None
             scope = [f for name in sorted(loops) for f in gs.LOOP_FACTS[name]]
             for val, goal in ((True, c), (False, z3.Not(c))):
-                if self.dec._ask(goal, z3.BoolVal(True), self.base, scope, bkey,
+                if self.dec._ask(goal, z3.BoolVal(True), self.dbase, scope, bkey,
                                  tuple(f.get_id() for f in scope)).status == "proved":
                     out = val
                     break
             self.known[key] = (c, goal, out)
         return self.known[key][2]
 
+    def _simple(self, c):
+        key = c.get_id()
+        if key not in self.simple or not self.simple[key][0].eq(c):
+            self.simple[key] = (c, self._loops(c))
+        return self.simple[key][1]
+
     @staticmethod
-    def _simple(c):
+    def _loops(c):
         """The loop variables of ``c`` (decided under the base facts and those loops' iteration
         conditions, which hold wherever their variable occurs), or None when ``c`` is not worth
         deciding: a lane variable (bounded on the path only), a division, a bare Boolean (a view kind)."""
@@ -366,3 +389,125 @@ class _Rewrite:
                 return g
             f = g
         return f
+
+
+# ------------------------------------------------------------------------------------ the row views
+
+def _sym_min(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = ts.TL.minimum(out, x)
+    return out
+
+
+def check_view(ctx, overrides=None):
+    """``layout.row_view`` run on a symbolic (B, H, N, D) shape and four symbolic non-negative strides
+    (itemsize 2: fp16/bf16): on every path where it returns a view, that view is the "bhnd" or "bnhd"
+    one ``gluon_host.merged_layout`` models (rows, cols, row stride), its row stride holds a row
+    (cols ≤ row stride, 16-byte multiple), and with ``layout.coords`` of its kind every element
+    (b, h, n, d) of the tensor is the view cell (b·per_batch + h·per_head + n, h·col_per_head + d),
+    inside the view, at the same address: row·row_stride + col = b·sb + h·sh + n·sn + d·sd."""
+    B, H, N, Dm = (_host(n) for n in ("B", "H", "N", "D"))
+    st = [_host(n) for n in ("sb", "sh", "sn", "sd")]
+    hyps = [x.e >= 0 for x in (B, H, N, Dm, *st)]
+    overrides = overrides or {}
+    fn = overrides.get("row_view", glayout.row_view)
+    coords = overrides.get("coords", glayout.coords)
+    paths = kx.execute(fn, dict(shape=(B, H, N, Dm), strides=tuple(st), itemsize=2), hyps=hyps,
+                       bind={"int": lambda x: x, "min": _sym_min})
+    pr, true = _Prover(ctx), z3.BoolVal(True)
+    b, h, n, d = z3.Ints("b h n d")
+    idx = [b >= 0, b < B.e, h >= 0, h < H.e, n >= 0, n < N.e, d >= 0, d < Dm.e]
+    views = 0
+    for path in paths:
+        v = path.result
+        if v is None:
+            continue
+        views += 1
+        if v.kind not in glayout.KINDS:
+            return Outcome("refuted", counterexample={"kind": v.kind}, solver="z3", detail=f"row_view kind {v.kind!r}")
+        pb, ph, ch = (ts.Sym.lift(x).e for x in coords(v.kind, H, N, Dm))
+        rows, cols, rs = (ts.Sym.lift(x).e for x in (v.rows, v.cols, v.row_stride))
+        bhnd = v.kind == "bhnd"
+        model = z3.And(rows == (B.e * H.e * N.e if bhnd else B.e * N.e), cols == (Dm.e if bhnd else H.e * Dm.e),
+                       rs == st[2].e, cols <= rs, (rs * 2) % 16 == 0)
+        r, c = b * pb + h * ph + n, h * ch + d
+        cell = z3.And(r >= 0, r < rows, c >= 0, c < cols,
+                      r * rs + c == b * st[0].e + h * st[1].e + n * st[2].e + d * st[3].e)
+        bad = (pr.prove(model, true, list(path.base), list(path.hyps[len(path.base):]), f"row_view {v.kind}: model")
+               or pr.prove(cell, z3.And(*idx), list(path.base), list(path.hyps[len(path.base):]),
+                           f"row_view {v.kind}: element (b, h, n, d) is its view cell"))
+        if bad:
+            return bad
+    if views == 0:
+        return Outcome("error", detail="row_view accepted no layout on any path")
+    return Outcome("proved", solver="z3", detail=f"{len(paths)} paths, {views} accepting, {pr.n} queries, all unsat")
+
+
+# ------------------------------------------------------------------------------------ registration
+
+_MODULES = {"row_view": glayout, "coords": glayout, "_descs": gfwd, "_attn_fwd_ws": gfwd,
+            "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_attn_bwd_ws": gbwd, "_bwd_load_partition": gbwd,
+            "_bwd_consumer": gbwd, "_dq_head": gbwd, "_bwd_iter": gbwd}
+
+#: (obligation id, checker, ((control name, (function, old, new), bug), ...))
+SUITE = (
+    ("KER-BOUNDS-GLUON-VIEW", check_view, (
+        ("bnhd-no-column-offset", ("coords", "Coords(N, 0, D)", "Coords(N, 0, 0)"),
+         "row view (B·N, H·D): every head's columns start at 0, so heads h ≥ 1 read head 0's elements"),)),
+    ("KER-BOUNDS-GLUON-FWD", lambda ctx, overrides=None: check(ctx, "fwd", overrides), (
+        ("lse-no-wg-offset", ("_attn_consumer", "gl.store(lse_ptr + lse_row + WG * BM + offs, lse)",
+                              "gl.store(lse_ptr + lse_row + offs, lse)"),
+         "forward: the lse store without the warpgroup's WG·BM row offset (warpgroup 1 overwrites warpgroup 0's rows)"),
+        ("k-box-one-block-past", ("_attn_load_partition", "[k_row + j * BLOCK_N, k_col]",
+                                  "[k_row + (j + 1) * BLOCK_N, k_col]"),
+         "forward: the K box of key block j taken one block further on, past the head's last key at j = n_kv − 1"),
+        ("ring-slot-mod-stages-plus-one", ("_attn_load_partition", "slot = j % NUM_STAGES",
+                                           "slot = j % (NUM_STAGES + 1)"),
+         "forward: the producer's K/V ring slot j mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
+        ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
+                         "return (qd, kd, vd, od), (*qc, *qc, *vc, *oc)"),
+         "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"))),
+    ("KER-BOUNDS-GLUON-BWD", lambda ctx, overrides=None: check(ctx, "bwd", overrides), (
+        ("dk-store-dv-row-stride", ("_bwd_consumer", "gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1)",
+                                    "gl.store(dk_blk + gl.expand_dims(r * dv_rs, 1)"),
+         "backward: the dK epilogue store steps its rows by dV's row stride"),
+        ("dq-red-no-wg-columns", ("_dq_head", "return dq_grp + (g * N_CTX).to(gl.int64) * D + WG * (D // 2)",
+                                  "return dq_grp + (g * N_CTX).to(gl.int64) * D"),
+         "backward: dQ's reductions without the warpgroup's column half (both warpgroups add into columns 0–63)"),
+        ("q-ring-slot-mod-stages-plus-one", ("_bwd_load_partition", "slot = it % NUM_STAGES",
+                                             "slot = it % (NUM_STAGES + 1)"),
+         "backward: the producer's Q/dO ring slot it mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
+        ("k-box-one-block-past", ("_attn_bwd_ws", "k_row = b * k_pb + hk * k_ph + seq_row0",
+                                  "k_row = b * k_pb + hk * k_ph + seq_row0 + BN"),
+         "backward: the CTA's K box one key block further on, past the head's keys for the last block"))),
+)
+
+BOUNDS = {"D = Dv": 128, "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
+          "causal": [False, True]}
+VIEW_BOUNDS = {"B, H, N, D, strides": "symbolic", "itemsize": 2}
+WHY = "every size and stride gluon_rule admits is symbolic; D = Dv = 128 is the only head dim it routes to Gluon"
+VIEW_WHY = "B, H, N, D and the four strides are symbolic; fp16/bf16 (itemsize 2) are the only dtypes gluon_rule takes"
+
+
+def _register(ob_id, checker, controls):
+    def run(ctx):
+        return checker(ctx)
+    run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
+    run.__doc__ = {"KER-BOUNDS-GLUON-VIEW": "layout.row_view: every accepted tensor's elements are its row view's cells.",
+                   "KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
+                   "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition): every access in its own (b, h)."
+                   }[ob_id]
+    view = ob_id.endswith("VIEW")
+    obligation(ob_id, checks=["KER-BOUNDS"], bounds=VIEW_BOUNDS if view else BOUNDS, assumptions=ASSUME,
+               scope="unbounded", why_unbounded=VIEW_WHY if view else WHY)(run)
+    for ctl, (fn_name, old, new), bug in controls:
+        def mutant(ctx, fn_name=fn_name, old=old, new=new):
+            over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
+            return checker(ctx, overrides=over)
+        mutant.__name__ = mutant.__qualname__ = f"control_{run.__name__}_{ctl.replace('-', '_')}"
+        control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
+
+
+for _row in SUITE:
+    _register(*_row)
