@@ -40,11 +40,23 @@ dense mask, dv = 8 < d = 64 padded to 16 and 64 lanes) checked as launched in th
 kernels. Not covered: block-sparse launches (z3 gives unknown on the four-factor offsets into the walk
 lists) and the plan kernel itself (plan.tile_plan); below the kernels' source semantics (what Triton
 compiles them to: shared memory, tensor-core operands) nothing is claimed (A-TRITON-CODEGEN).
+The Gluon kernels (the default route on an H200), run from their hosts (gluon.fwd.forward, gluon.bwd.backward,
+executed with the row-view builder and the launch line) for every shape dispatch.gluon_rule admits (symbolic
+batch, heads with GQA, N = 128·NB, each tensor's row-view kind and row stride; D = Dv = 128; causal and not),
+every partition of warp_specialize and every helper, one arbitrary loop iteration: every TMA box has int32
+coordinates computed without wrap-around and lies inside its descriptor's global shape and inside the rows and
+columns of its own (batch, head) — the program's query block and warpgroup for Q, O and lse —, the lse, dK and
+dV stores and the dQ red.global.add.v4 reductions (16-byte aligned) address elements of the program's (batch,
+head) rows (the warpgroup's keys, the warpgroup's dQ columns), and every shared-memory ring index and slice lies
+inside its allocation; layout.row_view, executed on symbolic shapes and strides, maps every element of a tensor
+it accepts to its own view cell. Not covered there: the synchronisation (mbarrier phases, which pairs the causal
+walk visits: KER-TILES covers the Triton kernels' walk only), the δ kernel (Triton's, KER-BOUNDS-DELTA).
 """,
      checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS"))
-     + ("KER-BOUNDS-DELTA",),
+     + ("KER-BOUNDS-DELTA", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD"),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
-                  "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS"))
+                  "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-GLUON-SEMANTICS",
+                  "A-GLUON-TMA", "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY"))
 
 item("KER-SPLIT", "extension", "Any split of the keys into contiguous ranges, merged by ⋆, is exact", provenance=OURS,
      uses=("DEF-SUMMARY", "EXT-ANY-ORDER", "THM-EXACT"), statement="""

@@ -1,0 +1,148 @@
+"""KER-BOUNDS for the Gluon kernels: each obligation proved and each control refuted with a counterexample
+(in-process, with the obligation's own bounds); the Gluon shim's own rules (the packed inline asm's
+addresses, a branch inside a Gluon loop, an access it has no claim for); the symbolic host run launches
+the kernel with every partition. The obligation module is imported inside the tests, so that collecting
+this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
+it imports)."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import z3
+
+from flashproof.proofs.engine import core
+
+GLUON_OBS = ("KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD")
+
+
+def _module():
+    return importlib.import_module("flashproof.proofs.obligations.kernels.gluon_bounds")
+
+
+def _ids():
+    gb = _module()
+    return sorted(o for o in core.OBLIGATIONS if o.split("/")[0] in GLUON_OBS and core.OBLIGATIONS[o].module == gb.__name__)
+
+
+def test_every_gluon_obligation_has_controls():
+    ids = _ids()
+    bases = [i for i in ids if core.OBLIGATIONS[i].of is None]
+    assert sorted(bases) == sorted(GLUON_OBS)
+    for b in bases:
+        assert any(core.OBLIGATIONS[i].of == b for i in ids), b
+
+
+@pytest.mark.parametrize("oid", [
+    "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-VIEW/bnhd-no-column-offset",
+    "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-FWD/lse-no-wg-offset", "KER-BOUNDS-GLUON-FWD/k-box-one-block-past",
+    "KER-BOUNDS-GLUON-FWD/ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-FWD/k-view-of-q",
+    pytest.param("KER-BOUNDS-GLUON-BWD", marks=pytest.mark.slow),
+    "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride", "KER-BOUNDS-GLUON-BWD/dq-red-no-wg-columns",
+    "KER-BOUNDS-GLUON-BWD/q-ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-BWD/k-box-one-block-past"])
+def test_obligation_outcome(oid):
+    _module()
+    ob = core.resolve_control(core.OBLIGATIONS[oid])
+    out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+    assert out.status == ob.expected, (oid, out.detail)
+    if ob.expected == "refuted":
+        assert out.counterexample
+
+
+def test_controls_are_caught_where_planted():
+    """Each control is refuted at the access its bug touches (stable facts: the access kind and tensor)."""
+    _module()
+    where = {"KER-BOUNDS-GLUON-FWD/lse-no-wg-offset": "store LSE", "KER-BOUNDS-GLUON-FWD/k-box-one-block-past":
+             "tma_load K", "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride": "store DK",
+             "KER-BOUNDS-GLUON-BWD/dq-red-no-wg-columns": "red DQ_ACC"}
+    for oid, at in where.items():
+        ob = core.resolve_control(core.OBLIGATIONS[oid])
+        out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+        assert out.status == "refuted" and at in out.counterexample["access"], (oid, out.counterexample.get("access"))
+
+
+def test_the_host_run_launches_every_partition():
+    gb = _module()
+    for kernel, parts in (("fwd", {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"}),
+                          ("bwd", {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition"})):
+        p, paths = gb._run(kernel, False)
+        launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
+        assert len(launched) == 1
+        seen = {a.where.split(">")[0] for a in launched[0].accesses}
+        assert parts <= seen, (kernel, seen)
+        kinds = {a.kind for a in launched[0].accesses}
+        assert {"tma_load", "smem", "store"} <= kinds and (kernel == "fwd" or "red" in kinds)
+
+
+def test_a_packed_red_addresses_the_pack_first_lane_plus_its_vector():
+    """red.v4 with pack = 4 over a BlockedLayout whose fastest dim holds 4 per thread: the recorded
+    address is the pack's first lane (L − L mod 4), and the vector covers 4 elements from there."""
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    def body(P):
+        lay = gs.GL.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16], warps_per_cta=[4, 1], order=[1, 0])
+        r = gs.GL.arange(0, 64, layout=gs.GL.SliceLayout(1, lay))
+        c = gs.GL.arange(0, 64, layout=gs.GL.SliceLayout(0, lay))
+        offs = gs.GL.expand_dims(r * 128, 1) + gs.GL.expand_dims(c, 0)
+        gs.GL.inline_asm_elementwise("red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};",
+                                     "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [P + offs, gs.GData()], dtype=None,
+                                     is_pure=False, pack=4)
+
+    (path,) = kx.execute(body, dict(P=ts.Ptr("P")))
+    (acc,) = path.accesses
+    off, width = acc.off
+    assert acc.kind == "red" and width == 4
+    s = z3.Solver()
+    s.add(*path.hyps, z3.Not(off.e % 4 == 0))
+    assert s.check() == z3.unsat  # every address is a pack's first, 16-byte aligned
+    last = 63 * 128 + 63  # the tile's last element: the vector of its pack's first lane (63·128 + 60) reaches it
+    s = z3.Solver()
+    s.add(*path.hyps, off.e + width - 1 == last)
+    assert s.check() == z3.sat
+    s = z3.Solver()
+    s.add(*path.hyps, off.e + width - 1 > last)
+    assert s.check() == z3.unsat  # and no vector goes past it
+
+
+def test_a_branch_inside_a_gluon_loop_forks_and_ends_with_the_loop():
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    def body(n, P):
+        for i in range(n):
+            if i < 3:
+                gs.GL.store(P + i, gs.GData())
+        gs.GL.store(P + n, gs.GData())
+
+    n = ts.arg("n")
+    paths = kx.execute(body, dict(n=n, P=ts.Ptr("P")), hyps=[n.e >= 1, n.e < 10], bind={"range": gs.BIND["range"]})
+    assert len(paths) == 2
+    inside = [p for p in paths if len(p.accesses) == 2]
+    assert len(inside) == 1
+    last = inside[0].accesses[-1]
+    assert len(last.path) == 0  # the loop's and the branch's conditions end with the loop
+
+
+def test_an_access_without_a_claim_is_refuted_not_passed():
+    gb = _module()
+    from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+
+    p = gb.Problem("fwd")
+    acc = kx.Access("store", "SOMETHING_ELSE", ts.Sym.lift(0), None, (), "x>y:1")
+    assert z3.is_false(gb._claims("fwd", p, acc))
+
+
+def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
+    """A-GLUON-DEVICE-MEMORY is load-bearing: with B·H·N unbounded, the forward's int32 lse offset
+    (b·H + h)·N + row wraps (no host function refuses such a call; no device can hold its q)."""
+    gb = _module()
+    from unittest import mock
+
+    orig = gb.Problem.__init__
+
+    def init(self, kernel):
+        orig(self, kernel)
+        self.hyps = [h for h in self.hyps if str(2 ** 38) not in h.sexpr()]
+
+    with mock.patch.object(gb.Problem, "__init__", init):
+        out = gb.check(core.Context({}, 60_000, False, False), "fwd", causal=(False,))
+    assert out.status == "refuted" and "store LSE" in out.counterexample["access"]
