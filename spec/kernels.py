@@ -45,12 +45,14 @@ executed with the row-view builder and the launch line) for every shape dispatch
 batch, heads with GQA, N = 128·NB, each tensor's row-view kind and row stride; D = Dv = 128; causal and not),
 every partition of warp_specialize and every helper, one arbitrary loop iteration: every TMA box has int32
 coordinates computed without wrap-around and lies inside its descriptor's global shape and inside the rows and
-columns of its own (batch, head) — the program's query block and warpgroup for Q, O and lse —, the lse, dK and
-dV stores and the dQ red.global.add.v4 reductions (16-byte aligned) address elements of the program's (batch,
-head) rows (the warpgroup's keys, the warpgroup's dQ columns), and every shared-memory ring index and slice lies
-inside its allocation; layout.row_view, executed on symbolic shapes and strides, maps every element of a tensor
-it accepts to its own view cell. Not covered there: the synchronisation (mbarrier phases, which pairs the causal
-walk visits: KER-TILES covers the Triton kernels' walk only), the δ kernel (Triton's, KER-BOUNDS-DELTA).
+columns of its own (batch, head) — the program's query block for Q, its warpgroup's rows for O —; the lse, dK
+and dV stores and the dQ red.global.add.v4 reductions (16-byte aligned) address elements of the program's
+(batch, head) rows (the warpgroup's query rows for lse, its keys for dK and dV, its dQ columns); every
+shared-memory ring index and slice lies inside its allocation; and layout.row_view, executed on symbolic shapes
+and strides, maps every element of a tensor it accepts to its own view cell. Their int32 row indices rest on
+the device-memory bound B·Hq·N ≤ 2^30 (A-GLUON-DEVICE-MEMORY), which no host function checks. Not covered
+there: the synchronisation (mbarrier phases), which pairs the causal schedules visit (KER-TILES runs the
+Triton kernels' walk only), the δ kernel (Triton's, KER-BOUNDS-DELTA).
 """,
      checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS"))
      + ("KER-BOUNDS-DELTA", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD"),

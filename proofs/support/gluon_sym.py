@@ -52,6 +52,22 @@ def partition() -> str:
     return _PARTITION[-1] if _PARTITION else ""
 
 
+#: call site (partition, the calling frames' (file, function, line) chain) -> lane id: the same arange gets the same
+#: lane variable on every path of a run (an arange inside a branch taken on some paths only shifts nothing)
+_SITES: dict = {}
+
+
+def _site_id():
+    f, chain = sys._getframe(2), []
+    while f is not None and len(chain) < 16:
+        chain.append((f.f_code.co_filename, f.f_code.co_name, f.f_lineno))
+        f = f.f_back
+    key = (partition(), tuple(chain))
+    if key not in _SITES:
+        _SITES[key] = 100_000 + len(_SITES)
+    return _SITES[key]
+
+
 def _record(kind, name, off):
     run = kx._RUN
     where = kx._where()
@@ -165,8 +181,11 @@ class _GL:
 
     @staticmethod
     def arange(lo, hi, layout=None):
-        x = ts.TL.arange(lo, hi)
-        (k, _), = x.axes
+        if lo != 0:
+            raise kx.Unsupported("gl.arange(lo, hi) with lo != 0 is not modelled")
+        k = _site_id()
+        ts.LANES[(k, 0)] = (z3.Int(f"lane{k}_0"), hi)
+        x = ts.Sym(ts.LANES[(k, 0)][0], False, True, "own", {(k, 0)})
         if layout is not None and layout.kind == "SliceLayout":
             dim, parent = layout.a
             LANE_DIM[k] = (parent, 1 - dim)
