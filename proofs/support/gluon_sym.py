@@ -11,7 +11,8 @@ What each construct becomes (addresses only; floating-point work is ``Data``):
 * ``gl.store`` and pointer arithmetic: ``triton_sym``'s (recorded by ``kernel_exec.record_access``).
 * ``gl.allocate_shared_memory(dtype, shape, layout)``: a ``SMem`` of that shape; ``.index(i)`` and
   ``.slice(start, length, dim)`` are recorded as accesses of kind ``"smem"``: (first, last, extent), the
-  indices they touch along the dim and the allocation's extent there (what the obligation proves); ``.permute``, ``.load``, ``.store`` touch no global memory.
+  indices they touch along the dim and the allocation's extent there (what the obligation proves);
+  ``.permute``, ``.load``, ``.store`` touch no global memory.
 * ``tma.async_copy_global_to_shared(desc, coord, bar, dest)`` / ``async_copy_shared_to_global(desc,
   coord, src)``: accesses of kind ``"tma_load"`` / ``"tma_store"`` with the descriptor and the coordinates.
 * ``gl.inline_asm_elementwise``: each ``[$k]`` address operand of the asm text is recorded as an access

@@ -36,6 +36,7 @@ from flashproof.kernels.attention.triton import host as thost
 
 from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.support import gluon_host as gh, gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+from flashproof.proofs.support.gluon_rewrite import Rewrite
 from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
@@ -236,7 +237,7 @@ def _params(kernel):
 
 
 def _defs(kernel, p):
-    """The divisions of program ids the kernel computes, with their values (see ``_Rewrite``)."""
+    """The divisions of program ids the kernel computes, with their values (see ``gluon_rewrite.Rewrite``)."""
     I = z3.Int
     if kernel == "fwd":  # b = bh // H, h = bh % H, hk = h // GROUPS
         return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)]
@@ -257,8 +258,9 @@ def check(ctx, kernel, overrides=None, causal=(False, True)):
         # aranges inside a branch, which no access uses): asking each path's claims under these alone
         # (fewer hypotheses: sound) lets the paths share the queries of the accesses they share
         common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
-        rw = _Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p), ctx, _params(kernel),
-                      p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)])
+        rw = Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p),
+                     _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000))), _params(kernel),
+                     p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)])
         base = [rw(f) for f in rw.base]
         alive.append(base)
         bad = rw.lemmas(pr)
@@ -284,180 +286,14 @@ def check(ctx, kernel, overrides=None, causal=(False, True)):
     return Outcome("proved", solver="z3", detail=f"{launched} launched paths, {pr.n} queries, all unsat")
 
 
-class _Rewrite:
-    """Equivalence-preserving rewriting of a path's formulas before the solver sees them (the kernel's
-    truncating divisions of program ids are what z3 struggles with), under ``base`` (facts every
-    path of the run has):
-
-    0. a kernel argument x with the base fact x = t (what the host passed) becomes t;
-    1. an ``If(c, x, y)`` whose condition the base facts decide (c or ¬c is proved by a recorded
-       query, e.g. pid0 ≥ 0 ∧ H > 0 of a truncating division) becomes x or y;
-    2. a division or remainder ``x / y``, ``x % y`` listed in ``defs`` becomes its value: each
-       (x, y, q, r) in ``defs`` comes with the lemma x = q·y + r ∧ 0 ≤ r < y (proved by ``lemmas``
-       under the base facts before any rewriting is used), whence x / y = q and x % y = r.
-    Each step replaces a term by one equal to it under the base facts, so a claim is proved after
-    rewriting exactly when it is proved before."""
-
-    def __init__(self, base, defs, ctx, params=(), facts=()):
-        self.base, self.defs, self.known, self.memo, self.simple = list(base), defs, {}, {}, {}
-        self.dec = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000)))
-        names = set(params)
-        self.args = [(f.arg(0), f.arg(1)) for f in base if z3.is_eq(f) and z3.is_const(f.arg(0))
-                     and f.arg(0).decl().name() in names]
-        # conditions are decided after rewriting, under ``facts`` (sign facts that are among the base
-        # facts: a subset decides soundly, and without the products of the base, fast)
-        ids = {f.get_id() for f in base}
-        missing = [f for f in facts if f.get_id() not in ids]
-        if missing:
-            raise ValueError(f"decision facts that are not base facts: {missing}")
-        self.dbase = list(facts)
-
-    def lemmas(self, pr):
-        for x, y, q, r in self.defs:
-            bad = pr.prove(z3.And(x == q * y + r, r >= 0, r < y), z3.BoolVal(True), self.base, [],
-                           f"lemma {x} = {q}·{y} + {r}")
-            if bad:
-                return bad
-        return None
-
-    def _decide(self, c):
-        loops = self._simple(c)
-        if loops is None:
-            return None
-        key = c.get_id()  # entries keep their terms alive: z3 reuses the ids of freed terms
-        if key not in self.known or not self.known[key][0].eq(c):
-            bkey, out = tuple(h.get_id() for h in self.dbase), None
-            scope = [f for name in sorted(loops) for f in gs.LOOP_FACTS[name]]
-            for val, goal in ((True, c), (False, z3.Not(c))):
-                if self.dec._ask(goal, z3.BoolVal(True), self.dbase, scope, bkey,
-                                 tuple(f.get_id() for f in scope)).status == "proved":
-                    out = val
-                    break
-            self.known[key] = (c, goal, out)
-        return self.known[key][2]
-
-    def _simple(self, c):
-        key = c.get_id()
-        if key not in self.simple or not self.simple[key][0].eq(c):
-            self.simple[key] = (c, self._loops(c))
-        return self.simple[key][1]
-
-    @staticmethod
-    def _loops(c):
-        """The loop variables of ``c`` (decided under the base facts and those loops' iteration
-        conditions, which hold wherever their variable occurs), or None when ``c`` is not worth
-        deciding: a lane variable (bounded on the path only), a division, a bare Boolean (a view kind)."""
-        if z3.is_const(c):
-            return None
-        todo, loops = [c], set()
-        while todo:
-            t = todo.pop()
-            if z3.is_const(t) and t.decl().name().startswith("lane"):
-                return None
-            if z3.is_const(t) and t.decl().name() in gs.LOOP_FACTS:
-                loops.add(t.decl().name())
-            if z3.is_app_of(t, z3.Z3_OP_IDIV) or z3.is_app_of(t, z3.Z3_OP_MOD):
-                return None
-            todo += t.children()
-        return loops
-
-    def __call__(self, f):
-        key = f.get_id()
-        if key in self.memo and self.memo[key][0].eq(f):
-            return self.memo[key][1]
-        g = self._fix(f)
-        self.memo[key] = (f, g)
-        return g
-
-    def _fix(self, f):
-        defs = self.defs + [(z3.substitute(x, *self.args), z3.substitute(y, *self.args), q, r)
-                            for x, y, q, r in self.defs] if self.args else self.defs
-        subs = [(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs] + self.args
-        for _ in range(4):
-            g = z3.simplify(z3.substitute(f, *subs))
-            conds, todo, seen = {}, [g], set()
-            while todo:
-                t = todo.pop()
-                if t.get_id() in seen:
-                    continue
-                seen.add(t.get_id())
-                if z3.is_app_of(t, z3.Z3_OP_ITE):
-                    v = self._decide(t.arg(0))
-                    if v is not None:
-                        conds[t.arg(0).get_id()] = (t.arg(0), z3.BoolVal(v))
-                todo += t.children()
-            if conds:
-                g = z3.simplify(z3.substitute(g, *conds.values()))
-            if g.eq(f):
-                return g
-            f = g
-        return f
-
-
-# ------------------------------------------------------------------------------------ the row views
-
-def _sym_min(*xs):
-    out = xs[0]
-    for x in xs[1:]:
-        out = ts.TL.minimum(out, x)
-    return out
-
-
-def check_view(ctx, overrides=None):
-    """``layout.row_view`` run on a symbolic (B, H, N, D) shape and four symbolic non-negative strides
-    (itemsize 2: fp16/bf16): on every path where it returns a view, that view is the "bhnd" or "bnhd"
-    one ``gluon_host.merged_layout`` models (rows, cols, row stride), its row stride holds a row
-    (cols ≤ row stride, 16-byte multiple), and with ``layout.coords`` of its kind every element
-    (b, h, n, d) of the tensor is the view cell (b·per_batch + h·per_head + n, h·col_per_head + d),
-    inside the view, at the same address: row·row_stride + col = b·sb + h·sh + n·sn + d·sd."""
-    B, H, N, Dm = (_host(n) for n in ("B", "H", "N", "D"))
-    st = [_host(n) for n in ("sb", "sh", "sn", "sd")]
-    hyps = [x.e >= 0 for x in (B, H, N, Dm, *st)]
-    overrides = overrides or {}
-    fn = overrides.get("row_view", glayout.row_view)
-    coords = overrides.get("coords", glayout.coords)
-    paths = kx.execute(fn, dict(shape=(B, H, N, Dm), strides=tuple(st), itemsize=2), hyps=hyps,
-                       bind={"int": lambda x: x, "min": _sym_min})
-    pr, true = _Prover(ctx), z3.BoolVal(True)
-    b, h, n, d = z3.Ints("b h n d")
-    idx = [b >= 0, b < B.e, h >= 0, h < H.e, n >= 0, n < N.e, d >= 0, d < Dm.e]
-    views = 0
-    for path in paths:
-        v = path.result
-        if v is None:
-            continue
-        views += 1
-        if v.kind not in glayout.KINDS:
-            return Outcome("refuted", counterexample={"kind": v.kind}, solver="z3", detail=f"row_view kind {v.kind!r}")
-        pb, ph, ch = (ts.Sym.lift(x).e for x in coords(v.kind, H, N, Dm))
-        rows, cols, rs = (ts.Sym.lift(x).e for x in (v.rows, v.cols, v.row_stride))
-        bhnd = v.kind == "bhnd"
-        model = z3.And(rows == (B.e * H.e * N.e if bhnd else B.e * N.e), cols == (Dm.e if bhnd else H.e * Dm.e),
-                       rs == st[2].e, cols <= rs, (rs * 2) % 16 == 0)
-        r, c = b * pb + h * ph + n, h * ch + d
-        cell = z3.And(r >= 0, r < rows, c >= 0, c < cols,
-                      r * rs + c == b * st[0].e + h * st[1].e + n * st[2].e + d * st[3].e)
-        bad = (pr.prove(model, true, list(path.base), list(path.hyps[len(path.base):]), f"row_view {v.kind}: model")
-               or pr.prove(cell, z3.And(*idx), list(path.base), list(path.hyps[len(path.base):]),
-                           f"row_view {v.kind}: element (b, h, n, d) is its view cell"))
-        if bad:
-            return bad
-    if views == 0:
-        return Outcome("error", detail="row_view accepted no layout on any path")
-    return Outcome("proved", solver="z3", detail=f"{len(paths)} paths, {views} accepting, {pr.n} queries, all unsat")
-
-
 # ------------------------------------------------------------------------------------ registration
 
-_MODULES = {"row_view": glayout, "coords": glayout, "_descs": gfwd, "_attn_fwd_ws": gfwd,
+_MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd,
             "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_attn_bwd_ws": gbwd, "_bwd_load_partition": gbwd,
             "_bwd_consumer": gbwd, "_dq_head": gbwd, "_bwd_iter": gbwd}
 
 #: (obligation id, checker, ((control name, (function, old, new), bug), ...))
 SUITE = (
-    ("KER-BOUNDS-GLUON-VIEW", check_view, (
-        ("bnhd-no-column-offset", ("coords", "Coords(N, 0, D)", "Coords(N, 0, 0)"),
-         "row view (B·N, H·D): every head's columns start at 0, so heads h ≥ 1 read head 0's elements"),)),
     ("KER-BOUNDS-GLUON-FWD", lambda ctx, overrides=None: check(ctx, "fwd", overrides), (
         ("lse-no-wg-offset", ("_attn_consumer", "gl.store(lse_ptr + lse_row + WG * BM + offs, lse)",
                               "gl.store(lse_ptr + lse_row + offs, lse)"),
@@ -488,22 +324,18 @@ SUITE = (
 
 BOUNDS = {"D = Dv": 128, "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
           "causal": [False, True]}
-VIEW_BOUNDS = {"B, H, N, D, strides": "symbolic", "itemsize": 2}
 WHY = "every size and stride gluon_rule admits is symbolic; D = Dv = 128 is the only head dim it routes to Gluon"
-VIEW_WHY = "B, H, N, D and the four strides are symbolic; fp16/bf16 (itemsize 2) are the only dtypes gluon_rule takes"
 
 
 def _register(ob_id, checker, controls):
     def run(ctx):
         return checker(ctx)
     run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
-    run.__doc__ = {"KER-BOUNDS-GLUON-VIEW": "layout.row_view: every accepted tensor's elements are its row view's cells.",
-                   "KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
+    run.__doc__ = {"KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
                    "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition): every access in its own (b, h)."
                    }[ob_id]
-    view = ob_id.endswith("VIEW")
-    obligation(ob_id, checks=["KER-BOUNDS"], bounds=VIEW_BOUNDS if view else BOUNDS, assumptions=ASSUME,
-               scope="unbounded", why_unbounded=VIEW_WHY if view else WHY)(run)
+    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS, assumptions=ASSUME, scope="unbounded",
+               why_unbounded=WHY)(run)
     for ctl, (fn_name, old, new), bug in controls:
         def mutant(ctx, fn_name=fn_name, old=old, new=new):
             over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
