@@ -240,7 +240,8 @@ def _read_before_write(body) -> set:
 
 
 def _is_jit(v) -> bool:
-    return type(v).__name__ in ("JITFunction", "InterpretedFunction", "GluonJITFunction") and callable(getattr(v, "fn", None))
+    return (type(v).__name__ in ("JITFunction", "InterpretedFunction", "GluonJITFunction")
+            and callable(getattr(v, "fn", None)))
 
 
 def launch(fn, grid):
