@@ -160,8 +160,10 @@ def merged_layout():
     def tma_kind(t):
         return None if t.bhnd is None else _Kind(t.bhnd)
 
+    # layout.head_rc (the row-view formula as a Gluon function, on the branch that adds it): its plain body
+    extra = {"head_rc": _layout._head_rc} if hasattr(_layout, "_head_rc") else {}
     return types.SimpleNamespace(row_view=row_view, coords=coords, tma_kind=tma_kind, RowView=_layout.RowView,
-                                 Coords=_layout.Coords, KINDS=_layout.KINDS)
+                                 Coords=_layout.Coords, KINDS=_layout.KINDS, **extra)
 
 
 def rebind(fn, **names):
