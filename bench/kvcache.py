@@ -41,7 +41,6 @@ import json
 import math
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -62,7 +61,7 @@ def _import_flashproof():
     os.makedirs(ns)
     for name in os.listdir(os.path.join(root, "flashproof")):
         os.symlink(os.path.join(root, "flashproof", name), os.path.join(ns, name))
-    for d in ("kernels", "verified", "spec", "proofs"):
+    for d in ("kernels", "verified", "spec", "proofs", "bench"):
         os.symlink(os.path.join(root, d), os.path.join(ns, d))
     sys.path.insert(0, os.path.dirname(ns))
     import flashproof.kernels.kvcache  # noqa: F401
@@ -72,6 +71,7 @@ _import_flashproof()
 
 import torch  # noqa: E402
 
+from flashproof.bench.stats import Spread, spread  # noqa: E402
 from flashproof.fuzz.oracle import masked_attention  # noqa: E402
 from flashproof.fuzz.tolerance import judge, magnitudes, naive  # noqa: E402
 from flashproof.kernels.kvcache import attention_with_kvcache  # noqa: E402
@@ -246,30 +246,110 @@ def run_checks():
     out = []
     for i, c in enumerate(cases):
         out.append(check_case(seed=i, **c))
-        torch.cuda.empty_cache()
+        release_memory()
     out.append(check_device_validation())
     return out
 
 
 # ------------------------------------------------------------------------------------- time
 
-class Timing(NamedTuple):
-    """ms per call: the median and the range (fastest, slowest) over the timed blocks or calls."""
-
-    ms: float
-    lo: float
-    hi: float
-
-
-def _timing(samples) -> Timing:
-    return Timing(statistics.median(samples), min(samples), max(samples))
+#: How fast the driver finishes with device memory handed back to it (``torch.cuda.empty_cache``), the
+#: rate ``release_wait_s`` waits by. Measured on the H200 (2026-12-01 19:28, ``bench/kvcache_order.py``):
+#: after 16 GiB were handed back, a warm buffer's bf16 sum read 3.59–3.91 TB/s for ~40 ms instead of
+#: 4.06–4.14, and the rows timed in the first 25–45 ms read ~1.10 ms where the same kernel read 0.96 — the
+#: default row and the forced one alike, whichever came first (16 GiB in 25–45 ms: 0.4–0.7 TB/s of the
+#: driver's work); with 0.2 s of waiting between the release and the first row, no row was slow; a new
+#: allocation with nothing released before it slowed nothing. This rate is below every measured one.
+RELEASE_BYTES_PER_S = 0.15e12
 
 
-def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Timing:
-    """GPU time per call. ``fns`` are zero-argument calls, one per copy of the inputs (so that calls
-    one after another do not find K/V in L2); each runs once eagerly (compiles, autotuning), then all
-    are captured into one CUDA graph, which is replayed back to back: ``blocks`` blocks of replays,
-    each at least ``block_ms`` long. No host work is timed: no validation, no launch cost."""
+def release_wait_s(freed_bytes: int) -> float:
+    """Seconds to wait after handing ``freed_bytes`` of device memory back to the driver before anything is
+    timed: ``freed_bytes / RELEASE_BYTES_PER_S`` (8.6 GB, the K/V of B = 64, 32k: 57 ms)."""
+    if freed_bytes < 0:
+        raise ValueError(f"freed_bytes must be >= 0, got {freed_bytes}")
+    return freed_bytes / RELEASE_BYTES_PER_S
+
+
+def release_memory() -> float:
+    """Hand the allocator's cached blocks back to the driver (``torch.cuda.empty_cache``), then wait
+    ``release_wait_s`` of the bytes it released, so that no timed row runs beside the driver's work on
+    them (the two-level effect of ``docs/kvcache.md``); returns the seconds waited. The bench releases
+    memory only through here."""
+    if torch.device(DEV).type != "cuda":
+        return 0.0
+    before = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    wait = release_wait_s(max(0, before - torch.cuda.memory_reserved()))
+    time.sleep(wait)
+    return wait
+
+
+#: How long the bench idles after making new inputs (a shape's K/V copies, their paged copy) before the
+#: first row times them, per byte: ``settle_s``. The H200 runs of 2026-12-01: a cache made right after a
+#: release ran its first 25–55 ms slow (~1.10 ms against 0.96 at B = 8, 64/8, 128k), and the bench's default
+#: row there stayed slow (1.085, the one-call row after it too) although ``release_memory`` had waited 57 ms
+#: after the release before the cache was made (19:58): the wait has to come after the new memory, too.
+#: 0.2 s of idling after making that 4.3 GB cache (after a 16 GiB release) left no row slow, and 1 s of
+#: idling slowed nothing (19:28). This rate gives that 4.3 GB its 0.2 s and scales it by the bytes (not
+#: measured at other sizes).
+SETTLE_BYTES_PER_S = 20e9
+
+
+def settle_s(new_bytes: int) -> float:
+    """Seconds to idle after making ``new_bytes`` of inputs, before the first row times them:
+    ``new_bytes / SETTLE_BYTES_PER_S`` (4.3 GB, the K/V of B = 8, 128k: 0.21 s)."""
+    if new_bytes < 0:
+        raise ValueError(f"new_bytes must be >= 0, got {new_bytes}")
+    return new_bytes / SETTLE_BYTES_PER_S
+
+
+def settle_new_memory(new_bytes: int) -> float:
+    """Let the device finish what making ``new_bytes`` of inputs started (synchronise, then idle
+    ``settle_s``); returns the seconds idled. Called once a shape's inputs, and again its paged copy, exist."""
+    if torch.device(DEV).type != "cuda":
+        return 0.0
+    torch.cuda.synchronize()
+    wait = settle_s(new_bytes)
+    time.sleep(wait)
+    return wait
+
+
+class GraphTrace(NamedTuple):
+    """Every block of a ``graph_trace``: ms per call in each timed block, the host clock (``time.time()``)
+    when the first timed block started and when each ended (synchronised), and ms per call in each
+    warm-up block replayed before them (empty unless ``warmup_ms``)."""
+
+    samples: list
+    start: float
+    ends: list
+    warmup: list
+
+
+#: ``warmed``: the last ``SETTLE_WINDOW`` blocks within ``SETTLE_TOL`` of their fastest
+SETTLE_WINDOW = 3
+SETTLE_TOL = 0.01
+
+
+def warmed(samples, elapsed_ms: float, *, min_ms: float, window: int = SETTLE_WINDOW, tol: float = SETTLE_TOL) -> bool:
+    """Whether untimed warm-up replays may stop: after ``elapsed_ms`` ≥ 2·``min_ms`` in any case; after
+    ``min_ms`` once the last ``window`` blocks (ms per call, in order) lie within ``tol`` (relative) of
+    their fastest. (A slow level can hold steady for a whole row of 7 blocks — 1.077–1.082 ms against
+    0.935, H200 2026-12-01 17:45 — so agreement alone does not end the warm-up: ``min_ms`` does too.)"""
+    if window < 1 or tol < 0 or min_ms < 0:
+        raise ValueError(f"warmed needs window >= 1, tol >= 0, min_ms >= 0, got {window}, {tol}, {min_ms}")
+    if elapsed_ms >= 2 * min_ms:
+        return True
+    last = list(samples)[-window:]
+    return elapsed_ms >= min_ms and len(last) == window and max(last) <= (1 + tol) * min(last)
+
+
+def graph_trace(fns, *, blocks=7, block_ms=2.0, warmup_ms=0.0) -> GraphTrace:
+    """GPU time per call, block by block. ``fns`` are zero-argument calls, one per copy of the inputs (so
+    that calls one after another do not find K/V in L2); each runs once eagerly (compiles, autotuning),
+    then all are captured into one CUDA graph, which is replayed back to back: ``blocks`` blocks of
+    replays, each at least ``block_ms`` long. With ``warmup_ms``, blocks are first replayed untimed until
+    ``warmed`` (at least that long, at most twice). No host work is timed: no validation, no launch cost."""
     for f in fns:
         f()
     torch.cuda.synchronize()
@@ -285,19 +365,31 @@ def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Timing:
     b.record()
     torch.cuda.synchronize()
     inner = max(1, math.ceil(block_ms / max(a.elapsed_time(b), 1e-3)))
-    samples = []
-    for _ in range(blocks):
+
+    def block():
         a.record()
         for _ in range(inner):
             g.replay()
         b.record()
         torch.cuda.synchronize()
-        samples.append(a.elapsed_time(b) / (inner * len(fns)))
+        return a.elapsed_time(b) / (inner * len(fns))
+    warmup, t_warm = [], time.time()
+    while warmup_ms and not warmed(warmup, 1e3 * (time.time() - t_warm), min_ms=warmup_ms):
+        warmup.append(block())
+    samples, ends, start = [], [], time.time()
+    for _ in range(blocks):
+        samples.append(block())
+        ends.append(time.time())
     del g
-    return _timing(samples)
+    return GraphTrace(samples, start, ends, warmup)
 
 
-def call_ms(fn, *, warmup=3, reps=15) -> Timing:
+def graph_ms(fns, *, blocks=7, block_ms=2.0) -> Spread:
+    """``graph_trace``'s median block and range."""
+    return spread(graph_trace(fns, blocks=blocks, block_ms=block_ms).samples)
+
+
+def call_ms(fn, *, warmup=3, reps=15) -> Spread:
     """One call's latency, host work included: CUDA events around a single call after a sync (the
     device waits for the host's launches), over ``reps`` calls."""
     for _ in range(warmup):
@@ -311,10 +403,10 @@ def call_ms(fn, *, warmup=3, reps=15) -> Timing:
         b.record()
         torch.cuda.synchronize()
         samples.append(a.elapsed_time(b))
-    return _timing(samples)
+    return spread(samples)
 
 
-def host_us(fn, *, calls=20, blocks=3) -> Timing:
+def host_us(fn, *, calls=20, blocks=3) -> Spread:
     """Host time of one call in µs: ``calls`` calls issued back to back without a sync, by the host
     clock (the launches only queue; the device may still be running them)."""
     fn()
@@ -326,7 +418,7 @@ def host_us(fn, *, calls=20, blocks=3) -> Timing:
             fn()
         samples.append((time.perf_counter() - t0) / calls * 1e6)
         torch.cuda.synchronize()
-    return _timing(samples)
+    return spread(samples)
 
 
 def copy_tbps(nbytes=2 ** 31) -> float:
@@ -336,8 +428,8 @@ def copy_tbps(nbytes=2 ** 31) -> float:
     dst = torch.empty_like(src)
     t = graph_ms([lambda: dst.copy_(src)], block_ms=20.0)
     del src, dst
-    torch.cuda.empty_cache()
-    return 2 * nbytes / (t.ms * 1e-3) / 1e12
+    release_memory()
+    return 2 * nbytes / (t.median * 1e-3) / 1e12
 
 
 def read_tbps(nbytes=2 ** 31) -> float:
@@ -348,8 +440,8 @@ def read_tbps(nbytes=2 ** 31) -> float:
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=DEV).normal_()
     t = graph_ms([lambda: src.sum(dtype=torch.float32)], block_ms=20.0)
     del src
-    torch.cuda.empty_cache()
-    return nbytes / (t.ms * 1e-3) / 1e12
+    release_memory()
+    return nbytes / (t.median * 1e-3) / 1e12
 
 
 def sdpa_runner(backend_name, q, k, v):
@@ -385,6 +477,12 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: ``ours-paged-configs``) and that are timed at page 256 too (``ours-paged-big``): each costs compiles
 CONFIG_SHAPES = {(b, 32, 8, nq, 16384) for b in (1, 8) for nq in (1, 5)} | {
     (64, 32, 8, nq, 32768) for nq in (1, 5)} | {(8, 64, 8, nq, 131072) for nq in (1, 5)}
+
+
+def input_copies(kv_bytes: int, l2_bytes: int) -> int:
+    """Copies of a shape's inputs one timed graph cycles through: enough that their K/V exceed 4× the L2
+    (no call finds its cache there), at most 4 (1 when one copy already does)."""
+    return max(1, min(4, math.ceil(4 * l2_bytes / kv_bytes)))
 
 
 def _l2_bytes() -> int:
@@ -435,22 +533,23 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
     from flashproof.kernels.kvcache import config as kv_config
     from flashproof.kernels.kvcache import triton as kv_triton
     kv_bytes = B * Hkv * Nk * 2 * D * 2
-    n_copies = max(1, min(4, math.ceil(4 * _l2_bytes() / kv_bytes)))
+    n_copies = input_copies(kv_bytes, _l2_bytes())
     lens = torch.full((B,), Nk, dtype=torch.int32, device=DEV)
     sets = []
     for c in range(n_copies):
         k, v = make_cache(B, Hkv, Nk, [Nk] * B, seed=seed + 1000 * c, poison=None)
         sets.append((torch.randn(B, Hq, Nq, D, device=DEV, dtype=DT), k, v))
+    settle_new_memory(n_copies * kv_bytes)
     rows = []
     chosen = plan.choose_num_splits(B, Hkv, Nk, api._sm_count(torch.device(DEV))).num_splits
 
     def add(provider, method, t, note=""):
         row = dict(B=B, Hq=Hq, Hkv=Hkv, Nq=Nq, Nk=Nk, provider=provider, method=method, ms=None, lo=None, hi=None,
                    tbps=None, pct_copy=None, note=note, copies=n_copies, chosen_splits=chosen)
-        if isinstance(t, Timing):
-            row.update(ms=t.ms, lo=t.lo, hi=t.hi)
+        if isinstance(t, Spread):
+            row.update(ms=t.median, lo=t.lo, hi=t.hi)
             if method in ("graph", "call"):   # the others are µs of host time
-                row.update(tbps=kv_bytes / 1e12 / (t.ms * 1e-3), pct_copy=100 * kv_bytes / 1e12 / (t.ms * 1e-3) / copy)
+                row.update(tbps=kv_bytes / 1e12 / (t.median * 1e-3), pct_copy=100 * kv_bytes / 1e12 / (t.median * 1e-3) / copy)
         elif t is not None:
             row["note"] = (note + "; " if note else "") + str(t)
         rows.append(row)
@@ -512,6 +611,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
             kp, table = to_paged(k, page, seed=seed)
             vp, _ = to_paged(v, page, seed=seed)
             paged.append((q, kp, vp, table))
+        settle_new_memory(n_copies * kv_bytes)
         calls = [lambda q=q, kp=kp, vp=vp, t=t: attention_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
                                                                        tuning=tuning)
                  for q, kp, vp, t in paged]
@@ -527,7 +627,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
                         q, kp, vp, call, tuning=tuning, config=c))
                 add(f"ours-paged-C{i}", "graph", guarded(lambda: graph_ms(fwd)), f"config {tuple(c)} forced, page {page}")
         del paged, calls
-        torch.cuda.empty_cache()
+        release_memory()
     if "ours-splits" in providers:  # the split heuristic's inputs: every forced split count, GPU time
         for S in SWEEP:
             fwd = []
@@ -548,7 +648,7 @@ def time_shape(B, Hq, Hkv, Nq, Nk, providers, *, seed, copy, tuning="autotune"):
                 add(name, "call", guarded(lambda: call_ms(fns[0])), runners[0][1])
                 add(name, "host", guarded(lambda: host_us(fns[0])), "µs, whole call")
     del sets
-    torch.cuda.empty_cache()
+    release_memory()
     return rows
 
 

@@ -32,13 +32,13 @@ import argparse
 import bisect
 import json
 import math
-import statistics
 import time
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
+from flashproof.bench.stats import Spread, spread
 from flashproof.kernels import rejection_sample
 from flashproof.kernels.kvcache import attention_with_kvcache
 
@@ -249,7 +249,7 @@ def decode(target: LM, draft: LM | None, prompt, n_new, k, *, dtype, gen) -> Run
 
 
 @torch.no_grad()
-def step_cost(model: LM, B, length, *, dtype, device, reps=20, blocks=5) -> "Spread":
+def step_cost(model: LM, B, length, *, dtype, device, reps=20, blocks=5) -> Spread:
     """Seconds of one decode step (Nq = 1) at batch B with ``length`` cached positions: ``blocks``
     blocks of ``reps`` steps after a warm-up, the median block and the range."""
     cache = model.new_cache(B, length + 1, device, dtype)
@@ -266,18 +266,6 @@ def step_cost(model: LM, B, length, *, dtype, device, reps=20, blocks=5) -> "Spr
         _sync(device)
         samples.append((time.perf_counter() - t0) / reps)
     return spread(samples)
-
-
-class Spread(NamedTuple):
-    """The median of repeated measurements and their range."""
-
-    median: float
-    lo: float
-    hi: float
-
-
-def spread(samples) -> Spread:
-    return Spread(statistics.median(samples), min(samples), max(samples))
 
 
 # ----------------------------------------------------------------------------------- the law
@@ -430,16 +418,17 @@ def speed_table(target, draft, prompts, n_new, ks, repeats, *, dtype, gen) -> di
     def tps(r):
         return float((r.length - P).sum()) / r.seconds
     base = [tps(r) for r in runs[0]]
-    rows = [dict(k=0, tokens_per_s=statistics.median(base), tokens_per_s_lo=min(base), tokens_per_s_hi=max(base),
-                 tokens_per_s_runs=base)]
+    b = spread(base)
+    rows = [dict(k=0, tokens_per_s=b.median, tokens_per_s_lo=b.lo, tokens_per_s_hi=b.hi, tokens_per_s_runs=base)]
     for k in ks:
         t = [tps(r) for r in runs[k]]
+        tk = spread(t)
         ratio = spread([x / b for x, b in zip(t, base)])
         acc, exam = sum(r.accepted for r in runs[k]), sum(r.examined for r in runs[k])
         alpha = acc / max(exam, 1)
         e = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
         per_cycle = sum(float((r.length - P).sum()) for r in runs[k]) / (sum(r.cycles for r in runs[k]) * B)
-        rows.append(dict(k=k, tokens_per_s=statistics.median(t), tokens_per_s_lo=min(t), tokens_per_s_hi=max(t),
+        rows.append(dict(k=k, tokens_per_s=tk.median, tokens_per_s_lo=tk.lo, tokens_per_s_hi=tk.hi,
                          tokens_per_s_runs=t, speedup=ratio.median, speedup_lo=ratio.lo, speedup_hi=ratio.hi,
                          alpha=alpha, tokens_per_cycle=per_cycle, formula=e / (k * c + 1)))
     return dict(rows=rows, c=c, c_lo=t_draft.lo / t_target.hi, c_hi=t_draft.hi / t_target.lo,

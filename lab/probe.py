@@ -462,7 +462,7 @@ def gluon_forward(rows):
 def gluon_backward(rows):
     """The backward paths at d = 128, each next to cuDNN's backward: the deterministic Triton two-kernel
     backward (``deterministic=True``; the plan: Gluon forward, Triton backward) and the Gluon backward
-    (``deterministic=False``, dQ by 16-byte vector reductions); gradients against the deterministic ones."""
+    (``deterministic=False``, dQ by TMA bulk reduce-add); gradients against the deterministic ones."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 

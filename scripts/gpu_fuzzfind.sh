@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# The tolerance rule's dS floor and the torch backward's per-head dK/dV sums on a CUDA machine (branch
-# fuzzfind, issue 14), under 5 minutes:
+# The tolerance rule's floors (dS's dot products, the row sums' γ_n terms) and the torch backward's
+# per-head dK/dV sums on a CUDA machine (branches fuzzfind, dvfloor; issue 14), in about 4 minutes:
 #   bash scripts/gpu_fuzzfind.sh OUTDIR
-# 1. regressions: the problems of tests/test_fuzz_kernels.py::FINDINGS (one allowed key or one key column
-#    with GQA; found on the CPU) examined on CUDA with every check, for ours (torch on CUDA, triton) in fp32 and
-#    bf16: no deviation expected; the gradients' error/bound printed;
-# 2. fp32 campaigns on CUDA with the gpu profile (the profile the CPU finding came from): triton seeds 3
-#    and 4, torch seed 3, in parallel, each time-boxed (--seconds): PASSED or INCOMPLETE expected, any
-#    deviation is a finding to investigate (reproducer under OUTDIR/repro_*);
-# 3. fuzz-bench, ours (triton) bf16, 30 s timed: the examples per minute after the magnitudes moved to the
-#    oracle's device (M_dS is an |dO| @ |V|^T reduction); BENCHMARKS.md had 316/min for ours.
+# 1. regressions: the problems of tests/test_fuzz_kernels.py::FINDINGS (one allowed key, or one key
+#    column with GQA, whose dV sums 8 x 129 rows: the Triton fp32 finding of 2026-12-01) examined on CUDA
+#    with every check, for ours (torch on CUDA, triton) in fp32 and bf16: no deviation expected; each
+#    gradient's error/bound and dv's error and bound printed. One process per (finding, dtype) for
+#    triton (each compiles its own specialisations: one process did not finish them in 80 s);
+# 2. in parallel with 1, an fp32 campaign of triton on CUDA with the gpu profile, seed 3, time-boxed
+#    (--seconds): PASSED expected (INCOMPLETE says the box was too small), any deviation is a finding to
+#    investigate (reproducer under OUTDIR/repro_*). One campaign (155 s) with 8 warm-phase workers: three
+#    campaigns of 5 workers each compiled 28 variants for 110 s and examined nothing (2026-12-01);
+# 3. fuzz-bench, ours (triton) bf16, 15 s timed: examples per minute with the magnitudes' row sums
+#    (P rebuilt from the LSE on the oracle's device); s15a measured 675/min before them in a 30 s
+#    window, 26e4c00 464/min in this 15 s one (the timed part also loads 40 cached kernels);
+# 4. the row sums' cost per example on CUDA, on the bench's problems: per example examined, the time
+#    spent in tolerance._row_sums, and oracles() with and without them, alternated per problem.
 # The package is installed from this checkout into /tmp/fp (no network) and run from /tmp with
 # PYTHONPATH=/tmp/fp. OUTDIR gets env.txt, one .log (and .json) per step, summary.txt (printed at the end).
 set -u
@@ -41,57 +47,133 @@ step() {  # step NAME SECONDS CMD...: run CMD time-boxed, log to OUT/NAME.log, o
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t ))" >> "$OUT/steps.tsv"
 }
 
-# 1. the regressions on CUDA (FINDINGS is read from the checkout's test file)
-step regressions 80 $PY - "$ROOT/tests" "$DEVICE" <<'EOF'
+# 1. the regressions on CUDA (FINDINGS is read from the checkout's test file): REGRESSION rows
+REG=$(cat <<'EOF'
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from test_fuzz_kernels import FINDINGS
 from flashproof.fuzz import targets
 from flashproof.fuzz.checks import examine
-device, bad = sys.argv[2], 0
-for name, (spec, _, _) in sorted(FINDINGS.items()):
-    for kern in ("torch", "triton"):
-        why = targets.get(kern).unavailable(device)
-        if why is not None:
-            print(f"REGRESSION {name} {kern} not available: {why}")
-            continue
-        for dtype in ("fp32", "bf16"):
-            t = time.time()
-            ex = examine(targets.get(kern), spec, dtype, device)
-            ratios = " ".join(f"{v.name}:{v.error / v.bound:.3f}" for c, v in ex.verdicts if c == "gradients" and v.bound)
-            verdict = "DEVIATION" if ex.deviations else "ok"
-            bad += bool(ex.deviations)
-            print(f"REGRESSION {name} {kern} {dtype} {verdict} {time.time() - t:.1f}s error/bound {ratios}")
-            for d in ex.deviations:
-                print("   ", d.reproducer()[:400])
+device, kern, dtypes, names, bad = sys.argv[2], sys.argv[3], sys.argv[4].split(","), sys.argv[5:], 0
+why = targets.get(kern).unavailable(device)
+if why is not None:
+    print(f"REGRESSION {kern} not available: {why}")
+    sys.exit(0)
+for name in names or sorted(FINDINGS):
+    spec = FINDINGS[name][0]
+    for dtype in dtypes:
+        t = time.time()
+        ex = examine(targets.get(kern), spec, dtype, device)
+        grads = [v for c, v in ex.verdicts if c == "gradients" and v.bound]
+        ratios = " ".join(f"{v.name}:{v.error / v.bound:.3f}" for v in grads)
+        dv = " ".join(f"(dv error {v.error:.3g}, bound {v.bound:.3g})" for v in grads if v.name == "dv")
+        verdict = "DEVIATION" if ex.deviations else "ok"
+        bad += bool(ex.deviations)
+        print(f"REGRESSION {name} {kern} {dtype} {verdict} {time.time() - t:.1f}s error/bound {ratios} {dv}", flush=True)
+        for d in ex.deviations:
+            print("   ", d.reproducer()[:400])
 sys.exit(1 if bad else 0)
 EOF
+)
+FINDING_NAMES=$($PY - "$ROOT/tests" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+from test_fuzz_kernels import FINDINGS
+print(" ".join(sorted(FINDINGS)))
+EOF
+)
+step regressions_torch 165 $PY -c "$REG" "$ROOT/tests" "$DEVICE" torch fp32,bf16 &
+for f in $FINDING_NAMES; do
+  for dt in fp32 bf16; do
+    step "regressions_triton_${f}_$dt" 165 $PY -c "$REG" "$ROOT/tests" "$DEVICE" triton "$dt" "$f" &
+  done
+done
 
-# 2. fp32 gpu-profile campaigns on CUDA, in parallel (warm phases share the 16 cores)
-camp() {  # camp KERNEL SEED
-  step "campaign_$1_fp32_s$2" 130 $PY -m flashproof fuzz --kernel "$1" --dtype fp32 --profile gpu --seed "$2" \
-      --device "$DEVICE" --budget 1000 --seconds 110 --workers 5 --quiet --repro-dir "$OUT/repro_$1_s$2" --json "$OUT/campaign_$1_fp32_s$2.json"
-}
-camp triton 3 & camp triton 4 & camp torch 3 &
+# 2. the fp32 gpu-profile campaign of triton on CUDA, beside the regressions (its warm phase shares the cores)
+step campaign_triton_fp32_s3 170 $PY -m flashproof fuzz --kernel triton --dtype fp32 --profile gpu --seed 3 \
+    --device "$DEVICE" --budget 300 --seconds 155 --workers 8 --quiet --repro-dir "$OUT/repro_triton_s3" \
+    --json "$OUT/campaign_triton_fp32_s3.json" &
 wait
+cat "$OUT"/regressions_*.log > "$OUT/regressions.log"
 
-# 3. throughput of ours after the change, alone on the GPU
-step bench_triton_bf16 80 $PY -m flashproof fuzz-bench --kernel triton --dtype bf16 --seconds 30 --device "$DEVICE" \
+# 3. throughput of ours after the change, alone on the GPU (its warm phase compiles seed 0's launches)
+step bench_triton_bf16 50 $PY -m flashproof fuzz-bench --kernel triton --dtype bf16 --seconds 15 --device "$DEVICE" \
     --json "$OUT/bench_triton_bf16.json"
+
+# 4. what the row sums cost per example on CUDA: the bench's problems (triton, gpu profile, seed 0, bf16;
+#    their kernels cached by 3), each examined with every check while tolerance._row_sums is timed
+#    (synchronised), then oracles() alone with the row sums as shipped and replaced by zeros (the cost
+#    before them), alternated per problem
+step cost_row_sums 45 $PY - "$DEVICE" 100 <<'EOF'
+import sys, time, warnings
+import torch
+from hypothesis import HealthCheck, given, settings
+from flashproof.fuzz import oracle, targets, tolerance
+from flashproof.fuzz.campaign import GPU_ORACLE_WORK, PROFILES, _strategy
+from flashproof.fuzz.checks import examine
+from flashproof.fuzz.problem import build, lse_cotangent
+warnings.filterwarnings("ignore")
+device, n = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(1)
+kern = targets.get("triton") if targets.get("triton").unavailable(device) is None else targets.get("torch")
+specs = []
+@settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(_strategy(kern, device, dict(PROFILES["gpu"]), seed=0))
+def collect(s):
+    specs.append(s)
+collect()
+sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+real, zero = tolerance._row_sums, (lambda *a, **kw: tolerance.RowSums(0.0, 0.0, 0.0))
+spent = [0.0]
+def timed(*a, **kw):
+    sync(); t = time.perf_counter(); r = real(*a, **kw); sync(); spent[0] += time.perf_counter() - t
+    return r
+tolerance._row_sums = timed
+for s in specs[:3]:
+    examine(kern, s, "bf16", device, max_work=GPU_ORACLE_WORK)  # first calls: cache loads, cuBLAS
+spent[0] = 0.0
+sync(); t0 = time.perf_counter()
+done = 0
+for s in specs:  # at most 20 s, so the step ends inside its box on any machine
+    examine(kern, s, "bf16", device, max_work=GPU_ORACLE_WORK)
+    done += 1
+    if time.perf_counter() - t0 > 20:
+        break
+sync(); total = time.perf_counter() - t0
+def orc(p, fn):
+    tolerance._row_sums = fn
+    sync(); t = time.perf_counter(); oracle.oracles(p, device=device, max_work=GPU_ORACLE_WORK); sync()
+    return time.perf_counter() - t
+print(f"COST {kern.name} bf16 {device}: {done} examples, {1e3 * total / done:.1f} ms per example examined, of which the "
+      f"row sums {1e3 * spent[0] / done:.2f} ms ({100 * spent[0] / total:.1f} %)", flush=True)
+ta = tb = 0.0
+t1, m = time.perf_counter(), 0
+for i, s in enumerate(specs[:done]):  # the same problems, at most 10 s
+    p = build(s).rounded(torch.bfloat16)._replace(dlse=lse_cotangent(s))
+    pair = (orc(p, zero), orc(p, real))[::-1] if i % 2 else (orc(p, real), orc(p, zero))
+    ta, tb, m = ta + pair[0], tb + pair[1], m + 1
+    if time.perf_counter() - t1 > 10:
+        break
+tolerance._row_sums = real
+print(f"COST oracles() alone, {m} problems: {1e3 * ta / m:.2f} ms with the row sums, {1e3 * tb / m:.2f} ms without "
+      f"(+{1e3 * (ta - tb) / m:.2f} ms)")
+EOF
 
 $PY - "$OUT" "$(( $(date +%s) - T0 ))" <<'EOF' | tee "$OUT/summary.txt"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 print(f"gpu_fuzzfind: total {sys.argv[2]} s")
-print(f"{'step':<26} {'rc':>4} {'secs':>5}  result")
+print(f"{'step':<52} {'rc':>4} {'secs':>5}  result")
 for line in sorted((out / "steps.tsv").read_text().splitlines()):
     name, rc, secs = line.split("\t")
     result = ""
     p = out / f"{name}.json"
-    if name == "regressions":
-        rows = [l for l in (out / "regressions.log").read_text().splitlines()
+    if name.startswith("regressions"):
+        rows = [l for l in (out / f"{name}.log").read_text().splitlines()
                 if l.startswith("REGRESSION") and "not available" not in l]
         result = f"{sum('DEVIATION' in r for r in rows)} deviations in {len(rows)} examinations"
+    elif name.startswith("cost"):
+        result = " ".join(l for l in (out / f"{name}.log").read_text().splitlines() if l.startswith("COST"))[:300]
     elif p.exists() and name.startswith("campaign"):
         for s in json.loads(p.read_text()):
             n = sum(r.get("examples", 0) for r in s["results"])
@@ -106,7 +188,7 @@ for line in sorted((out / "steps.tsv").read_text().splitlines()):
             result = f"{r['examples']} examples in {r['seconds']} s timed = {r['examples_per_min']}/min, {r['deviations']} deviations"
     if rc == "124":
         result = "TIMED OUT; " + result
-    print(f"{name:<26} {rc:>4} {secs:>5}  {result or '(see ' + name + '.log)'}")
+    print(f"{name:<52} {rc:>4} {secs:>5}  {result or '(see ' + name + '.log)'}")
 print()
 print("\n".join(l for l in (out / "regressions.log").read_text().splitlines() if l.startswith(("REGRESSION", "    "))))
 EOF

@@ -13,8 +13,13 @@
 # in OUTDIR: install.log, env.txt, kvcache.log/.json (kvcache-partial.json as it goes), e2e.log/.json,
 # spec_e2e_speedup.svg, summary.txt (each step's rc and seconds, then the tables). The package is installed from this checkout
 # without network into /tmp/fp and imported from there (the steps run from /tmp).
+#   bash scripts/gpu_kvcache.sh OUTDIR bench   runs step 1 alone, in a 200 s box with a 150 s timing budget
+#   (< 4 min with the install: the run that checks a bench change).
 set -u
-if [ $# -ne 1 ]; then echo "usage: bash scripts/gpu_kvcache.sh OUTDIR" >&2; exit 2; fi
+if [ $# -lt 1 ] || [ $# -gt 2 ] || { [ $# -eq 2 ] && [ "$2" != bench ]; }; then
+  echo "usage: bash scripts/gpu_kvcache.sh OUTDIR [bench]" >&2; exit 2
+fi
+ONLY=${2:-}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
@@ -42,16 +47,22 @@ step() {  # step NAME SECONDS CMD...: run with a time box, log to OUT/NAME.log, 
   echo "$name: rc=$rc in $(( $(date +%s) - t0 )) s (box $secs s); after it: $(others)" | tee -a "$OUT/steps.txt"
   if [ $rc -ne 0 ]; then tail -n 12 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$OUT/steps.txt"; fi
 }
-step kvcache 145 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 100 --out "$OUT/kvcache.json"
-step e2e 80 $PY "$ROOT/examples/spec_e2e.py" --device cuda --ks 1,2,4,8 --repeats 2 --out "$OUT/e2e.json"
-step plot 10 $PY "$ROOT/examples/plot_spec_e2e.py" "$OUT/e2e.json" --out "$OUT/spec_e2e_speedup.svg"
+if [ "$ONLY" = bench ]; then
+  step kvcache 200 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 150 --out "$OUT/kvcache.json"
+else
+  step kvcache 145 $PY "$ROOT/bench/kvcache.py" --skip-e2e --budget-s 100 --out "$OUT/kvcache.json"
+  step e2e 80 $PY "$ROOT/examples/spec_e2e.py" --device cuda --ks 1,2,4,8 --repeats 2 --out "$OUT/e2e.json"
+  step plot 10 $PY "$ROOT/examples/plot_spec_e2e.py" "$OUT/e2e.json" --out "$OUT/spec_e2e_speedup.svg"
+fi
 { echo "# gpu_kvcache.sh summary"; cat "$OUT/env.txt"; echo; cat "$OUT/steps.txt"; echo
   echo "## bench/kvcache.py (tables)"
   sed -n '/^read bandwidth ceiling/,$p' "$OUT/kvcache.log"
   grep -E '^check .*FAILED' "$OUT/kvcache.log"
-  echo; echo "## examples/spec_e2e.py"
-  sed -n '/^law of the/,$p' "$OUT/e2e.log"
-  echo; echo "## plot"; cat "$OUT/plot.log"
+  if [ -z "$ONLY" ]; then
+    echo; echo "## examples/spec_e2e.py"
+    sed -n '/^law of the/,$p' "$OUT/e2e.log"
+    echo; echo "## plot"; cat "$OUT/plot.log"
+  fi
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt"
 grep -q "rc=[^0]" "$OUT/steps.txt" && exit 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -28,10 +29,15 @@ def newest(folder: pathlib.Path = ROOT / "benchmarks") -> tuple[pathlib.Path, di
 
 
 def _cell(row) -> str:
+    """``fwd / bwd`` TFLOP/s; the row's note instead when the row has no time (the provider could not
+    run the shape) or the bench flagged it WRONG. Other notes are information (ours' rows name the
+    router's plan) and stay in the JSON."""
     if row is None:
         return "—"
-    if row.get("note"):
-        return row["note"]
+    note = row.get("note") or ""
+    fwd = row.get("fwd_tflops")
+    if fwd is None or math.isnan(fwd) or note.startswith("WRONG"):
+        return note or "—"
     bwd = row.get("bwd_tflops")
     return f"{row['fwd_tflops']:.0f} / {bwd:.0f}" if bwd is not None else f"{row['fwd_tflops']:.0f}"
 

@@ -76,7 +76,8 @@ in [−2^31, 2^31), else as i64; a Python int constant is i32 when it fits; i32 
 operand gives i64; .to(tl.int64) sign-extends, .to(tl.int32) keeps the low 32 bits. tl.arange(0, n) holds
 the lanes 0 … n−1; x[:, None] and x[None, :] broadcast along rows and columns; tl.minimum, tl.maximum,
 tl.where and the comparisons are exact; range(lo, hi, step) inside a kernel visits lo, lo + step, … < hi
-and tl.static_range is unrolled; tl.program_id(a) lies in [0, grid_a) and tl.num_programs(a) is grid_a.
+and tl.static_range is unrolled; tl.program_id(a) lies in [0, grid_a) and tl.num_programs(a) is grid_a;
+tl.cumsum(x, 0) and tl.sum(x, 0) of a 0/1 integer tile are its inclusive prefix sums and its total.
 (Triton 3.6; the obligations require every operation to stay inside its width instead of modelling the
 wrap-around.)
 """)
@@ -166,9 +167,12 @@ most max_q (max_k) apart.
 assumption("A-KER-PLAN-LISTS", "the block-sparse walk lists as plan.tile_plan writes them", statement="""
 For each row of the tile grid, tile_plan writes n_partial + n_full ≤ the row's width entries: the present,
 reached tiles that are not full (ascending), then the full ones (ascending), each present column at most
-once, every entry a column index below the width. This reading of tile_plan's two-pass take/cumsum loop
-is not executed symbolically (its loop carries a count); tests/test_kernel_tile_plan.py checks the lists
-against brute-force enumeration of every pair.
+once, every entry a column index below the width. KER-BOUNDS-PLAN runs tile_plan symbolically (its column
+loop by induction) and proves the bound on the counts, that every entry it writes is a column below the
+width and that the partial ones go to slots [0, n_partial), the full ones to [n_partial, n_partial +
+n_full); what stays assumed is that every one of those slots is written (and the order and uniqueness,
+which KER-TILES uses). tests/kernels/test_kernel_walk_lists.py checks the lists against brute-force
+enumeration of every pair.
 """)
 
 assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""

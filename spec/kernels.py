@@ -33,13 +33,28 @@ masks, an additive float bias (batch and head dims broadcast or not, four non-ne
 dS store of its gradient, pointer and TMA-descriptor paths, program ids and loop iterations: every pointer load or store
 whose mask is on addresses an element of its tensor (Σ index·stride with each index inside its
 dimension, or a broadcast dimension of stride 0), its offset and its mask are computed without integer
-wrap-around, and descriptor coordinates fit int32. Bounded to the BLOCK_M × BLOCK_N rows of the
-autotuning tables named in each record (the first row by default, every row under --deep), and the launch
+wrap-around, and descriptor coordinates fit int32. An offset into the flat block-sparse walk lists
+((b·Hq + h)·R + r)·C + j is checked digit by digit (each of b, h, r, j inside its size, the offset equal
+to its digits' value, and the mixed-radix lemma 0 ≤ x < X ∧ 0 ≤ y < Y ⇒ 0 ≤ x·Y + y < X·Y, all proved in
+the record); the lists' counts and entries read are what A-KER-PLAN-LISTS says (counts of a row summing to
+at most its width, entries below it). Bounded to the BLOCK_M × BLOCK_N rows of the
+autotuning tables named in each record (the first row by default, every row under --deep), block-sparse
+launches to mask tiles twice the kernel's block, no bias, no dense mask and the pointer path by default
+(mask tiles of 1 and 4 blocks too, and at 2 blocks the bias, a dense mask and TMA, under --deep), and the
+launch
 in which an H200 reported an illegal memory access (packed varlen with zero-length segments, no window, a
 dense mask, dv = 8 < d = 64 padded to 16 and 64 lanes) checked as launched in the forward, dQ and dK/dV
-kernels. Not covered: block-sparse launches (z3 gives unknown on the four-factor offsets into the walk
-lists) and the plan kernel itself (plan.tile_plan); below the kernels' source semantics (what Triton
-compiles them to: shared memory, tensor-core operands) nothing is claimed (A-TRITON-CODEGEN).
+kernels. The plan kernel plan.tile_plan, which writes the walk lists, is covered too (its column loop by
+induction: the count it carries equals a ghost count of the columns taken so far, checked at entry and
+after the body, with four counting lemmas proved by induction and their premises checked), for symbolic
+batch, heads, lengths, window, tile-grid strides, tile sizes from 16 to 2^20, both directions, no dense mask
+and 1024 lanes a step by default (the dense switch on too and 1, 2, 16 and 1024 lanes under --deep):
+every access inside its tensor,
+every list entry a column below the row's width, the partial tiles in slots [0, n_partial), the full ones in
+[n_partial, n_partial + n_full), and n_partial + n_full ≤ the width. Not covered: that tile_plan writes
+every slot below n_partial + n_full (the rest of A-KER-PLAN-LISTS), tile sizes above 2^20 in tile_plan;
+below the kernels' source semantics (what Triton compiles them to: shared memory, tensor-core operands)
+nothing is claimed (A-TRITON-CODEGEN).
 The Gluon kernels (the default route on an H200), run from their hosts (gluon.fwd.forward, gluon.bwd.backward,
 executed with the row-view builder and the launch line) for every shape dispatch.gluon_rule admits (symbolic
 batch, heads with GQA, N = 128·NB, each tensor's row-view kind and row stride; D = Dv = 128; causal and not),
@@ -54,8 +69,9 @@ the device-memory bound B·Hq·N ≤ 2^30 (A-GLUON-DEVICE-MEMORY), which no host
 there: the synchronisation (mbarrier phases), which pairs the causal schedules visit (KER-TILES runs the
 Triton kernels' walk only), the δ kernel (Triton's, KER-BOUNDS-DELTA).
 """,
-     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV") for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS"))
-     + ("KER-BOUNDS-DELTA", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD"),
+     checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV")
+                      for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS", "-SPARSE"))
+     + ("KER-BOUNDS-DELTA", "KER-BOUNDS-PLAN", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD"),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
                   "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-GLUON-SEMANTICS",
                   "A-GLUON-TMA", "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY"))

@@ -36,3 +36,19 @@ def test_every_curated_run_names_date_gpu_versions_and_commit():
         for key in ("date", "gpu", "versions", "commit", "label"):
             assert doc.get(key), (f.name, key)
         assert doc["versions"].get("torch") and doc["versions"].get("triton"), f.name
+
+
+def _load_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("readme_tables", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_cell_shows_the_figures_unless_the_row_failed():
+    cell = _load_script()._cell
+    assert cell({"fwd_tflops": 600.4, "bwd_tflops": 540.6, "note": "plan gluon/gluon "}) == "600 / 541"
+    assert cell({"fwd_tflops": float("nan"), "bwd_tflops": float("nan"), "note": "unsupported: d = 256"}) == "unsupported: d = 256"
+    assert cell({"fwd_tflops": 600.0, "bwd_tflops": 540.0, "note": "WRONG: error 0.5 vs sdpa-flash 0.001; "}).startswith("WRONG")
+    assert cell(None) == "—"

@@ -6,12 +6,13 @@ import torch
 from hypothesis import find, given, settings, strategies as st
 
 from flashproof.fuzz.checks import merge_partials
-from flashproof.fuzz.oracle import read_inputs, reference
+from flashproof.fuzz.oracle import oracles, read_inputs, reference
 from flashproof.fuzz.problem import ProblemSpec, build, lse_cotangent
 from flashproof.fuzz.strategies import FAMILIES, attention_problems
-from flashproof.fuzz.tolerance import FACTOR, _dot_magnitude, floor, judge, magnitudes
+from flashproof.fuzz.tolerance import FACTOR, RowSums, _dot_magnitude, _row_sums, floor, judge, magnitudes, naive
 
-MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0, "dot_len": 1}
+MAGS = {"out": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "score": 1.0, "dot_len": 1,
+        "sum": {"dq": 0.0, "dk": 0.0, "dv": 0.0}, "sum_len": {"dq": 1, "dk": 1, "dv": 1}}
 REF = torch.tensor([0.5, -0.25, 1.0], dtype=torch.float64)
 BASE = REF + torch.tensor([1e-3, 0.0, 0.0], dtype=torch.float64)  # naive error 1e-3
 
@@ -167,17 +168,87 @@ def test_dot_magnitude_is_the_largest_abs_dot_product_of_a_query_head_and_its_kv
         _dot_magnitude(torch.ones(2, 3, 3, 5), v)
 
 
-def test_the_gradients_through_ds_carry_the_dot_product_bound_in_their_floor():
-    """floor = eps(τ)·M + M·eps_acc·S + M·2γ_Dv for dq, dk, dbias (γ_n = n·u/(1 − n·u), u = eps_acc/2);
-    dv and out have no γ term; bf16 inputs are computed in fp32 (eps_acc = 2⁻²³)."""
-    mags = {**MAGS, "dq": 2.0, "dk": 3.0, "dbias": 5.0, "dv": 7.0, "score": 0.5, "dot_len": 64}
+def test_the_floor_carries_the_dot_product_and_the_row_sum_bounds():
+    """floor = eps(τ)·M + M·eps_acc·S + M·2γ_Dv (dq, dk, dbias) + M_sum·γ_n (dq, dk, dv; n the
+    reduction's length), γ_n = n·u/(1 − n·u), u = eps_acc/2; out has neither γ term; bf16 inputs are
+    computed in fp32 (eps_acc = 2⁻²³)."""
+    mags = {**MAGS, "dq": 2.0, "dk": 3.0, "dbias": 5.0, "dv": 7.0, "score": 0.5, "dot_len": 64,
+            "sum": {"dq": 11.0, "dk": 13.0, "dv": 17.0}, "sum_len": {"dq": 100, "dk": 1032, "dv": 1032}}
+    gamma = lambda n, u: n * u / (1 - n * u)  # noqa: E731
     for dtype, u in ((torch.float32, 2.0 ** -24), (torch.bfloat16, 2.0 ** -24), (torch.float64, 2.0 ** -53)):
         eps, acc = torch.finfo(dtype).eps, 2 * u
-        gamma = 64 * u / (1 - 64 * u)
-        for name in ("dq", "dk", "dbias"):
+        for name in ("dq", "dk", "dbias", "dv", "out"):
             m = mags[name]
-            assert floor(name, mags, dtype) == pytest.approx(eps * m + m * acc * 0.5 + m * 2 * gamma, rel=1e-12)
-        assert floor("dv", mags, dtype) == pytest.approx(eps * 7.0 + 7.0 * acc * 0.5, rel=1e-12)
+            want = eps * m + m * acc * 0.5
+            want += m * 2 * gamma(64, u) if name in ("dq", "dk", "dbias") else 0.0
+            want += mags["sum"][name] * gamma(mags["sum_len"][name], u) if name in ("dq", "dk", "dv") else 0.0
+            assert floor(name, mags, dtype) == pytest.approx(want, rel=1e-12), (dtype, name)
+
+
+def test_row_sums_are_the_largest_abs_sums_of_each_reduction():
+    """dv: max over (b, kv head, j, d) of Σ over the group's heads h and rows i of P_hij·|dO_hid|;
+    dk: |scale|·the same with |dS_hij|·|Q_hid|; dq: |scale|·max|K|·max over (b, h, i) of Σ_j |dS_hij|,
+    with P rebuilt from the LSE on allowed pairs and dS = P(dP − δ + dLSE) in float64."""
+    g = torch.Generator().manual_seed(1)
+    B, Hq, Hkv, Nq, Nk, D, Dv, sc = 2, 4, 2, 5, 6, 3, 2, 0.7
+    q = torch.randn(B, Hq, Nq, D, generator=g, dtype=torch.float64)
+    k = torch.randn(B, Hkv, Nk, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, Hkv, Nk, Dv, generator=g, dtype=torch.float64)
+    dout = torch.randn(B, Hq, Nq, Dv, generator=g, dtype=torch.float64)
+    dlse = torch.randn(B, Hq, Nq, generator=g, dtype=torch.float64)
+    allowed = torch.rand(B, Hq, Nq, Nk, generator=g) < 0.6
+    allowed[0, 1, 2] = False                                         # a row with no allowed key
+    kq, vq = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+    s = ((q @ kq.transpose(-1, -2)) * sc).masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(s, -1)                                     # −inf on the empty row
+    P = torch.softmax(s, -1).nan_to_num(0.0)
+    dP = dout @ vq.transpose(-1, -2)
+    dS = P * (dP - (P * dP).sum(-1, keepdim=True) + dlse[..., None])
+
+    def over_rows(w, x):  # max over (b, kv head, j, d) of Σ_{h of the group, i} |w_hij|·|x_hid|
+        return max(sum(abs(w[b, h, i, j].item()) * abs(x[b, h, i, d].item()) for h in range(2 * hk, 2 * hk + 2)
+                       for i in range(Nq)) for b in range(B) for hk in range(Hkv) for j in range(Nk)
+                   for d in range(x.shape[-1]))
+    want = RowSums(over_rows(P, dout), sc * over_rows(dS, q), sc * dS.abs().sum(-1).max().item() * k.abs().max().item())
+    got = _row_sums(q, k, v, dout, lse, sc, dlse, allowed=allowed)
+    assert got == pytest.approx(want, rel=1e-12)
+    # without the mask (masked pairs keep min(1, e^(s − lse)) ≥ their 0), without an LSE (every P̄ is
+    # 1) and with dropout (dS by its bound P̄(r|dP| + r·max|dP| + |dLSE|)): over-estimates, never under
+    for loose in (_row_sums(q, k, v, dout, lse, sc, dlse), _row_sums(q, k, v, dout, torch.zeros(0), sc, dlse),
+                  _row_sums(q, k, v, dout, lse, sc, dlse, drop=1.25, allowed=allowed)):
+        assert all(a <= b * (1 + 1e-12) for a, b in zip(want, loose)), (want, loose)
+    assert _row_sums(q, k, v, torch.zeros(B, Hq, Nq, Dv), lse, sc) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match=r"lse must have B·Hq·Nq = 40 entries"):
+        _row_sums(q, k, v, dout, lse[:, :1], sc)
+    with pytest.raises(ValueError, match=r"allowed must be \(B, Hq, Nq, Nk\)"):
+        magnitudes(q, k, v, dout, lse, sc, allowed=allowed[:, :1])
+
+
+@settings(max_examples=25, deadline=None)
+@given(attention_problems(max_nq=6, max_nk=20, max_d=4, max_heads_kv=2, max_group=2, blocks=(4,)))
+def test_the_row_sums_sizes_bound_the_terms_of_dq_dk_and_dv(spec):
+    """"sum" ≥ Σ|x||y| of each reduction (the quantity γ_n multiplies), from the oracle's own P and dS:
+    dv_j = Σ_i P_ij dO_i, dk_j = scale·Σ_i dS_ij Q_i over the group's rows, dq_i = scale·Σ_j dS_ij K_j;
+    "sum_len" ≥ the number of non-zero terms of each."""
+    p = build(spec)
+    q, k, v = read_inputs(p)
+    dlse = lse_cotangent(spec)
+    e = reference(p)
+    m = magnitudes(q, k, v, p.dout, e.lse, p.scale, dlse, allowed=p.allowed)
+    G = spec.heads_q // spec.heads_kv
+    kq, vq = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+    s = ((q @ kq.transpose(-1, -2)) * p.scale).masked_fill(~p.allowed, float("-inf"))
+    P = torch.softmax(s, -1).nan_to_num(0.0)                                       # (B, Hq, Nq, Nk)
+    dP = p.dout @ vq.transpose(-1, -2)
+    dS = P * (dP - (p.dout * e.out).sum(-1, keepdim=True) + dlse[..., None])
+    per_kv = lambda t: t.unflatten(1, (spec.heads_kv, G)).sum(2)  # noqa: E731  over the group's heads
+    sizes = {"dv": per_kv(P.transpose(-1, -2) @ p.dout.abs()),
+             "dk": abs(p.scale) * per_kv(dS.abs().transpose(-1, -2) @ q.abs()),
+             "dq": abs(p.scale) * (dS.abs() @ kq.abs())}
+    for name, t in sizes.items():
+        assert t.max().item() <= m["sum"][name] * (1 + 1e-9) + 1e-300, name
+    assert p.allowed.sum(-1).max().item() <= m["sum_len"]["dq"]
+    assert per_kv(p.allowed.sum(2, keepdim=True)).max().item() <= m["sum_len"]["dv"] == m["sum_len"]["dk"]
 
 
 @settings(max_examples=25, deadline=None)
@@ -194,3 +265,55 @@ def test_m_ds_bounds_every_dp_and_delta_of_the_problem(spec):
     delta = (p.dout * e.out).sum(-1)
     largest = max(dp.abs().max().item() if dp.numel() else 0.0, delta.abs().max().item())
     assert largest + dlse.abs().max().item() <= mg * (1 + 1e-12)  # float64 rounding of the two sides only
+
+
+# ------------------------------------------------------------------ sums over many rows: the γ_n terms
+
+#: found by the Triton backward on an H200 in fp32 (docs/fuzz.md, "Findings of long campaigns"): the
+#: one key's dV sums the group's 8 × 129 rows of dO (P = 1)
+GQA_ONE_KEY = ProblemSpec(heads_q=8, n_q=129, n_k=1, d=64, dv=64, seed=22)
+
+
+def _sequential_dv(p, dtype, drop_row=None):
+    """dV_j = Σ over the group's heads h and rows i of P_hij·dO_hi, accumulated one (h, i) row at a
+    time in ``dtype`` (a plain loop of τ multiplies and adds: legitimate arithmetic, whose error the
+    classical bound γ_n·Σ|P||dO| covers, and the order a kernel that walks query blocks accumulates
+    in). P is the τ softmax of the τ scores. ``drop_row``: skip that (h, i) row — a planted bug.
+    p: a ``Problem`` (float64 tensors already rounded to τ) → (B, Hkv, Nk, Dv) in float64."""
+    q, k, v = (t.to(dtype) for t in read_inputs(p))
+    B, Hq, Nq, _ = q.shape
+    Hkv, Nk = k.shape[1], k.shape[2]
+    group = Hq // Hkv
+    s = (q @ k.repeat_interleave(group, 1).transpose(-1, -2)) * p.scale           # (B, Hq, Nq, Nk)
+    s = s.masked_fill(~p.allowed, float("-inf"))
+    P = torch.softmax(s, dim=-1).nan_to_num(0.0)                                  # empty rows: 0
+    P = P.unflatten(1, (Hkv, group)).flatten(2, 3)                                # (B, Hkv, G·Nq, Nk)
+    dout = p.dout.to(dtype).unflatten(1, (Hkv, group)).flatten(2, 3)              # (B, Hkv, G·Nq, Dv)
+    acc = torch.zeros(B, Hkv, Nk, v.shape[-1], dtype=dtype)
+    for r in range(group * Nq):
+        if r != drop_row:
+            acc = acc + P[:, :, r, :, None] * dout[:, :, r, None, :]
+    return acc.to(torch.float64)
+
+
+def _judge_dv(spec, dtype, **kw):
+    p = build(spec).rounded(dtype)
+    orc = oracles(p)
+    q, k, v = (t.to(dtype) for t in read_inputs(p))
+    base = naive(q, k, v, p.allowed, p.scale, p.dout.to(dtype))[2][2]
+    return judge("dv", _sequential_dv(p, dtype, **kw), orc.expected.dv, base, dtype, orc.mags, gold=orc.gold.dv)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_a_sequential_sum_of_the_dv_rows_passes_the_rule(dtype):
+    v = _judge_dv(GQA_ONE_KEY, dtype)
+    assert v.ok, v
+    # an example where the floor decides: the sequential sum is off by more than FACTOR × the naive
+    # run's (blocked, library) error, so the rule must size the accumulation's own rounding
+    assert v.error > FACTOR["dv"] * v.baseline_error, v
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_a_sequential_sum_that_skips_one_row_is_still_caught(dtype):
+    v = _judge_dv(GQA_ONE_KEY, dtype, drop_row=500)
+    assert (v.ok, v.reason) == (False, "tolerance"), v

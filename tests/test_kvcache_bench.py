@@ -27,11 +27,11 @@ def cpu_bench(monkeypatch):
         fns = fns if isinstance(fns, list) else [fns]
         for f in fns:
             calls.append(f())
-        return bench.Timing(3.0, 2.5, 3.5)
+        return bench.Spread(3.0, 2.5, 3.5)
 
     def fake_graph(fns, **_):
         fake(fns)
-        return bench.Timing(2.0, 1.9, 2.2)
+        return bench.Spread(2.0, 1.9, 2.2)
     monkeypatch.setattr(bench, "DEV", "cpu")
     monkeypatch.setattr(bench, "graph_ms", fake_graph)
     monkeypatch.setattr(bench, "call_ms", fake)
@@ -145,3 +145,33 @@ def test_a_time_box_stops_the_timing_and_the_tables_still_print(monkeypatch, tmp
     got = json.loads(out.read_text())
     assert len(got["rows"]) == 1 and len(got["skipped_shapes"]) == 21
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_the_wait_after_a_release_grows_with_the_bytes_released():
+    """``release_wait_s``: nothing released, no wait; 16 GiB waits 0.11 s at 0.15 TB/s, above the
+    25–45 ms after which the H200 timed normally again (19:28 run)."""
+    assert bench.release_wait_s(0) == 0
+    assert bench.release_wait_s(8_600_000_000) == pytest.approx(8.6e9 / bench.RELEASE_BYTES_PER_S)
+    assert 0.045 < bench.release_wait_s(16 * 2 ** 30) < 0.5
+    assert bench.release_wait_s(2 * 2 ** 30) < bench.release_wait_s(4 * 2 ** 30)
+    with pytest.raises(ValueError, match="freed_bytes must be >= 0"):
+        bench.release_wait_s(-1)
+
+
+def test_the_bench_releases_memory_only_through_release_memory():
+    """Every ``empty_cache`` of the bench waits for the driver afterwards: the one call is inside
+    ``release_memory``."""
+    import inspect
+    src = inspect.getsource(bench)
+    assert src.count("torch.cuda.empty_cache()") == 1
+    assert "torch.cuda.empty_cache()" in inspect.getsource(bench.release_memory)
+
+
+def test_the_idle_after_new_inputs_grows_with_their_bytes():
+    """``settle_s``: 4.3 GB (B = 8, 64/8, 128k) idles the 0.2 s that left no row slow on the H200; twice the
+    bytes, twice the time; none, none."""
+    assert bench.settle_s(0) == 0
+    assert bench.settle_s(8 * 8 * 131072 * 2 * 128 * 2) == pytest.approx(0.215, abs=0.005)
+    assert bench.settle_s(2 * 10 ** 9) == pytest.approx(2 * bench.settle_s(10 ** 9))
+    with pytest.raises(ValueError, match="new_bytes must be >= 0"):
+        bench.settle_s(-1)

@@ -89,9 +89,9 @@ def oracles(problem: Problem, *, max_work: int = REFERENCE_MAX_WORK, device: str
 
     ref_fn, den_fn = reference_fn or reference, dense_fn or dense
     gold = den_fn(problem, device=device)
-    # on the oracle's device: M_dS is a (B, Hq, Nq, Nk) reduction of |dO| @ |V|ᵀ (tolerance._dot_magnitude)
+    # on the oracle's device: M_dS and the row sums' sizes are (B, Hq, Nq, Nk) reductions (tolerance.magnitudes)
     mags = magnitudes(*(t.to(device) for t in read_inputs(problem)), problem.dout.to(device), gold.lse,
-                      problem.scale, problem.dlse)
+                      problem.scale, problem.dlse, allowed=problem.allowed.to(device))
     if work(problem) <= max_work:
         exp = ref_fn(problem)
         pairs = [(n, getattr(exp, n), getattr(gold, n)) for n in ("out", "lse", "dq", "dk", "dv")]

@@ -106,7 +106,7 @@ def _ours(backend: str | None, fn=None) -> Callable:
 
 def _atomic(c: Case) -> KernelOut:
     """Ours with deterministic=False (the default call): on sm_90 the Gluon backward for the shapes it
-    takes (dQ by fp32 vector reductions), else the Triton two-kernel backward."""
+    takes (dQ by fp32 TMA bulk reduce-adds), else the Triton two-kernel backward."""
     return _ours("triton")(c, False)
 
 

@@ -137,8 +137,10 @@ def attention(q, k, v, *, causal=False, window=None, mask=None, bias=None, scale
     q (B, Hq, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> out (B, Hq, Nq, Dv), or
     ``AttnOut(out, lse)`` with ``return_lse=True`` (lse (B, Hq, Nq)). See the module docstring
     for the masking conventions. ``deterministic=True`` promises bitwise-identical gradients run to
-    run; ``False`` lets the Gluon backward (sm_90, the dense d = 128 calls, GQA included) add dQ with
-    fp32 reductions (5 instead of 7 N²d products; dQ may differ in its last bits between runs).
+    run (on sm_90 for the dense d = 128 calls, GQA included, the Gluon backward with its dQ adds put in
+    a fixed order by semaphores; elsewhere the Triton two-kernel backward, 7 instead of 5 N²d
+    products); ``False`` lets the Gluon backward add dQ in whatever order the CTAs reach it (dQ may
+    differ in its last bits between runs).
     backend: "auto" | "gluon" | "triton" | "torch" (``dispatch.plan`` states the rules; a backend
     that cannot take the call raises ``dispatch.BackendUnavailable``). tuning: "autotune" | "first"
     (Triton launches only). dropout_p: drop probability in [0, 1 − 2⁻¹⁷) (0: no dropout; realised as

@@ -12,14 +12,12 @@ Rules (each choice is recorded in ``Plan.reasons``):
   the interpreter for CPU tensors; not float64. It never runs Gluon.
 * Dropout (``dropout_p > 0``) runs on the torch and Triton kernels only: the Gluon kernels have no
   dropout in their score loop (``gluon_rule``), so ``auto`` sends such a call to Triton.
-* ``backend="gluon"``: the warp-specialised sm_90 forward (``gluon_rule`` says which calls it takes);
-  its backward is the Gluon one when ``deterministic=False`` (GQA included: one CTA per KV head's
-  key block loops over the group's query heads). A call it cannot take raises with the rule that
-  failed — also when a gradient is needed and the Gluon backward cannot give it
-  (``deterministic=True``): it never runs another kernel in its place.
-* ``backend="auto"`` (the default): Gluon where ``gluon_rule`` accepts the call (its backward under
-  the same condition as above, else the Triton backward), else Triton for CUDA tensors, else torch
-  (CPU tensors, float64, triton not installed).
+* ``backend="gluon"``: the warp-specialised sm_90 forward (``gluon_rule`` says which calls it takes)
+  and the Gluon backward (GQA included: one CTA per KV head's key block loops over the group's query
+  heads; ``deterministic=True`` orders its dQ adds by semaphores, bitwise repeatable). A call it
+  cannot take raises with the rule that failed: it never runs another kernel in its place.
+* ``backend="auto"`` (the default): Gluon forward and backward where ``gluon_rule`` accepts the call,
+  else Triton for CUDA tensors, else torch (CPU tensors, float64, triton not installed).
 * An additive float bias (a float ``attn_mask`` with values other than 0 and −inf; one of 0 / −inf
   entries arrives here as a boolean mask) runs on the torch and Triton kernels (the Triton kernels
   load a bias tile per score tile, broadcast dims by stride 0), never on Gluon (``gluon_rule``). Both
@@ -65,8 +63,8 @@ class Device(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """forward, backward: "torch" | "triton" | "gluon" (backward "none": no gradient was asked for
-    and the chosen backend has none for this call); fma: the Triton forward's one-FMA interior;
+    """forward, backward: "torch" | "triton" | "gluon" (every backend the router picks has a backward for
+    the calls it takes); fma: the Triton forward's one-FMA interior;
     tuning: "autotune" | "first"; reasons: one line per choice, for errors, tests and logs."""
 
     forward: str
@@ -153,13 +151,6 @@ def gluon_rule(p, d: Device) -> str | None:
     return None
 
 
-def gluon_backward_rule(p) -> str | None:
-    """None if the Gluon backward computes the gradients of a call the Gluon forward takes."""
-    if p.deterministic:
-        return "deterministic=True: the Gluon backward adds dQ with atomics (order varies run to run)"
-    return None
-
-
 def plan(problem, device: Device) -> Plan:
     """The kernels that compute ``problem`` (an ``api.Problem``) on ``device``; raises
     ``BackendUnavailable`` naming the rule when the backend asked for cannot take the call."""
@@ -177,12 +168,7 @@ def plan(problem, device: Device) -> Plan:
         why = gluon_rule(p, d) or triton_rule(p, d)  # the Gluon path also runs Triton's δ kernel
         if why:
             raise BackendUnavailable(f"backend='gluon' cannot take this call: {why}")
-        why_bwd = gluon_backward_rule(p)
-        if why_bwd is None:
-            return Plan("gluon", "gluon", False, p.tuning, ("backend='gluon' asked for",))
-        if p.requires_grad:
-            raise BackendUnavailable(f"backend='gluon' cannot give the gradients of this call: {why_bwd}")
-        return Plan("gluon", "none", False, p.tuning, ("backend='gluon' asked for", f"no backward: {why_bwd}"))
+        return Plan("gluon", "gluon", False, p.tuning, ("backend='gluon' asked for",))
     if asked != "auto":
         raise ValueError(f"backend must be one of {BACKENDS}, got {asked!r}")
     why_triton = triton_rule(p, d)
@@ -192,8 +178,4 @@ def plan(problem, device: Device) -> Plan:
     why_gluon = gluon_rule(p, d)
     if why_gluon:
         return Plan("triton", "triton", fma, p.tuning, (f"auto: Triton forward and backward (not Gluon: {why_gluon})",))
-    why_bwd = gluon_backward_rule(p)
-    if why_bwd:
-        return Plan("gluon", "triton", False, p.tuning,
-                    ("auto: Gluon forward (dense d = 128 on sm_90)", f"auto: Triton backward ({why_bwd})"))
     return Plan("gluon", "gluon", False, p.tuning, ("auto: Gluon forward and backward (dense d = 128 on sm_90)",))

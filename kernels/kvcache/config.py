@@ -105,5 +105,12 @@ def fuse_merge(num_splits: int) -> bool:
     program. The H200 run of 2026-12-01 17:33 (GPU time, same kernel config, bf16, d = 128): S = 4 —
     B = 8, 64/8, 128k: 0.934 fused vs 0.935 merge kernel (Nq = 1), 0.954 vs 0.955 (Nq = 5); S = 32 —
     B = 1, 32/8, 16k: 0.031 vs 0.024. So: fused up to ``FUSED_MAX_SPLITS`` (a launch saved, ~50 µs of host
-    time there), the merge kernel above (untimed between 4 and 32)."""
+    time there), the merge kernel above. The run of 2026-12-01 19:58 (``ours-other-merge`` against the
+    default, 32/8, 16k, Nq = 1 / 5) agrees on both sides: S = 16 (B = 1, 2) and S = 8 (B = 4), where the merge
+    kernel is the default: 0.024 / 0.032, 0.038 / 0.042, 0.069 / 0.072 against fused 0.027 / 0.038,
+    0.043 / 0.053, 0.071 / 0.077; S = 4 (B = 8, fused by default): 0.128 vs 0.127 merge kernel (Nq = 1). At
+    B = 8, 64/8, 128k (S = 4) its default row read 1.085 / 1.100 against 0.939 / 0.956 for the merge
+    kernel, but the fused launch forced with the default's config read 0.939 / 0.949 in the same run (and
+    the forced S = 4 row, fused, 0.938 / 0.947): that default row is the first timed on a new cache (the
+    bench's two-level effect, ``docs/kvcache.md``), not the fused merge."""
     return 1 < num_splits <= FUSED_MAX_SPLITS

@@ -113,8 +113,8 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     The first graph-replay sweep (H200, 2026-12-01 17:33, GPU time only, ms) agrees where it ran: B = 8,
     64/8, 128k: S = 1 1.412, 2 0.930, 4 0.933, 8 0.937 (Nq = 1) and 2.369, 1.205, 0.949, 0.959 (Nq = 5):
     S = 4 within 0.3 % of the best; B = 64, 32/8, 32k: S = 1 (chosen) ran 1.851 in the default row, S = 2
-    1.865 (the sweep's own S = 1 row, 2.142, is the slow one of the two levels that rows of that run
-    settled at, 1.85 and 2.14 ms for the same kernel; its fastest block was 1.881); B = 1, 16k: S = 16
+    1.865 (the sweep's own S = 1 row, 2.142, its fastest block 1.881, was timed right after the bench had
+    released its paged copies: the two-level effect of ``docs/kvcache.md``, since waited out); B = 1, 16k: S = 16
     0.027, 32 0.030, 8 0.031, so splits of at least 1024 keys (``MIN_KEYS_PER_SPLIT``; S = 16 there).
 
     Cached per argument tuple (a pure function called on every call: its loops cost ~3 µs of host time).

@@ -12,7 +12,20 @@ once per feasible path:
   v = lo + step·t (t ≥ 0, v < hi), the constraint holding only inside the body. That covers every
   iteration exactly when no integer state is carried from one iteration to the next; the executor
   checks that (an AST pass finds the names a loop body reads before it writes them, and at the end
-  of the body each must hold data, never an integer, predicate or pointer) and refuses otherwise;
+  of the body each must hold data, never an integer, predicate or pointer) and refuses otherwise,
+  unless the caller gives that loop a ``Loop`` (see below);
+* a loop that carries integers (``loops[(function, source line of the for)] = Loop(invariant, count)``)
+  is run by induction: the invariant I(v, state) must hold at entry (v = lo: a side condition), the body
+  runs once on FRESH values of the carried names with I(v, ·) assumed, and I(v + step, ·) of the values
+  at its end is a side condition (also tried at once: an invariant z3 shows not inductive is refused);
+  after the loop the carried names hold fresh values with I(v_exit, ·), v_exit = lo + step·T the first
+  value of the walk not below hi. ``count`` gives the loop a ghost count G (a z3 function Int -> Int):
+  ``tl.cumsum(f, 0)`` / ``tl.sum(f, 0)`` of a 0/1 tile f = pred.to(int) over the lane of
+  ``tl.arange(0, step)`` (lo = 0) are G(v + L + 1) − G(v) and G(v + step) − G(v), with G(0) = 0 and
+  G(p + 1) − G(p) = f at p = v + L: G(x) is the number of positions p < x of the walk (iteration
+  p // step, lane p % step) whose flag is on, so these are the prefix and total sums Triton computes.
+  The flag as a function of the position (``Path.counts``) may use only values from outside the loop
+  (else refused), so that G is one function for the whole walk;
 * ``tl.load``/``tl.store`` and descriptor loads are recorded with their pointer, mask and path; a
   load from a tensor named in ``loads`` returns what that model gives (the varlen offsets, the
   block-sparse lists), any other load returns data.
@@ -24,7 +37,9 @@ wrap-around); the obligations turn these into z3 queries.
 from __future__ import annotations
 
 import ast
+import ctypes
 import inspect
+import linecache
 import itertools
 import sys
 import textwrap
@@ -35,8 +50,8 @@ import z3
 
 from . import triton_sym as ts
 
-__all__ = ["Access", "Path", "Rejected", "execute", "decide", "record_access", "record_desc", "mutate", "Unsupported",
-           "launch"]
+__all__ = ["Access", "Path", "Rejected", "Loop", "Count", "execute", "decide", "record_access", "record_desc", "mutate",
+           "Unsupported", "launch"]
 
 
 class Unsupported(Exception):
@@ -50,6 +65,7 @@ class Access(NamedTuple):
     mask: Any  # triton_sym.Bool or None
     path: tuple  # z3 Bools in force
     where: str  # function:line in the kernel source
+    value: Any = None  # what a store writes (Sym, or Data)
 
 
 class Path(NamedTuple):
@@ -58,6 +74,26 @@ class Path(NamedTuple):
     accesses: tuple
     side: tuple  # (what, z3 Bool condition that must hold under hyps)
     result: Any
+    counts: tuple = ()  # Count per ghost count the run bound (loops with a ``Loop.count``)
+
+
+class Loop(NamedTuple):
+    """What the caller says about a loop that carries integers (see the module docstring).
+    invariant(v, state, env) -> z3 Bool: v the loop variable's value (z3 Int), state {carried name: value},
+    env the kernel frame's locals at the loop (constexprs, values from before the loop); count(env) -> a
+    z3 Function Int -> Int (fresh per walk) or None."""
+
+    invariant: Callable
+    count: Callable | None = None
+
+
+class Count(NamedTuple):
+    """A ghost count bound by a run: G(x) = #{0 <= p < x : flag(p)}; ``flag`` is a z3 Bool in ``pos``."""
+
+    G: Any
+    pos: Any
+    flag: Any
+    where: str
 
 
 class Rejected(NamedTuple):
@@ -67,12 +103,15 @@ class Rejected(NamedTuple):
 
 
 class _Run:
-    def __init__(self, prefix, base, grid, loads, rebind=None):
+    def __init__(self, prefix, base, grid, loads, loops=None, rebind=None):
         self.prefix, self.base, self.grid, self.loads = list(prefix), list(base), grid, loads
         self.rebind = rebind  # (overrides, bind, memo) of ``execute``: what ``launch`` shims a kernel with
         self.taken, self.path, self.scopes = [], [], []
         self.accesses, self.side, self.forks = [], [], []
         self.pids = {}
+        self.loops = loops or {}
+        self.walks = []  # per open symbolic loop: its _Walk (None for a loop without a count)
+        self.counts = []
 
     def hyps(self):
         return self.base + ts.lane_domain() + self.path
@@ -119,13 +158,13 @@ def decide(b) -> bool:
     return choice
 
 
-def record_access(kind, ptr, mask):
+def record_access(kind, ptr, mask, value=None):
     run = _RUN
     if not isinstance(ptr, ts.Ptr):
         raise Unsupported(f"{kind} through a non-pointer {ptr!r}")
     if mask is not None and not isinstance(mask, ts.Bool):
         mask = ts.Bool(z3.BoolVal(True), False)  # a data mask: any lane may be on
-    run.accesses.append(Access(kind, ptr.name, ptr.off, mask, tuple(run.path), _where()))
+    run.accesses.append(Access(kind, ptr.name, ptr.off, mask, tuple(run.path), _where(), value))
     if kind == "load" and ptr.name in run.loads:
         return run.loads[ptr.name](ptr.off, run)
     return ts.Data()
@@ -171,27 +210,177 @@ def _sym_range(*a):
     return _loop(ts.Sym.lift(lo), ts.Sym.lift(hi), ts.Sym.lift(step), sys._getframe(1))
 
 
+def _is_int_state(val):
+    vals = val if isinstance(val, tuple) else (val,)
+    return any(isinstance(x, (ts.Sym, ts.Bool, ts.Ptr)) for x in vals)
+
+
 def _loop(lo, hi, step, frame):
     run = _RUN
     carried = _carried(frame.f_code, frame.f_lineno)
+    spec = run.loops.get((frame.f_code.co_name, linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()))
     t = z3.Int(f"iter{next(_loop_ids)}")
     v = ts.Sym(lo.e + step.e * t, ts._or(ts._or(lo.wide, hi.wide), step.wide), ts._and(lo.safe, hi.safe, step.safe))
     run.side.append((f"loop bounds at {_where_frame(frame)} computed without wrap-around",
                      ts._and(lo.safe, hi.safe, step.safe), tuple(run.path)))
     if not z3.is_int_value(step.e):
         run.base.append(step.e > 0)
+    state = {n: frame.f_locals.get(n) for n in carried if _is_int_state(frame.f_locals.get(n))}
+    if state and spec is None:
+        name = sorted(state)[0]
+        raise Unsupported(f"the loop at {_where_frame(frame)} carries integer state {name!r} between "
+                          "iterations: the one-iteration model does not cover it (no invariant given)")
     scope = [t >= 0, v.e < hi.e]
+    walk = None
+    if spec is not None:
+        walk = _Walk(spec, state, lo, step, t, v, frame, run)
+        scope += walk.enter()
     run.path += scope
     run.scopes.append(scope)
+    run.walks.append(walk)
     yield v
     for name in carried:
-        val = frame.f_locals.get(name)
-        vals = val if isinstance(val, tuple) else (val,)
-        if any(isinstance(x, (ts.Sym, ts.Bool, ts.Ptr)) for x in vals):
+        if name not in (walk.state if walk else ()) and _is_int_state(frame.f_locals.get(name)):
             raise Unsupported(f"the loop at {_where_frame(frame)} carries integer state {name!r} between "
                               "iterations: the one-iteration model does not cover it")
+    if walk is not None:
+        walk.step()
+    run.walks.pop()
     run.scopes.pop()
     del run.path[-len(scope):]
+    if walk is not None:
+        walk.leave(hi)
+
+
+def _set_locals(frame, values):
+    """Rebind names in a running frame (CPython < 3.13: write f_locals back to the fast locals)."""
+    frame.f_locals.update(values)
+    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+def _fresh_like(name, val):
+    if not isinstance(val, ts.Sym) or val.axes:
+        raise Unsupported(f"loop-carried {name!r} is not an integer scalar (only those take an invariant)")
+    return ts.Sym(z3.FreshInt(name), val.wide)
+
+
+def _consts(e, out):
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(x.decl().name())
+        todo += x.children()
+    return out
+
+
+class _Walk:
+    """One run of a loop with a ``Loop``: the induction on its carried integers and its ghost count."""
+
+    def __init__(self, spec, state, lo, step, t, v, frame, run):
+        self.spec, self.state, self.lo, self.stepv, self.t, self.v = spec, state, lo, step, t, v
+        self.frame, self.run, self.where = frame, run, _where_frame(frame)
+        self.env = dict(frame.f_locals)
+        self.G = spec.count(self.env) if spec.count else None
+        if self.G is not None:
+            if any(c.G.eq(self.G) for c in run.counts) or any(w is not None and w.G is not None and w.G.eq(self.G)
+                                                              for w in run.walks):
+                raise Unsupported(f"the ghost count {self.G} is bound to two walks (the loop at {self.where})")
+            run.base.append(self.G(0) == 0)  # a count starts at 0
+        self.flag = None
+        self.outer = set()
+        for h in run.hyps():
+            _consts(h, self.outer)
+        for val in self.env.values():
+            if isinstance(val, (ts.Sym, ts.Bool)):
+                _consts(val.e, self.outer)
+
+    def inv(self, v, state):
+        return self.spec.invariant(v, state, self.env)
+
+    def enter(self):
+        run = self.run
+        run.side.append((f"loop invariant holds at entry of the loop at {self.where}", self.inv(self.lo.e, self.state),
+                         tuple(run.path)))
+        self.fresh = {n: _fresh_like(n, val) for n, val in self.state.items()}
+        _set_locals(self.frame, self.fresh)
+        return [self.inv(self.v.e, self.fresh)]
+
+    def step(self):
+        run = self.run
+        end = {n: self.frame.f_locals.get(n) for n in self.state}
+        for n, val in end.items():
+            if not isinstance(val, ts.Sym):
+                raise Unsupported(f"loop-carried {n!r} is not an integer at the end of the body at {self.where}")
+        cond = self.inv(self.v.e + self.stepv.e, end)
+        s = z3.Solver()
+        s.set("timeout", 20000)
+        s.add(*run.hyps(), z3.Not(cond))
+        if s.check() == z3.sat:
+            raise Unsupported(f"the invariant of the loop at {self.where} is not inductive: the body's end "
+                              f"breaks it (e.g. {_short_model(s.model())})")
+        run.side.append((f"loop invariant re-established by the body of the loop at {self.where}", cond,
+                         tuple(run.path)))
+        run.side.append((f"loop-carried values of the loop at {self.where} computed without wrap-around",
+                         ts._and(*[val.safe for val in end.values()]), tuple(run.path)))
+
+    def leave(self, hi):
+        """After the loop: fresh values with the invariant at the first value of the walk not below hi."""
+        T = z3.FreshInt("trips")
+        lo, st = self.lo.e, self.stepv.e
+        v_exit = lo + st * T
+        out = {n: _fresh_like(n, val) for n, val in self.state.items()}
+        self.run.base += [T >= 0, z3.Or(z3.And(T == 0, lo >= hi.e), z3.And(T >= 1, v_exit - st < hi.e, v_exit >= hi.e)),
+                          self.inv(v_exit, out)]
+        _set_locals(self.frame, out)
+
+    def count(self, x, total):
+        """tl.cumsum(x, 0) (total False) or tl.sum(x, 0) of a 0/1 lane tile x, through the ghost count."""
+        if self.G is None:
+            raise Unsupported(f"tl.cumsum/tl.sum of an integer tile in the loop at {self.where}, which has no count")
+        e = x.e
+        if not (z3.is_app_of(e, z3.Z3_OP_ITE) and z3.is_int_value(e.arg(1)) and e.arg(1).as_long() == 1
+                and z3.is_int_value(e.arg(2)) and e.arg(2).as_long() == 0):
+            raise Unsupported("tl.cumsum/tl.sum of an integer tile that is not a 0/1 flag (pred.to(int))")
+        if len(x.axes) != 1 or next(iter(x.axes))[1] != 0:
+            raise Unsupported("tl.cumsum/tl.sum of a flag over other than one lane on axis 0")
+        var, size = ts.LANES[next(iter(x.axes))]
+        n = size.e if isinstance(size, ts.Sym) else size
+        if not (isinstance(n, int) and z3.is_int_value(self.stepv.e) and self.stepv.e.as_long() == n
+                and z3.is_int_value(self.lo.e) and self.lo.e.as_long() == 0):
+            raise Unsupported(f"a count in the loop at {self.where} needs range(0, hi, N) over tl.arange(0, N)")
+        if self.flag is None:
+            stray = _consts(e, set()) - self.outer - {self.t.decl().name(), var.decl().name()}
+            if stray:
+                raise Unsupported(f"the counted flag in the loop at {self.where} depends on values made inside "
+                                  f"the loop ({sorted(stray)}): its count is not one function of the position")
+            self.flag = (e.get_id(), var)
+            p = z3.FreshInt("pos")
+            flag = z3.substitute(e.arg(0), (self.t, p / n), (var, p % n))
+            self.run.counts.append(Count(self.G, p, flag, self.where))
+            self.run.scopes[-1].append(self.G(self.v.e + var + 1) - self.G(self.v.e + var) == e)
+            self.run.path.append(self.run.scopes[-1][-1])
+        elif self.flag[0] != e.get_id():
+            raise Unsupported(f"two different flags counted in the loop at {self.where}")
+        v = self.v.e
+        val = self.G(v + n) - self.G(v) if total else self.G(v + var + 1) - self.G(v)
+        return ts.Sym(val, False, True, "own", frozenset() if total else x.axes)
+
+
+def _short_model(m):
+    return ", ".join(f"{d.name()}={m[d]}" for d in list(m.decls())[:8] if d.arity() == 0)
+
+
+def count(x, total):
+    """tl.cumsum / tl.sum of an integer tile: through the innermost open loop's ghost count."""
+    run = _RUN
+    walk = run.walks[-1] if run.walks else None
+    if walk is None:
+        raise Unsupported("tl.cumsum/tl.sum of an integer tile outside a loop that declares a count")
+    return walk.count(x, total)
 
 
 def _where_frame(f):
@@ -275,13 +464,14 @@ def _shim(fn, overrides, memo, bind=None):
 
 
 def execute(fn, args: dict, *, hyps=(), grid=(1, 1), loads=None, overrides=None, rejects=(),
-            max_paths=64, bind=None) -> list[Path]:
+            max_paths=64, loops=None, bind=None) -> list[Path]:
     """Every feasible path of ``fn(**args)`` (see the module docstring). ``hyps``: z3 Bools the
     arguments satisfy (what the host admits); ``grid``: z3 Int terms, the launch grid;
     ``loads``: tensor name -> model(offset, run) of what a load returns; ``overrides``: helper name
     -> replacement function (a mutant); ``rejects``: exception types by which a host function refuses
-    an input (that path's result is a ``Rejected``); ``bind``: global name -> value, set in ``fn`` and
-    every helper shimmed (the Gluon shim's modules, a host's stand-ins)."""
+    an input (that path's result is a ``Rejected``); ``loops``: (function name, source line of the
+    ``for``, stripped) -> ``Loop``, for loops that carry integers; ``bind``: global name -> value, set in
+    ``fn`` and every helper shimmed (the Gluon shim's modules, a host's stand-ins)."""
     global _RUN
     overrides = overrides or {}
     name = (fn.fn if _is_jit(fn) else fn).__name__
@@ -291,7 +481,7 @@ def execute(fn, args: dict, *, hyps=(), grid=(1, 1), loads=None, overrides=None,
     while todo:
         prefix = todo.pop()
         ts.LANES.clear()
-        run = _Run(prefix, hyps, grid, loads or {}, (overrides, bind, memo))
+        run = _Run(prefix, hyps, grid, loads or {}, loops, (overrides, bind, memo))
         _RUN = run
         try:
             result = target(**args)
@@ -300,7 +490,8 @@ def execute(fn, args: dict, *, hyps=(), grid=(1, 1), loads=None, overrides=None,
         finally:
             _RUN = None
         base = tuple(run.base + ts.lane_domain())
-        paths.append(Path(base + tuple(run.path), base, tuple(run.accesses), tuple(run.side), result))
+        paths.append(Path(base + tuple(run.path), base, tuple(run.accesses), tuple(run.side), result,
+                          tuple(run.counts)))
         todo += run.forks  # the other side of every branch first decided on this run
         if len(paths) > max_paths:
             raise Unsupported(f"more than {max_paths} paths")

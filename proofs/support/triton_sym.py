@@ -19,6 +19,10 @@ A tile is one symbolic element: ``arange(0, n)`` is a fresh lane variable 0 ≤ 
 keeps its lanes on axis 0 and ``x[None, :]`` moves them to axis 1 (renamed), so a 2-D mask such as
 ``rows[:, None] & (offs_d[None, :] < D)`` is a formula over one row lane and one column lane.
 
+An exact predicate converted to an integer dtype is the 0/1 tile If(p, 1, 0); ``tl.cumsum`` and
+``tl.sum`` of such a tile (axis 0) are modelled by ``kernel_exec``'s ghost count of the enclosing loop
+(refused elsewhere, and for any other integer tile); ``tl.max`` of an integer tile is data.
+
 Semantics taken from Triton 3.6 (the assumptions A-TRITON-* list them): signed ``//`` and ``%``
 truncate toward zero (LLVM sdiv/srem, also in the interpreter); i32 ⊕ i32 is i32, anything with
 i64 is i64; a Python int literal is i32 when it fits.
@@ -396,7 +400,11 @@ class Bool:
     def __getitem__(self, idx):
         return _broadcast(self, idx)
 
-    def to(self, *_, **__):
+    def to(self, dtype=None, **__):
+        """An exact predicate as an integer dtype is the 0/1 tile If(e, 1, 0); anything else is data."""
+        if self.exact and dtype in (INT32, INT64):
+            e = z3.If(self.e, z3.IntVal(1), z3.IntVal(0))
+            return Sym(e, dtype is INT64, self.safe, "own", self.axes)
         return Data()
 
     def __bool__(self):
@@ -508,7 +516,30 @@ class _TL:
     def full(*_, **__):
         return Data()
 
-    zeros = zeros_like = dot = cumsum = full
+    zeros = zeros_like = dot = full
+
+    @staticmethod
+    def cumsum(x, axis=0, **_):
+        """Of a 0/1 integer lane tile: its inclusive prefix sums, through the enclosing loop's ghost count
+        (``kernel_exec``); of data: data."""
+        if isinstance(x, Sym):
+            from . import kernel_exec
+
+            if axis != 0:
+                raise TypeError("tl.cumsum of an integer tile along an axis other than 0 is not modelled")
+            return kernel_exec.count(x, total=False)
+        return Data()
+
+    @staticmethod
+    def sum(x, axis=None, **_):
+        """Of a 0/1 integer lane tile: the number of lanes on (``kernel_exec.count``); of data: data."""
+        if isinstance(x, Sym):
+            from . import kernel_exec
+
+            if axis != 0:
+                raise TypeError("tl.sum of an integer tile along an axis other than 0 is not modelled")
+            return kernel_exec.count(x, total=True)
+        return Data()
 
     @staticmethod
     def trans(x):
@@ -521,11 +552,8 @@ class _TL:
 
     @staticmethod
     def max(x, *a, **k):
-        if isinstance(x, (Sym, Bool)):
-            raise TypeError("a reduction over an integer tile is not modelled")
+        """A maximum is data (a value no index or mask may use: data in an address or branch is refused)."""
         return Data()
-
-    sum = max
 
     @staticmethod
     def where(c, a, b):
@@ -565,7 +593,7 @@ class _TL:
     def store(ptr, value, mask=None, **_):
         from . import kernel_exec
 
-        kernel_exec.record_access("store", ptr, mask)
+        kernel_exec.record_access("store", ptr, mask, value)
 
 
 TL = _TL()

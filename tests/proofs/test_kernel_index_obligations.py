@@ -10,12 +10,13 @@ import pytest
 import z3
 
 from flashproof.proofs.engine import core
-from flashproof.proofs.obligations.kernels import bounds, split, tiles  # noqa: F401 (register the obligations)
-from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+from flashproof.proofs.obligations.kernels import bounds, plan_bounds, split, tiles  # noqa: F401 (register them)
+from flashproof.proofs.support import kernel_exec as kx, radix, triton_sym as ts
 
 KER_OBS = sorted(o for o in core.OBLIGATIONS if o.startswith("KER-"))
 #: the ones that take more than a few seconds (whole-kernel runs, every block size): under -m slow
-SLOW = ("KER-BOUNDS-FWD", "KER-BOUNDS-DQ", "KER-BOUNDS-DKDV", "KER-TILES-KEY-RANGE", "KER-TILES-QUERY-RANGE")
+SLOW = ("KER-BOUNDS-FWD", "KER-BOUNDS-DQ", "KER-BOUNDS-DKDV", "KER-BOUNDS-PLAN", "KER-TILES-KEY-RANGE",
+        "KER-TILES-QUERY-RANGE")
 
 
 def _slow(oid):
@@ -35,7 +36,7 @@ def test_obligation_outcome(oid):
 
 def test_every_kernel_obligation_has_a_control():
     bases = {i for i in KER_OBS if core.OBLIGATIONS[i].of is None}
-    assert len(bases) == 25 and bases <= {core.OBLIGATIONS[i].of for i in KER_OBS}
+    assert len(bases) == 29 and bases <= {core.OBLIGATIONS[i].of for i in KER_OBS}
 
 
 # ------------------------------------------------------------------------------------ the executor
@@ -67,6 +68,143 @@ def test_a_loop_that_carries_an_integer_is_refused():
     n = ts.arg("n")
     with pytest.raises(kx.Unsupported, match="carries integer state 'total'"):
         kx.execute(_carries_an_integer, dict(n=n), hyps=[n.e >= 1, n.e < 10])
+
+
+def _counts_up(n):
+    total = n * 0
+    for i in range(0, n):
+        total = total + 1
+    return total
+
+
+def _invariant(holds):
+    return {("_counts_up", "for i in range(0, n):"): kx.Loop(holds)}
+
+
+def _proved(claim, hyps):
+    s = z3.Solver()
+    s.add(*hyps, z3.Not(claim))
+    return s.check() == z3.unsat
+
+
+def test_a_loop_with_an_inductive_invariant_runs_by_induction():
+    """total = v at the start of the iteration with loop variable v: checked at entry and after the body
+    (side conditions, all valid), and after the loop total = n."""
+    n = ts.arg("n")
+    (path,) = kx.execute(_counts_up, dict(n=n), hyps=[n.e >= 1, n.e < 10],
+                         loops=_invariant(lambda v, state, env: state["total"].e == v))
+    whats = [w for w, _, _ in path.side if "invariant" in w]
+    assert len(whats) == 2 and "at entry" in whats[0] and "re-established by the body" in whats[1]
+    for _, cond, at in path.side:
+        assert _proved(cond, list(path.base) + list(at))
+    assert _proved(path.result.e == n.e, path.hyps)
+
+
+def test_a_loop_invariant_that_is_not_inductive_is_refused():
+    n = ts.arg("n")
+    with pytest.raises(kx.Unsupported, match="not inductive"):
+        kx.execute(_counts_up, dict(n=n), hyps=[n.e >= 1, n.e < 10],
+                   loops=_invariant(lambda v, state, env: state["total"].e == 0))
+
+
+def test_a_loop_invariant_that_fails_at_entry_is_a_false_side_condition():
+    n = ts.arg("n")
+    (path,) = kx.execute(_counts_up, dict(n=n), hyps=[n.e >= 1, n.e < 10],
+                         loops=_invariant(lambda v, state, env: state["total"].e == v + 1))
+    entry = [(c, at) for w, c, at in path.side if "at entry" in w]
+    assert len(entry) == 1 and not _proved(entry[0][0], list(path.base) + list(entry[0][1]))
+
+
+def _counted(C, BLOCK: int = 4):
+    n = C * 0
+    for c0 in range(0, C, BLOCK):
+        cols = c0 + tl_sym.arange(0, BLOCK)
+        flag = (cols < C).to(tl_sym.int32)
+        n += tl_sym.sum(flag, 0)
+    return n
+
+
+tl_sym = ts.TL
+
+
+def test_a_count_needs_a_ghost_and_its_sums_are_ghost_differences():
+    C = ts.arg("C")
+    with pytest.raises(kx.Unsupported, match="carries integer state 'n'"):
+        kx.execute(_counted, dict(C=C), hyps=[C.e >= 1, C.e < 100])
+    G = z3.Function("G", z3.IntSort(), z3.IntSort())
+    loops = {("_counted", "for c0 in range(0, C, BLOCK):"): kx.Loop(lambda v, s, env: s["n"].e == G(v),
+                                                                       lambda env: G)}
+    (path,) = kx.execute(_counted, dict(C=C), hyps=[C.e >= 1, C.e < 100], loops=loops)
+    (cnt,) = path.counts
+    # the flag as a function of the position is cols < C at cols = p
+    assert _proved(cnt.flag == (cnt.pos < C.e), [cnt.pos >= 0])
+    formulas = list(path.base) + [x for _, c, at in path.side for x in (c, *at)]
+    facts = plan_bounds._instances(path.counts, C.e, formulas)  # the counting lemmas' instances
+    for what, cond, at in path.side:  # the invariant by itself; no wrap-around of n with the lemmas
+        assert _proved(cond, list(path.base) + list(at) + (facts if "wrap-around" in what else [])), what
+    # after the loop, 1 <= n <= C (the lemmas bound a count; they do not evaluate it)
+    assert _proved(z3.And(path.result.e >= 1, path.result.e <= C.e), list(path.base) + facts)
+    assert not _proved(path.result.e <= C.e - 1, list(path.base) + facts)
+
+
+def _counted_twice(C, BLOCK: int = 4):
+    n = C * 0
+    for _ in tl_sym.static_range(2):
+        for c0 in range(0, C, BLOCK):
+            cols = c0 + tl_sym.arange(0, BLOCK)
+            n += tl_sym.sum((cols < C).to(tl_sym.int32), 0)
+    return n
+
+
+def test_one_ghost_count_for_two_walks_is_refused():
+    C = ts.arg("C")
+    G = z3.Function("G3", z3.IntSort(), z3.IntSort())
+    loops = {("_counted_twice", "for c0 in range(0, C, BLOCK):"): kx.Loop(lambda v, s, env: s["n"].e == G(v),
+                                                                             lambda env: G)}
+    with pytest.raises(kx.Unsupported, match="bound to two walks"):
+        kx.execute(_counted_twice, dict(C=C), hyps=[C.e >= 1, C.e < 100], loops=loops)
+
+
+def _counted_fresh(C, BLOCK: int = 4):
+    n = C * 0
+    for c0 in range(0, C, BLOCK):
+        cols = c0 + tl_sym.arange(0, BLOCK)
+        flag = (cols < ts.Sym(z3.FreshInt("made_inside"))).to(tl_sym.int32)
+        n += tl_sym.sum(flag, 0)
+    return n
+
+
+def test_a_count_of_a_flag_made_from_a_value_of_the_iteration_is_refused():
+    C = ts.arg("C")
+    G = z3.Function("G2", z3.IntSort(), z3.IntSort())
+    loops = {("_counted_fresh", "for c0 in range(0, C, BLOCK):"): kx.Loop(lambda v, s, env: s["n"].e == G(v),
+                                                                             lambda env: G)}
+    with pytest.raises(kx.Unsupported, match="made inside the loop"):
+        kx.execute(_counted_fresh, dict(C=C), hyps=[C.e >= 1, C.e < 100], loops=loops)
+
+
+def test_the_counting_lemmas_are_proved_and_a_wrong_one_is_not():
+    for name, claim in plan_bounds._lemma_queries():
+        assert _proved(claim, []), name
+    f, g = z3.Function("wf", z3.IntSort(), z3.BoolSort()), z3.Function("wg", z3.IntSort(), z3.BoolSort())
+    F, G = z3.Function("wF", z3.IntSort(), z3.IntSort()), z3.Function("wG", z3.IntSort(), z3.IntSort())
+    k = z3.Int("k")
+    step = lambda C, h, p: C(p + 1) - C(p) == z3.If(h(p), 1, 0)  # noqa: E731
+    no_disjointness = z3.Implies(z3.And(k >= 0, F(k) + G(k) <= k, step(F, f, k), step(G, g, k)),
+                                 F(k + 1) + G(k + 1) <= k + 1)
+    assert not _proved(no_disjointness, [])
+
+
+def test_mixed_radix_digits_and_lemma():
+    B, H, R, C, b, h, r, j = z3.Ints("B H R C b h r j")
+    e = ((b * H + h) * R + r) * C + j
+    assert [str(z3.simplify(d)) for d in radix.digits(e, (B, H, R, C))] == ["b", "h", "r", "j"]
+    assert _proved(z3.And(*radix.claims(e, (B, H, R, C))),
+                   [b >= 0, b < B, h >= 0, h < H, r >= 0, r < R, j >= 0, j < C])
+    swapped = ((b * H + h) * C + r) * R + j  # R and C exchanged: the digit read for R is no longer r
+    assert not _proved(z3.And(*radix.claims(swapped, (B, H, R, C))),
+                       [b >= 0, b < B, h >= 0, h < H, r >= 0, r < R, j >= 0, j < C])
+    assert _proved(radix.lemma(), []) and not _proved(radix.lemma(strict=False), [])
 
 
 def test_a_mutant_whose_pattern_is_gone_fails_loudly():

@@ -147,8 +147,10 @@ def _gluon_signature(fn, typed: dict, consts: dict) -> dict:
 def compile_gluon(compiled: list) -> list:
     """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not; the backward with
     G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
-    16-byte vector reductions (``red.relaxed.gpu.global.add.v4.f32`` in the PTX, and no scalar fp32
-    atomic add left); no spills. Layouts and group sizes are runtime arguments (``_gluon_signature``)."""
+    TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add`` and its wait
+    in the PTX, no register fp32 atomic or reduction left; deterministic=True: the semaphore's acquire
+    spin and release increment and the wait for the add's completion); no spills. Layouts and group sizes are runtime
+    arguments (``_gluon_signature``)."""
     from triton.experimental.gluon import language as gl
 
     from flashproof.kernels.attention.gluon import bwd as GB
@@ -172,9 +174,15 @@ def compile_gluon(compiled: list) -> list:
         sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
         compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
-    def bwd_check(asm):
+    def bwd_check(asm, det):
         ptx = asm["ptx"]
-        assert "red.relaxed.gpu.global.add.v4.f32" in ptx, "no 16-byte vector dQ reduction in the PTX"
+        if det:  # the ordered writer: acquire spin, completion wait, release increment
+            assert "ld.acquire.gpu.global.b32" in ptx and "red.release.gpu.global.add.s32" in ptx, "no semaphore"
+            assert re.search(r"cp\.async\.bulk\.wait_group\s+0;", ptx), "no wait for the reduce-add's completion"
+        assert "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add" in ptx, "no TMA dQ reduce-add in the PTX"
+        if not det:
+            assert "cp.async.bulk.wait_group.read" in ptx, "no wait for the reduce-add's read of its buffer"
+        assert not re.search(r"(atom|red)\.\S*global\S*\.add\.f32", ptx), "a register dQ reduction is left"
         assert not re.search(r"(atom|red)\.global\S*\.add\.f32\s", ptx), "a scalar fp32 dQ atomic is left"
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{GB.CONSUMER_REGS};", ptx), "no consumer register raise"
         assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{GB.PRODUCER_REGS};", ptx), "no producer register drop"
@@ -182,18 +190,20 @@ def compile_gluon(compiled: list) -> list:
 
     # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
     # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
-    for (dt, causal), group in ((v, g) for v in variants for g in ("gqa", "G=1")):
+    for (dt, causal), group, det in ((v, g, d) for v in variants for g in ("gqa", "G=1") for d in (False, True)):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]))
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {GB.HEAD_DIM}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {GB.HEAD_DIM}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
+        dqd = f"tensordesc<fp32[{GB.BLOCK_M}, {GB.HEAD_DIM}],{GB.dq_layout()!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS, **({"G": 1} if group == "G=1" else {}))
+                      PRODUCER_REGS=GB.PRODUCER_REGS, DETERMINISTIC=det, **({"G": 1} if group == "G=1" else {}))
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
-                                                 "lse_desc": vd, "delta_desc": vd, "dq_ptr": "*fp32",
+                                                 "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "sem_ptr": "*i32",
                                                  "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32"}, consts)
-        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}", compiled,
-                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG}, check=bwd_check)
+        compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/{dt}/causal={causal}/{group}/det={det}", compiled,
+                     failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG},
+                     check=lambda asm, d=det: bwd_check(asm, d))
     return failures
 
 

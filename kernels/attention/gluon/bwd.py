@@ -1,13 +1,33 @@
-"""Warp-specialised Hopper backward (sm_90) in Gluon: the ``deterministic=False`` backward of the calls
-the Gluon forward takes, GQA included (``dispatch.plan`` says which); every ``deterministic=True``
-call runs the Triton kernels (two kernels, no atomics).
+"""Warp-specialised Hopper backward (sm_90) in Gluon: the backward of the calls the Gluon forward takes,
+GQA included (``dispatch.plan`` says which), ``deterministic=True`` too (its dQ adds ordered below).
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
-dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in): one 16-byte
-``red.relaxed.gpu.global.add.v4.f32`` per four elements, through inline PTX (Gluon 3.6 itself emits
-scalar fp32 atomics only). Measured on the H200 (probe gluon-bwd, 2026-12-01 10:14 UTC, d = 128,
-N = 4k / 8k / 16k / 8k causal): 464 / 489 / 500 / 473 TFLOP/s against 406 / 428 / 428 / 397 for one
-scalar atomic per element, which was deleted (it lived until commit 62d839a).
+dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in). As in FA3 the
+consumers never issue them: each writes its 64×64 dQ half into a double-buffered 64×128 fp32 staging
+tile in shared memory and arrives on an mbarrier, and a 1-warp dQ writer partition adds the whole tile
+to global memory with one TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global
+.shared::cta.add``; Gluon 3.6's Python ``tma`` module lacks it, Triton's op and lowering are reached
+through the Gluon builder: ``common.tma_reduce_add``), handing the buffer back once the copy has read
+it. One add per dQ element per (query block, key block), as before; only the order of the adds varies.
+Measured on the H200 (scripts/gpu_tmadq.sh, 2026-12-01 19:27 UTC, d = 128 bf16, N = 4k / 8k / 16k
+non-causal, 8k causal, GQA 64/8 8k causal): 515 / 532 / 547 / 485 / 406 TFLOP/s against 461 / 474 /
+490 / 446 / 384 for 16-byte ``red.global.add.v4.f32`` reductions issued by the consumers from
+registers (inline PTX), which were deleted (they lived until commit d18a356); one scalar fp32 atomic
+per element before those (406 / 428 / 428 / 397 at 4k / 8k / 16k / 8k causal) lived until 62d839a.
+
+Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_dq_writer_det``): the
+writer adds into each dQ tile in a fixed order of key blocks, kept by one int32 semaphore per (batch,
+head, query block) in global memory (``semaphore.py``: acquire spin, add, wait for the add's
+completion, release increment), so dQ is bitwise repeatable; dK, dV are per-CTA sums in registers,
+repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0, 1, ... (no wrap);
+causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
+writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch
+order, as FA3's deterministic mode does). Only the writer warp waits; the consumers run ahead until
+both staging buffers are full. The router sends deterministic=True calls here. H200, 2026-12-01
+19:55 UTC (scripts/gpu_tmadq.sh): bitwise equal over 20 runs and within the tolerance rule at G = 1
+and GQA 4, causal and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s at 4k, 16k
+non-causal, 8k causal, GQA 64/8 8k causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic
+backward; 0.91 / 0.99 / 0.99 / 0.73 of cuDNN's). (Called directly then; the router took it after.)
 
 Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
@@ -30,6 +50,11 @@ Partitions (``gl.warp_specialize``):
   NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
   per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
   pointer registers of those loads were what made the consumers spill.
+* 1 dQ writer warp (24 registers), ``_bwd_dq_writer``: per iteration it waits dq_full[buf] (one
+  arrival per consumer warpgroup), issues the reduce-add of staging buffer buf, waits until the copy
+  has read it (``tma.store_wait(0)``) and arrives on dq_empty[buf], which the consumers wait on
+  (ring-slot phases) before they write that buffer again. Shared memory: 225.6 KiB of the 227 KiB a
+  CTA may take.
 
 Key-major ("transposed") formulation, per query block i of 64 rows, consumer warpgroup w:
 
@@ -43,11 +68,11 @@ Key-major ("transposed") formulation, per query block i of 64 rows, consumer war
     dK_w += dSᵀ Qᵢ                   (A = this warpgroup's dSᵀ rows from shared memory, async)
     wait ds_ready[buf];  dQ_w = dSᵢ K[:, w·64:(w+1)·64]   (64 queries × 64 dims, K=128 keys;
           A = dS = the dSᵀ tile permuted in shared memory, B = a column slice of the K tile)
-    wait all wgmmas; release Q/dO slot; red.global.add.v4 dQ_w into the fp32 dQ accumulator.
-    (Gluon 3.6's Hopper TMA module has loads and stores only, no reduce-add: hence the atomics.)
+    wait all wgmmas; release Q/dO slot; wait dq_empty[it % 2]; dQ_w -> columns w·64.. of staging
+          buffer it % 2; proxy fence, warpgroup barrier, arrive dq_full (the writer does the rest).
 
 The two warpgroups split the dQ product along the head dimension, so each dQ element gets ONE
-atomic add per (query block, key block) — 64×128 fp32 adds per CTA iteration — not two.
+fp32 add per (query block, key block) — 64×128 adds per CTA iteration — not two.
 Double-buffering dS is enough without an "empty" barrier: a warpgroup writes ds[buf] at
 iteration t+2 only after it waited ds_ready[buf^1] of iteration t+1, which the other warpgroup
 arrives on after its wait-all of iteration t (which retired its dQ read of ds[buf]).
@@ -73,7 +98,8 @@ from __future__ import annotations
 import torch
 
 from . import layout
-from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
+from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor, tma_reduce_add
+from .semaphore import acquire_wait, complete_release
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -96,8 +122,8 @@ PRODUCER_REGS = 24
 def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
                         q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
                         sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
-                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch,
-                        dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
+                        sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
     q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -125,16 +151,90 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
                                         delta_smem.index(slot))
 
 
+@_jit
+def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                   dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                   dv_rs):
+    """The dQ writer (1 warp): per iteration (the consumers' order), once both warpgroups have staged their
+    halves (dq_full), dQ[rows of (head g, query block qb)] += the BM × D tile by one TMA bulk tensor
+    reduce-add (``common.tma_reduce_add``; fp32 adds in global memory, in whatever order the CTAs'
+    reductions arrive, as with the vector reductions); it waits until the copy has read the buffer
+    (``store_wait(0)``, this thread's bulk groups) and hands it back (dq_empty)."""
+    BM: gl.constexpr = dq_smem.type.shape[1]
+    for it in range(G * n_iter):
+        t = it // G
+        g = it - t * G
+        qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
+        buf = it % 2
+        mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
+        tma.store_wait(0)
+        mbarrier.arrive(dq_empty.index(buf), count=1)
+
+
+@_jit
+def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem,
+                       dq_full, dq_empty, sem_grp, BN: gl.constexpr):
+    """The deterministic dQ writer: as ``_bwd_dq_writer``, but the reduce-adds into each dQ tile (one
+    per key block that reads it) come in a fixed order, so the fp32 sums are bitwise repeatable.
+    sem_grp[g·n_qblk + qb] (int32, zeroed by the host) counts the adds done into the tile of (head
+    h0 + g, query block qb); this key block j waits until it equals its rank, adds, waits for the add
+    to COMPLETE and increments it (``semaphore``). Ranks: non-causal, ascending j (rank j; every key
+    block walks qb = 0, 1, ... and the grid launches key block j − 1 before j); causal, descending j
+    (rank qb // 2 − j among the key blocks 0 .. qb // 2 that reach qb; the grid launches the key
+    blocks last to first, shortest first). Either way a writer waits only on key blocks launched
+    before its own — the forward-progress argument assumes CTAs start in launch order (key block
+    fastest), as FA3's deterministic mode does."""
+    BM: gl.constexpr = dq_smem.type.shape[1]
+    j = seq_row0 // BN
+    for it in range(G * n_iter):
+        t = it // G
+        g = it - t * G
+        qb = (i0 + t) % n_qblk
+        buf = it % 2
+        mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+        if CAUSAL:
+            rank = qb // 2 - j
+        else:
+            rank = j
+        sem = sem_grp + g * n_qblk + qb
+        acquire_wait(sem, rank)
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
+        complete_release(sem)
+        mbarrier.arrive(dq_empty.index(buf), count=1)
+
+
+@_jit
+def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                            ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                            q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                            v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_dq_writer_det(False, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
+                       sem_grp, k_smem.type.shape[0])
+
+
+@_jit
+def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                              ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G,
+                              N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
+                              v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph,
+                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+    _bwd_dq_writer_det(True, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
+                       sem_grp, k_smem.type.shape[0])
+
+
 # ----------------------------------------------------------------------------------------
 # Consumer warpgroup.
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_cols, q_smem, do_smem, q_ready,
-              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_head, lse_smem, delta_smem, qk_scale, sm_scale,
-              seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
+              do_ready, q_empty, do_empty, ds_smem, ds_ready, dq_smem, dq_full, dq_empty, lse_smem, delta_smem,
+              qk_scale, sm_scale, seq_row0, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr):
     """One (query block qb, this key block) pair of one query head: ``it`` is the pipeline counter
-    (ring slot and phase, dS buffer), continuous across the heads of the group; ``dq_head`` points at
-    dQ[b, h, 0, WG·64] of the contiguous (B, Hq, N, D) fp32 accumulator."""
+    (ring slot and phase, dS buffer), continuous across the heads of the group."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
@@ -194,54 +294,31 @@ def _bwd_iter(it, qb, dk, dv, WG: gl.constexpr, MASK: gl.constexpr, k_w, v_w, k_
     mbarrier.arrive(q_empty.index(slot), count=1)
     mbarrier.arrive(do_empty.index(slot), count=1)
 
-    # dQ accumulation: fire-and-forget 16-byte fp32 vector reductions (red.global.add.v4.f32)
-    _dq_red_v4(dq_head + (qb * BM).to(gl.int64) * D, dq, D)  # scalar base; per-element i32 offsets
+    _dq_stage(dq_smem, dq_full, dq_empty, it, WG, dq)  # the dQ writer's TMA reduce-add does the rest
     return dk, dv
 
 
 @_jit
-def _dq_red_v4(dq_base, dq, D: gl.constexpr):
-    """dq_base[r·D + c] += dq[r, c] (dq: BM × DQW fp32, wgmma accumulator layout, 4 warps) with one
-    16-byte ``red.relaxed.gpu.global.add.v4.f32`` per 4 consecutive columns.  Gluon 3.6 emits scalar
-    fp32 atomics only, so: convert dq (whose threads hold column PAIRS) to a layout whose first two
-    register bits are columns +1, +2 (4 consecutive columns per 4 consecutive registers; each warp
-    keeps its 16 rows, so the conversion is warp-local), and hand each 4-register pack to inline PTX
-    (``pack=4``: one asm instance per 4 consecutive register elements).  The address is the pack's
-    first pointer (the other 3 are dead operands; ptxas drops them): 16-byte aligned since D, the
-    column base WG·DQW and the pack's first column are multiples of 4 floats (and dq_ptr is a torch
-    allocation). D is a constexpr on purpose: with a run-time row stride the 32 per-thread offsets
-    are loop-invariant registers, and the consumers spilled.  The values go
-    in as their i32 bit patterns: inline_asm_elementwise broadcasts its arguments with the
-    binary-operator type check, which rejects pointer ⊕ float.  The asm must
-    have an output: 4 dummy i32, never used; ``is_pure=False`` keeps it (LLVM ``asm sideeffect``)."""
-    BM: gl.constexpr = dq.type.shape[0]
+def _dq_stage(dq_smem, dq_full, dq_empty, it, WG: gl.constexpr, dq):
+    """This warpgroup's dQ tile (BM × DQW fp32) -> columns [WG·DQW, (WG+1)·DQW) of staging buffer it % 2
+    (BM × D fp32), once the dQ writer has released it (dq_empty, phase as for a ring slot); then the
+    proxy fence (the tile goes in through the generic proxy, the TMA reads it through the async one),
+    the warpgroup's barrier, and one arrival on dq_full (count 2: both warpgroups)."""
     DQW: gl.constexpr = dq.type.shape[1]
-    gl.static_assert(BM == 64 and DQW == 64 and D % 4 == 0, "the reduction layouts below assume a 64×64 tile")
-    # 8 rows × 4 columns per thread, 16 threads across a row: warp w keeps rows [16w, 16w + 16)
-    red_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16],
-                                                warps_per_cta=[4, 1], order=[1, 0])
-    dq4 = gl.convert_layout(dq, red_layout)
-    r = gl.arange(0, BM, layout=gl.SliceLayout(1, red_layout))
-    c = gl.arange(0, DQW, layout=gl.SliceLayout(0, red_layout))
-    offs = gl.expand_dims(r * D, 1) + gl.expand_dims(c, 0)
-    gl.inline_asm_elementwise(
-        "red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};\n"
-        "mov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;",
-        "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [dq_base + offs, dq4.to(gl.int32, bitcast=True)], dtype=gl.int32,
-        is_pure=False, pack=4)
-
-
-@_jit
-def _dq_head(dq_grp, g, N_CTX, WG: gl.constexpr, D: gl.constexpr):
-    """&dQ[b, h0 + g, 0, WG·D/2] in the contiguous (B, Hq, N, D) fp32 accumulator (dq_grp: &dQ[b, h0])."""
-    return dq_grp + (g * N_CTX).to(gl.int64) * D + WG * (D // 2)
+    buf = it % 2
+    mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
+    dq_smem.index(buf).slice(WG * DQW, DQW, dim=1).store(dq)
+    fence_async_shared()
+    gl.thread_barrier()
+    mbarrier.arrive(dq_full.index(buf), count=1)
 
 
 @_jit
 def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
                   q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
                   n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
-                  v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                  dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -271,12 +348,15 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
         else:
             qb = (i0 + t) % n_qblk
         dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
-                           do_empty, ds_smem, ds_ready, _dq_head(dq_grp, it - t * G, N_CTX, WG, D), lse_smem,
-                           delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout, dq_layout)
+                           do_empty, ds_smem, ds_ready, dq_smem,
+                           dq_full, dq_empty, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout,
+                           dq_layout)
 
     # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
     # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
     # from the program ids and the kernel's arguments, not carried through the loop in registers.
+    # (``layout.head_rc``'s formula, written out: through the helper the column product moves ahead
+    # of the row's 64-bit scaling in the PTX, and ptxas then schedules the causal kernels differently.)
     bk = gl.program_id(1)
     Hkv = Hq // G
     b = bk // Hkv
@@ -292,52 +372,60 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
 @_jit
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                  dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs):
     _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs):
     _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                  dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs):
     _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
 def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                    dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs):
     _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq,
-                  dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, dk_ptr, dv_ptr, sm_scale, N_CTX, Hq, G,
-                 q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb,
-                 dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, sm_scale,
+                 N_CTX, Hq, G, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
+                 dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
     (B, Hq, N, D) accumulator."""
@@ -345,27 +433,29 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     BN: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
+    gl.static_assert(dq_desc.block_type.shape[0] == BM and dq_desc.block_type.shape[1] == HEAD_D,
+                     "dQ's TMA box: BLOCK_M rows × the head dim")
     dt: gl.constexpr = q_desc.dtype
 
     j = gl.program_id(0)  # key block: the fastest grid dim (the resident CTAs share their Q, dO in L2)
+    if DETERMINISTIC and CAUSAL:
+        j = gl.num_programs(0) - 1 - j  # shortest first: a writer waits only on earlier-launched key blocks
     bk = gl.program_id(1)  # (batch, KV head)
     Hkv = Hq // G
     b = bk // Hkv
     hk = bk % Hkv
     seq_row0 = j * BN  # first key (within the sequence)
     h0 = hk * G  # the group's first query head
-    k_row = b * k_pb + hk * k_ph + seq_row0
-    k_col = hk * k_ch
-    v_row = b * v_pb + hk * v_ph + seq_row0
-    v_col = hk * v_ch
-    q_row0 = b * q_pb + h0 * q_ph
-    q_col0 = h0 * q_ch
-    do_row0 = b * do_pb + h0 * do_ph
-    do_col0 = h0 * do_ch
+    k_row, k_col = layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)  # row views: (b, hk, seq_row0)
+    v_row, v_col = layout.head_rc(b, hk, seq_row0, v_pb, v_ph, v_ch)
+    q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the group's first query head
+    do_row0, do_col0 = layout.head_rc(b, h0, 0, do_pb, do_ph, do_ch)
     vec_row0 = (b * Hq + h0) * N_CTX
-    dq_grp = dq_ptr + vec_row0.to(gl.int64) * HEAD_D
     n_qblk = N_CTX // BM
     i0 = seq_row0 // BM  # first query block: the diagonal
+    if DETERMINISTIC and not CAUSAL:
+        i0 = i0 * 0  # every key block walks qb = 0, 1, ...: the order its deterministic writer adds in
+    sem_grp = sem_ptr + (b * Hq + h0) * n_qblk  # deterministic dQ: one int32 per (head, query block)
     if CAUSAL:
         n_iter = n_qblk - i0
     else:
@@ -380,6 +470,7 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     ds_smem = gl.allocate_shared_memory(dt, [2, BN, BM], ds_layout)
     lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape, lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + delta_desc.block_type.shape, delta_desc.layout)
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)  # dQ staging
 
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -387,6 +478,8 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
     q_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     do_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
     for s in gl.static_range(NUM_STAGES):
         mbarrier.init(q_ready.index(s), count=1)
@@ -395,26 +488,30 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_ptr, 
         mbarrier.init(do_empty.index(s), count=2)
     for i in gl.static_range(2):
         mbarrier.init(ds_ready.index(i), count=2)
+        mbarrier.init(dq_full.index(i), count=2)
+        mbarrier.init(dq_empty.index(i), count=1)
     fence_async_shared()
 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
             delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
-            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp,
+            Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
-    if CAUSAL:
-        gl.warp_specialize([
-            (_bwd_wg0_causal, args),
-            (_bwd_wg1_causal, args),
-            (_bwd_load_partition, load_args),
-        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    regs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS]
+    if DETERMINISTIC:
+        if CAUSAL:
+            gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
+                                (_bwd_dq_writer_det_causal, args)], [4, 1, 1], regs)
+        else:
+            gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
+                                (_bwd_dq_writer_det_full, args)], [4, 1, 1], regs)
+    elif CAUSAL:
+        gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
+                            (_bwd_dq_writer, args)], [4, 1, 1], regs)
     else:
-        gl.warp_specialize([
-            (_bwd_wg0_full, args),
-            (_bwd_wg1_full, args),
-            (_bwd_load_partition, load_args),
-        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+        gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
+                            (_bwd_dq_writer, args)], [4, 1, 1], regs)
 
 
 # ----------------------------------------------------------------------------------------
@@ -429,6 +526,11 @@ def desc_layouts(gdt):
 def vec_layout():
     """lse / delta tiles: 1-D fp32 blocks of BLOCK_M (unswizzled)."""
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
+
+
+def dq_layout():
+    """The dQ accumulator's TMA box (and staging buffer): BLOCK_M rows × HEAD_DIM fp32 columns."""
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gl.float32)
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
@@ -450,17 +552,21 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
         (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
     # dK, dV laid out as empty_like gives (the input's strides when it is dense, else compact in its
     # stride order: what op.py returns, no copy), each with its own row view (compact bhnd or bnhd); dQ
-    # accumulates in a
-    # contiguous fp32 buffer (a constexpr row stride: see _dq_red_v4), converted into q's layout below
+    # accumulates in a contiguous fp32 buffer (the writer's TMA reduce-adds go through its (B·Hq·N, D)
+    # view), converted into q's layout below
     dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
-             TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()))
-    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, dq_acc, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
+             TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()),
+             TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout()))
+    # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
+    sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
                                           *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                          PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+                                          PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
+                                          num_warps=4, maxnreg=MAXNREG)
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv

@@ -18,11 +18,28 @@ try:
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: F401
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    from triton.experimental.gluon.language._core import builtin as _builtin
+    from triton._C.libtriton import ir as _ir
     AVAILABLE = True
 except ImportError:  # an older Triton: the dispatcher never routes to Gluon
     AVAILABLE = False
 
 jit = gluon.jit if AVAILABLE else (lambda fn: fn)
+
+
+def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+    """``tensor_desc``'s box at ``coord`` += the shared-memory tile ``src`` (fp32 add in global memory),
+    asynchronously: a TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.Nd.global.shared::cta
+    .add``), committed as one bulk group per issuing thread, so ``tma.store_wait`` waits for it like a
+    TMA store. Gluon 3.6's Python ``tma`` module has loads and stores only; the op itself
+    (``ttng.async_tma_reduce``) and its lowering are Triton's, reached through the Gluon builder (the
+    same call ``tma.async_copy_shared_to_global`` makes for a store). Like a store, ``src`` must be
+    written before a ``fence_async_shared``."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(_ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+tma_reduce_add = _builtin(_tma_reduce_add) if AVAILABLE else _tma_reduce_add
 
 
 def gl_dtype(dtype):

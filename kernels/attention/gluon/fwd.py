@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from . import layout
 from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
 
 if AVAILABLE:
@@ -239,14 +240,10 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
     b = bh // H
     h = bh % H
     hk = h // GROUPS  # GQA: query head h reads kv head h // GROUPS
-    q_row = b * q_pb + h * q_ph + row_in_seq  # row view: row of (b, h, row_in_seq), first column
-    q_col = h * q_ch
-    o_row = b * o_pb + h * o_ph + row_in_seq
-    o_col = h * o_ch
-    k_row = b * k_pb + hk * k_ph
-    k_col = hk * k_ch
-    v_row = b * v_pb + hk * v_ph
-    v_col = hk * v_ch
+    q_row, q_col = layout.head_rc(b, h, row_in_seq, q_pb, q_ph, q_ch)  # row view: (b, h, row_in_seq)
+    o_row, o_col = layout.head_rc(b, h, row_in_seq, o_pb, o_ph, o_ch)
+    k_row, k_col = layout.head_rc(b, hk, 0, k_pb, k_ph, k_ch)
+    v_row, v_col = layout.head_rc(b, hk, 0, v_pb, v_ph, v_ch)
     lse_row = bh * N_CTX + row_in_seq  # lse (B, H, N) contiguous
     if CAUSAL:
         n_kv = (start_m + 1) * BLOCK_M // BLOCK_N

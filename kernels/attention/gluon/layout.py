@@ -15,7 +15,9 @@ its stride. Under both views the row and column of (b, h, n) are
 
     row = b·per_batch + h·per_head + n,   col = h·col_per_head,
 
-which is all a kernel needs (``coords``); the row stride lives in the descriptor.
+which is all a kernel needs (``coords``); the row stride lives in the descriptor. ``head_rc`` is that
+formula as a Gluon function, the one the kernels call (fwd.py, bwd.py); it is made a ``gluon.jit``
+function on first use (module ``__getattr__``), so importing this module never imports triton.
 """
 from __future__ import annotations
 
@@ -68,3 +70,18 @@ def tma_kind(t: torch.Tensor) -> str | None:
     """The kind of ``t``'s row view, or None (no view fits, or the base is not 16-byte aligned)."""
     view = row_view(t.shape, t.stride(), t.element_size())
     return view.kind if view is not None and t.data_ptr() % 16 == 0 else None
+
+
+def _head_rc(b, h, n, per_batch, per_head, col_per_head):
+    """(row, col) of (b, h, n) in a row view with these ``Coords`` (the body of ``head_rc``)."""
+    return b * per_batch + h * per_head + n, h * col_per_head
+
+
+def __getattr__(name):
+    """``head_rc``: ``_head_rc`` as a ``gluon.jit`` function, built once on first use (it needs triton)."""
+    if name != "head_rc":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .common import jit
+
+    globals()["head_rc"] = fn = jit(_head_rc)
+    return fn

@@ -19,10 +19,21 @@ bias requires grad), which stores dS into the contiguous (B, Hq, Nq, Nk) buffer 
 WRITE_DS only adds that store, so its run also covers the launch with a bias that needs no gradient.
 The other groups run with both off (the host's no-bias call: a one-element stand-in, never addressed).
 
-Modelled, not executed: what a load of an index table returns — cu_seqlens entries as the host
+Block-sparse launches (group "sparse", the -SPARSE obligations): HAS_TILES on, never varlen (the API
+refuses a BlockSparseMask with cu_seqlens), mask tiles ``sub`` × the kernel's block, the walk lists flat
+(B, Hq, R, 2) counts and (B, Hq, R, C) entries with symbolic TQ, TK. z3 answers unknown on their offsets
+((b·Hq + h)·R + r)·C + j taken whole (four symbolic factors), so a list offset is checked digit by digit
+(``radix``: each digit in its range, the offset equal to its digits' value, and the mixed-radix lemma,
+proved once per record); the dK/dV kernel writes a query head as hk·GROUPS + g, so its digits are read with
+Hq = Hkv·GROUPS (a substitution the identity claim checks). A refuted digit counts as a refutation only
+through the flat claim 0 ≤ offset < size (``_confirm``), so a control's counterexample is a real access
+outside the lists. No wrap-around of such an offset is then claimed given that it is inside.
+
+Modelled, not executed, here: what a load of an index table returns — cu_seqlens entries as the host
 validates them (A-KER-CU-VALID) and the block-sparse lists as ``plan.tile_plan`` writes them
-(A-KER-PLAN-LISTS: counts n_partial + n_full ≤ TK, entries < TK); ``tile_plan`` itself is not covered
-(its loop carries an integer count, which the one-iteration loop model refuses).
+(A-KER-PLAN-LISTS: the two counts of a row, entries 2r and 2r + 1, sum to at most the width; entries are
+below it). ``tile_plan`` itself runs in ``plan_bounds`` (KER-BOUNDS-PLAN), which proves the counts' bound
+and the entries' range of what it stores; that every slot a consumer reads was written stays assumed.
 """
 from __future__ import annotations
 
@@ -34,7 +45,7 @@ import z3
 from flashproof.kernels.attention.triton import bwd, fwd, host
 
 from flashproof.proofs.engine.core import Outcome, control, fresh_solver, model_dict, obligation, z3_prove
-from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+from flashproof.proofs.support import kernel_exec as kx, radix, triton_sym as ts
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN",
           "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-SOLVER-TRUST"]
@@ -42,9 +53,14 @@ I64_MAX = 2 ** 63 - 1
 
 
 class Tensor(NamedTuple):
-    """dims: ((size z3 term, stride argument name or None for a flat, unit-stride tensor), ...)."""
+    """dims: ((size z3 term, stride argument name or None for a flat, unit-stride tensor), ...);
+    radix: for a flat tensor laid out as (X_1, …, X_k) (the walk lists), those sizes: its offsets are
+    checked digit by digit (``radix``), else None; subst: the (term, equal term) pairs applied before the
+    digits are read (``radix.claims``)."""
 
     dims: tuple
+    radix: tuple | None = None
+    subst: tuple = ()
 
 
 class Shapes:
@@ -80,11 +96,12 @@ class Shapes:
         self.args[name] = s
         return s
 
-    def tensor(self, name, sizes, strides=None):
+    def tensor(self, name, sizes, strides=None, radix=None, subst=()):
         """A strided (B, H, N, D)-style tensor argument with symbolic, non-negative strides whose
-        storage span Σ (size − 1)·stride fits int64; or (strides None) a flat contiguous one."""
+        storage span Σ (size − 1)·stride fits int64; or (strides None) a flat contiguous one, whose
+        element count ``sizes[0]`` is, if ``radix`` is given, the product of those sizes."""
         if strides is None:
-            self.layout[name] = Tensor(((sizes[0], None),))
+            self.layout[name] = Tensor(((sizes[0], None),), None if radix is None else tuple(radix), tuple(subst))
             self.hyps.append(sizes[0] <= I64_MAX)
         else:
             st = [ts.arg(s, stride=True) for s in strides]
@@ -103,6 +120,10 @@ def inside(t: Tensor, off: ts.Sym, stride_zero):
     """z3 Bool: ``off`` (its linear form) addresses an element of t."""
     if off.lin is None:
         return z3.BoolVal(False)
+    if t.radix is not None:  # a flat (X_1, …, X_k) layout: digit by digit (with radix.lemma, proved per run)
+        if set(off.lin) != {None}:
+            return z3.BoolVal(False)
+        return z3.And(*radix.claims(off.e, t.radix, t.subst))
     names = {s for _, s in t.dims}
     if any(k not in names and k is not None for k in off.lin):
         return z3.BoolVal(False)
@@ -139,8 +160,9 @@ def _table_loads(sh: Shapes):
         def load(off, run):
             v = z3.Int(f"{table}[{len(seen[table])}]")
             run.base += [v >= 0, v <= width]
-            for o, w in seen[table]:
-                run.base.append(z3.Implies(z3.Or(off.e == o + 1, o == off.e + 1), v + w <= width))
+            for o, w in seen[table]:  # the two counts of one row: entries 2r and 2r + 1
+                pair = z3.Or(z3.And(off.e == o + 1, o % 2 == 0), z3.And(o == off.e + 1, off.e % 2 == 0))
+                run.base.append(z3.Implies(pair, v + w <= width))
             seen[table].append((off.e, v))
             return ts.Sym(v, False)
         return load
@@ -172,16 +194,22 @@ class Config(NamedTuple):
     tiles: bool
     desc: bool
     bias: bool = False  # HAS_BIAS (and, in the dK/dV kernel, WRITE_DS)
+    sub: int = 2  # block-sparse (tiles): the mask tiles are sub × (BLOCK_M, BLOCK_N) (TILE_Q, TILE_K)
 
     def __str__(self):
         return " ".join(f"{k}={v}" for k, v in self._asdict().items())
 
 
-def _configs(kernel, rows, windows=("both",)):
+def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), sparse_desc=(False,),
+             sparse_mask=(False,)):
     """The launch configurations checked: the first ``rows`` (BLOCK_M, BLOCK_N) rows of the kernel's
-    autotuning table (all of them under --deep) × every feature combination the host can launch except
-    block-sparse ones (the additive bias on and off), with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of the head-dim
-    aranges (offsets beyond D are masked), so the widest padding covers every narrower one."""
+    autotuning table (all of them under --deep) × every feature combination the host can launch (the
+    additive bias on and off), with BLOCK_D = BLOCK_DV = 256: BLOCK_D enters only as the lane count of
+    the head-dim aranges (offsets beyond D are masked), so the widest padding covers every narrower one.
+    Block-sparse ones (tiles; never varlen: the API refuses a BlockSparseMask with cu_seqlens) with mask
+    tiles ``sub`` × the kernel's block for each of ``subs`` (TILE_Q % BLOCK_M = TILE_K % BLOCK_N = 0,
+    which the host's pruning enforces), the bias, TMA descriptors and a dense mask as in ``sparse_bias``,
+    ``sparse_desc``, ``sparse_mask`` at sub = 2, and off at the other subs."""
     if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
         yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
         return
@@ -192,6 +220,11 @@ def _configs(kernel, rows, windows=("both",)):
             if varlen and desc:
                 continue  # the host takes no descriptors for varlen
             yield Config(bm, bn, 256, 256, varlen, left, right, mask, False, desc, bias)
+        for bias, (left, right), mask, desc, sub in itertools.product(
+                sparse_bias, [WINDOWS[w] for w in windows], sparse_mask, sparse_desc, subs):
+            if sub != 2 and (bias or mask or desc):
+                continue  # other tile sizes with the plain pointer path only (SPARSE_OTHER_SUBS)
+            yield Config(bm, bn, 256, 256, False, left, right, mask, True, desc, bias, sub)
 
 
 def reported(kernel) -> Config:
@@ -226,10 +259,14 @@ def _setup(kernel, cfg: Config):
     sh.tensor("MASK", (sh.Bm, sh.Hm, sh.Nq, sh.Nk), ["smb", "smh", "smi", "smj"])
     sh.hyps += [z3.Implies(sh.Bm == 1, sh.args["smb"].e == 0), z3.Implies(sh.Hm == 1, sh.args["smh"].e == 0)]
     sh.tensor("CU_Q", (sh.S + 1,)), sh.tensor("CU_K", (sh.S + 1,))
-    for n, w in (("KV", sh.TK), ("Q", sh.TQ)):
+    # the walk lists, flat (B, Hq, R, 2) and (B, Hq, R, C) (plan.build_lists); the dK/dV kernel, whose
+    # programs own a KV head, writes a query head as hk·GROUPS + g: its digits are read with Hq = Hkv·GROUPS
+    heads, subst = ((sh.Hkv, sh.G), ((sh.Hq, sh.Hkv * sh.G),)) if kernel == "dkdv" else ((sh.Hq,), ())
+    for n, w in (("KV", sh.TK), ("Q", sh.TQ)):  # sizes written as the digits' product (= B·Hq·R·C)
         rows = sh.TQ if n == "KV" else sh.TK
-        sh.tensor(f"{n}_NUM", (sh.B * sh.Hq * rows * 2,))
-        sh.tensor(f"{n}_IDX", (sh.B * sh.Hq * rows * w,))
+        for tab, width in ((f"{n}_NUM", z3.IntVal(2)), (f"{n}_IDX", w)):
+            digits = (sh.B, *heads, rows, width)
+            sh.tensor(tab, (_product(digits),), radix=digits, subst=subst)
     for name, term in (("Hq", sh.Hq), ("Hkv", sh.Hkv), ("GROUPS", sh.G), ("Nq", sh.Nq), ("Nk", sh.Nk), ("TQ", sh.TQ),
                        ("TK", sh.TK), ("D", sh.D)):
         sh.int_arg(name, term)
@@ -239,7 +276,7 @@ def _setup(kernel, cfg: Config):
     sh.int_arg("left", left), sh.int_arg("right", right)
     consts = dict(BLOCK_M=cfg.bm, BLOCK_N=cfg.bn, BLOCK_D=cfg.bd, BLOCK_DV=cfg.bdv, IS_VARLEN=cfg.varlen,
                   HAS_LEFT=cfg.left, HAS_RIGHT=cfg.right, HAS_MASK=cfg.mask, HAS_TILES=cfg.tiles,
-                  TILE_Q=cfg.bm * 2 if cfg.tiles else 0, TILE_K=cfg.bn * 2 if cfg.tiles else 0, DOT_PREC="ieee",
+                  TILE_Q=cfg.bm * cfg.sub if cfg.tiles else 0, TILE_K=cfg.bn * cfg.sub if cfg.tiles else 0, DOT_PREC="ieee",
                   GQA_MAP=False, USE_DESC=cfg.desc, DROPOUT=False,  # dropout adds no memory access (Philox arithmetic)
                   HAS_BIAS=cfg.bias, WRITE_DS=cfg.bias and kernel == "dkdv")
     if cfg.tiles:
@@ -309,11 +346,13 @@ class _Prover:
 
     def __init__(self, ctx):
         self.ctx, self.memo, self.n, self.solvers = ctx, {}, 0, {}
+        self.alive = []  # every term a memo key names: z3 reuses the id of a freed term, so keep them
 
     def _ask(self, part, premise, base, path, bkey, pkey):
         key = (bkey, part.get_id(), premise.get_id(), pkey)
         if key in self.memo:
             return self.memo[key]
+        self.alive.append((part, premise, tuple(base), tuple(path)))
         if bkey not in self.solvers:
             self.solvers = {bkey: fresh_solver(base, self.ctx)}
         s = self.solvers[bkey]
@@ -337,13 +376,15 @@ class _Prover:
         for part in _conjuncts(claim):
             out = self._ask(part, premise, base, path, bkey, pkey)
             if out.status != "proved":
-                return _fail(out, f"{where}: {part.sexpr()[:200]}")
+                return _fail(out, f"{where}: {part.sexpr()[:4000]}")
         return None
 
 
-GROUPS = {"pointer": lambda c: not c.bias and not c.varlen and not c.desc,
-          "varlen": lambda c: not c.bias and c.varlen, "tma": lambda c: not c.bias and c.desc,
-          "all": lambda c: not c.bias, "bias": lambda c: c.bias}
+GROUPS = {"pointer": lambda c: not c.tiles and not c.bias and not c.varlen and not c.desc,
+          "varlen": lambda c: not c.tiles and not c.bias and c.varlen,
+          "tma": lambda c: not c.tiles and not c.bias and c.desc,
+          "all": lambda c: not c.tiles and not c.bias, "bias": lambda c: not c.tiles and c.bias,
+          "sparse": lambda c: c.tiles}
 
 
 def _group_configs(ctx, kernel, group):
@@ -351,14 +392,19 @@ def _group_configs(ctx, kernel, group):
     launch of ``reported``."""
     if group == "reported":
         return [reported(kernel)]
-    rows, windows = ctx.bounds.get("table rows", 1), ctx.bounds.get("windows", ("both",))
-    return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows) if GROUPS[group](c)]
+    b = ctx.bounds
+    rows, windows = b.get("table rows", 1), b.get("windows", ("both",))
+    subs, sparse_bias = b.get("tile / block", (2,)), b.get("block-sparse with bias", (False,))
+    sparse_desc, sparse_mask = b.get("block-sparse with TMA", (False,)), b.get("block-sparse with a dense mask", (False,))
+    return [c for c in _configs(kernel, 99 if rows == "all" else rows, windows, subs, sparse_bias, sparse_desc,
+                                sparse_mask) if GROUPS[group](c)]
 
 
-def check_kernel(ctx, kernel, group="all", overrides=None, configs=None):
+def check_kernel(ctx, kernel, group="all", overrides=None, configs=None, radix_strict=True):
     """Every access of ``kernel`` in the configurations of ``group`` (see ``_configs`` and ``reported``)."""
     fn = KERNELS[kernel]
     pr = _Prover(ctx)
+    used_radix = False
     for cfg in configs or _group_configs(ctx, kernel, group):
         sh, a, grid = _setup(kernel, cfg)
         sh.hyps += [grid[0] <= 2 ** 31 - 1, grid[1] <= 65535]  # CUDA's grid limits (A-TRITON-LAUNCH)
@@ -378,15 +424,46 @@ def check_kernel(ctx, kernel, group="all", overrides=None, configs=None):
                     claim = z3.And(*[c.safe for c in acc.off], *[ts._fits(c.e, False) for c in acc.off])
                     bad = pr.prove(claim, true, base, at, where)
                 else:
+                    used_radix = used_radix or sh.layout[acc.tensor].radix is not None
                     mask_on = acc.mask.e if acc.mask is not None else true
-                    bad = (pr.prove(acc.mask.safe, true, base, at, where + " (mask)") if acc.mask is not None
-                           else None) or pr.prove(z3.And(acc.off.safe, inside(sh.layout[acc.tensor], acc.off, zero)),
-                                                  mask_on, base, at, where)
+                    t = sh.layout[acc.tensor]
+                    bad = pr.prove(acc.mask.safe, true, base, at, where + " (mask)") if acc.mask is not None else None
+                    if bad is None and t.radix is not None:  # inside first; then no wrap-around, given inside
+                        flat = z3.And(acc.off.e >= 0, acc.off.e < _product(t.radix))
+                        bad = pr.prove(inside(t, acc.off, zero), mask_on, base, at, where)
+                        if bad is not None and bad.status == "refuted":  # digits out of range: is the offset?
+                            bad = _confirm(pr.prove(flat, mask_on, base, at, where + " (the offset itself)"), bad)
+                        bad = bad or pr.prove(acc.off.safe, z3.And(mask_on, flat), base, at,
+                                              where + " (no wrap-around, given the offset inside)")
+                    elif bad is None:
+                        bad = pr.prove(z3.And(acc.off.safe, inside(t, acc.off, zero)), mask_on, base, at, where)
                 if bad:
                     return bad
+    if used_radix:  # the lemma that the digit-by-digit claims rely on, proved in this record too
+        bad = pr.prove(radix.lemma(strict=radix_strict), z3.BoolVal(True), [], [], "the mixed-radix lemma")
+        if bad:
+            return bad
     if pr.n == 0:
         return Outcome("error", detail=f"no query was asked for {kernel} ({group}): no configuration ran")
     return Outcome("proved", solver="z3", detail=f"{pr.n} queries, all unsat")
+
+
+def _confirm(flat, digit):
+    """A refuted digit claim counts as a refutation only through the flat claim 0 ≤ off < Π sizes (the
+    code's digits may differ from the canonical ones while the offset stays inside): its outcome if that
+    is refuted or unknown, else unknown (the digits the checker read are not the offset's)."""
+    if flat is None:
+        return digit._replace(status="unknown", counterexample=None,
+                              detail="a digit of the offset is out of its range but the offset is inside the "
+                                     "tensor (the layout's digits are not the code's): " + digit.detail)
+    return flat
+
+
+def _product(sizes):
+    out = sizes[0]
+    for x in sizes[1:]:
+        out = out * x
+    return out
 
 
 def _fail(out, where):
@@ -447,6 +524,17 @@ SUITE = (
     ("KER-BOUNDS-DKDV-BIAS", "dkdv", "bias", "ds-store-all-rows",
      ("_dkdv_step", "mask=(offs_m[None, :] < q_len) & (offs_n[:, None] < k_len))", "mask=(offs_n[:, None] < k_len))"),
      "dBias: the dS store writes the block's query rows past the sequence end"),
+    ("KER-BOUNDS-FWD-SPARSE", "fwd", "sparse", "list-row-width-tk",
+     ("attn_fwd", "t_off = (bb * Hq + h) * TQ + m0 // TILE_Q", "t_off = (bb * Hq + h) * TK + m0 // TILE_Q"),
+     "block-sparse: the walk lists' row of a query tile found with TK rows per head instead of TQ (R and C "
+     "swapped), past the lists when TK > TQ"),
+    ("KER-BOUNDS-DQ-SPARSE", "dq", "sparse", "tile-row-by-kernel-block",
+     ("attn_bwd_dq", "t_off = (bb * Hq + h) * TQ + m0 // TILE_Q", "t_off = (bb * Hq + h) * TQ + m0 // BLOCK_M"),
+     "block-sparse: a program's mask-tile row computed with the kernel's BLOCK_M instead of TILE_Q (past the "
+     "lists for the last head when TILE_Q > BLOCK_M)"),
+    ("KER-BOUNDS-DKDV-SPARSE", "dkdv", "sparse", "walk-past-count",
+     ("attn_bwd_dkdv", "for it in range(0, n_g * SUBS):", "for it in range(0, n_g * SUBS + SUBS):"),
+     "block-sparse: the dK/dV walk reads one list entry past its count (past the lists for the last key tile)"),
     ("KER-BOUNDS-DELTA", "delta", "all", "rows-unmasked",
      ("attn_bwd_delta", "io = (offs_m[:, None] < N) & (offs_dv[None, :] < DV)", "io = (offs_dv[None, :] < DV)"),
      "δ: the O and dO loads read the block's rows past the sequence end"),
@@ -457,6 +545,14 @@ _MODULES = {"attn_fwd": fwd, "seq_bounds": fwd, "load_kv": fwd, "add_bias": fwd,
 BOUNDS_QUICK = {"table rows": 1, "windows": ["both"], "BLOCK_D": 256,
                 "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 BOUNDS_DEEP = dict(BOUNDS_QUICK, **{"table rows": "all", "windows": ["none", "both", "causal"]})
+BOUNDS_SPARSE = dict(BOUNDS_QUICK, **{"tile / block": [2], "block-sparse with bias": [False],
+                                      "block-sparse with TMA": [False], "block-sparse with a dense mask": [False],
+                                      "TQ, TK, walk-list counts and entries": "symbolic"})
+BOUNDS_SPARSE_DEEP = dict(BOUNDS_DEEP, **{"tile / block": [1, 2, 4], "block-sparse with bias": [False, True],
+                                          "block-sparse with TMA": [False, True],
+                                          "block-sparse with a dense mask": [False, True],
+                                          "tile / block 1 and 4": "bias, dense mask and TMA off",
+                                          "TQ, TK, walk-list counts and entries": "symbolic"})
 BOUNDS_REPORTED = {"launch": "the H200 report's (reported()): first table row, varlen, no window, dense mask",
                    "BLOCK_D, BLOCK_DV": [64, 16], "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 
@@ -466,7 +562,8 @@ def _register(ob_id, kernel, group, ctl, mutation, bug):
         return check_kernel(ctx, kernel, group)
     run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
     run.__doc__ = f"{KERNELS[kernel].fn.__name__} ({group} configurations): every access inside its tensor, no wrap-around."
-    quick, deep = (BOUNDS_REPORTED, BOUNDS_REPORTED) if group == "reported" else (BOUNDS_QUICK, BOUNDS_DEEP)
+    quick, deep = {"reported": (BOUNDS_REPORTED, BOUNDS_REPORTED),
+                   "sparse": (BOUNDS_SPARSE, BOUNDS_SPARSE_DEEP)}.get(group, (BOUNDS_QUICK, BOUNDS_DEEP))
     obligation(ob_id, checks=["KER-BOUNDS"], bounds=quick, deep_bounds=deep, assumptions=ASSUME)(run)
 
     def mutant(ctx):
