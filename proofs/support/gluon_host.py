@@ -64,7 +64,7 @@ class FakeTensor:
         return self._strides if i is None else self._strides[i]
 
     def element_size(self):
-        return 4 if self.dtype == torch.float32 else 2
+        return 4 if self.dtype in (torch.float32, torch.int32) else 2
 
     def data_ptr(self):
         return 0
@@ -72,13 +72,25 @@ class FakeTensor:
     def contiguous(self):
         return self  # the tensors passed where the host calls it are contiguous by the obligation's model
 
-    def view(self, *shape):
-        if shape != (-1,):
-            raise kx.Unsupported(f"view{shape} of a fake tensor")
+    def numel(self):
         n = ts.Sym.lift(1)
         for s in self.shape:
             n = n * s
-        return FakeTensor(self.name, (n,), (1,), self.dtype)
+        return n
+
+    def view(self, *shape):
+        """A flat ``view(-1)`` or the 2-D ``view(rows, cols)`` of a contiguous tensor whose last dim is
+        ``cols`` (rows · cols = numel, checked by a recorded side condition); other views refused."""
+        if shape == (-1,):
+            return FakeTensor(self.name, (self.numel(),), (1,), self.dtype)
+        if len(shape) == 2 and isinstance(shape[1], int) and not isinstance(self.shape[-1], ts.Sym) \
+                and shape[1] == self.shape[-1]:
+            rows = ts.Sym.lift(shape[0])
+            r = kx._RUN
+            r.side.append((f"{self.name}.view{tuple(shape)}: rows · cols = numel",
+                           _e(rows * shape[1]) == _e(self.numel()), tuple(r.path)))
+            return FakeTensor(self.name, (rows, shape[1]), (shape[1], 1), self.dtype)
+        raise kx.Unsupported(f"view{shape} of a fake tensor of shape {self.shape}")
 
     def copy_(self, other):
         return self
@@ -105,7 +117,14 @@ class FakeTorch:
         return self._next("empty")
 
     def zeros(self, *shape, **_):
-        return self._next("zeros")
+        """The next modelled tensor; ``requested``: the element count the host asked for (what a claim
+        on the tensor's extent uses, rather than the model's shape)."""
+        t = self._next("zeros")
+        n = ts.Sym.lift(1)
+        for s in shape:
+            n = n * s
+        t.requested = n
+        return t
 
     def __getattr__(self, name):
         return getattr(torch, name)

@@ -30,6 +30,7 @@ What each construct becomes (addresses only; floating-point work is ``Data``):
 from __future__ import annotations
 
 import itertools
+import linecache
 import re
 import sys
 
@@ -127,7 +128,7 @@ class SMem:
 
     def slice(self, start, length, dim=0):
         start = ts.Sym.lift(start)
-        _record("smem", f"{self.name}.slice", (start, start + (length - 1), self.shape[dim]))
+        _record("smem", f"{self.name}.slice{dim}", (start, start + (length - 1), self.shape[dim]))
         shape = list(self.shape)
         shape[dim] = length
         return SMem(f"{self.name}[:]", shape, self.dtype, self.layout)
@@ -238,7 +239,7 @@ class _GL:
 
     @staticmethod
     def allocate_shared_memory(dtype, shape, layout, value=None):
-        return SMem(f"smem{next(_ids)}", shape, dtype, layout)
+        return SMem(_assigned_name(sys._getframe(1)) or f"smem{next(_ids)}", shape, dtype, layout)
 
     @staticmethod
     def warp_specialize(functions_and_args, worker_num_warps, worker_num_regs):
@@ -252,18 +253,30 @@ class _GL:
     @staticmethod
     def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
         n_out = sum(1 for c in constraints.split(",") if c.startswith("="))
-        m = re.search(r"\b(red|atom|st)\.[\w.]*?(?:\.v(\d))?\.(?:f32|b32|u32|s32)\s+\[\$(\d+)\]", asm)
-        if m is None:
-            if "[$" in asm:
-                raise kx.Unsupported(f"inline asm with an address operand not modelled: {asm!r}")
-            return GData()
-        width, operand = int(m.group(2) or 1), int(m.group(3))
-        arg, elem = divmod(operand - n_out, pack)
-        ptr = args[arg]
-        if not isinstance(ptr, ts.Ptr):
-            raise kx.Unsupported(f"inline asm address operand ${operand} is not a pointer tile")
-        _record("red", ptr.name, (_pack_first(ptr.off, pack, elem), width))
+        found = 0
+        for m in _ASM_ADDR.finditer(asm):
+            op, width, operand = m.group(1), int(m.group(2) or 1), int(m.group(3))
+            arg, elem = divmod(operand - n_out, pack)
+            ptr = args[arg]
+            if not isinstance(ptr, ts.Ptr):
+                raise kx.Unsupported(f"inline asm address operand ${operand} is not a pointer tile")
+            _record("ld" if op == "ld" else "red", ptr.name, (_pack_first(ptr.off, pack, elem), width))
+            found += 1
+        if asm.count("[$") != found:
+            raise kx.Unsupported(f"inline asm with an address operand not modelled: {asm!r}")
         return GData()
+
+
+#: one global-memory instruction with an address operand ``[$k]``: ``red``/``atom``/``st`` (a write; the
+#: operand right after the type) or ``ld`` (a read; the operand after the destination register)
+_ASM_ADDR = re.compile(r"\b(red|atom|st|ld)\.[\w.]*?(?:\.v(\d))?\.(?:f32|b32|u32|s32)\s+(?:\$\d+,\s*)?\[\$(\d+)\]")
+
+
+def _assigned_name(frame):
+    """The name the calling source line assigns (``dq_smem = gl.allocate_shared_memory(...)``), or None."""
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    m = re.match(r"\s*(\w+)\s*=\s*gl\.allocate_shared_memory\(", line)
+    return m.group(1) if m else None
 
 
 def _pack_first(off, pack, elem):
@@ -307,6 +320,11 @@ class _TMA:
     @staticmethod
     def async_copy_shared_to_global(tensor_desc, coord, src):
         _record("tma_store", tensor_desc.name, [ts.Sym.lift(c) for c in coord])
+
+    @staticmethod
+    def reduce_add(tensor_desc, coord, src):
+        """``common.tma_reduce_add``: the box at ``coord`` += the shared tile (a TMA write, as a store)."""
+        _record("tma_reduce", tensor_desc.name, [ts.Sym.lift(c) for c in coord])
 
     store_wait = staticmethod(_none)
 
@@ -359,4 +377,5 @@ GL, MBARRIER, TMA = _GL(), _MBarrier(), _TMA()
 
 #: what ``kernel_exec.execute(..., bind=BIND)`` sets in a Gluon kernel's globals
 BIND = {"gl": GL, "mbarrier": MBARRIER, "tma": TMA, "warpgroup_mma": warpgroup_mma,
-        "warpgroup_mma_wait": warpgroup_mma_wait, "fence_async_shared": _none, "range": _Loop()}
+        "warpgroup_mma_wait": warpgroup_mma_wait, "fence_async_shared": _none, "range": _Loop(),
+        "tma_reduce_add": TMA.reduce_add}

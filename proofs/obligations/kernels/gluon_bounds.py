@@ -52,7 +52,7 @@ def _host(name):
 class Problem:
     """The symbolic call: sizes, the program's (batch, head) as the grid defines it, and the tensors."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, causal=False, deterministic=False):
         I = z3.Int
         self.B, self.Hkv, self.G, self.NB = _host("B"), _host("Hkv"), _host("GROUPS"), _host("NB")
         self.H = self.G * self.Hkv
@@ -70,6 +70,9 @@ class Problem:
             self.m = (N / 128) - 1 - I("pid1")  # the CTA's query block: heaviest (causal) first
         else:  # grid (N / 128, B·Hkv): program 0 the key block, program 1 (b, kv head) batch-major
             self.hyps.append(I("pid1") == self.b * self.Hkv.e + self.hk)
+            # the CTA's key block: deterministic and causal, the grid runs the key blocks last to first
+            self.j = self.NB.e - 1 - I("pid0") if deterministic and causal else I("pid0")
+            self.nqb = self.NB.e * 2  # 64-row query blocks: one dQ semaphore per (b, h, query block)
         self.tensors = {}
 
     def view_tensor(self, name, heads, compact=False):
@@ -108,11 +111,11 @@ def _bind(prob, made, launcher_name, launcher, overrides):
                 **{launcher_name: launcher})
 
 
-def _run(kernel, causal, overrides=None):
+def _run(kernel, causal, overrides=None, deterministic=False):
     """(problem, paths) of one symbolic host call."""
     ts.STRIDES.clear(), gh.DESCS.clear()
-    p = Problem(kernel)
-    call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal)
+    p = Problem(kernel, causal, deterministic)
+    call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal, deterministic=deterministic)
     if kernel == "fwd":
         q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
         made = {"empty_like": [p.view_tensor("O", p.H, compact=True)], "empty": [p.flat("LSE", p.H)]}
@@ -125,7 +128,12 @@ def _run(kernel, causal, overrides=None):
         dk, dv = p.view_tensor("DK", p.Hkv, compact=True), p.view_tensor("DV", p.Hkv, compact=True)
         strides = {"dk_rs": ("DK", z3.If(dk.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e)),
                    "dv_rs": ("DV", z3.If(dv.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e))}
-        made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)], "zeros": [p.flat("DQ_ACC", p.H, 4)]}
+        # the semaphores: (B, Hq, N / 64) int32 in deterministic mode, else one unused int32
+        n_sem = p.B * p.H * (p.NB * 2) if deterministic else ts.Sym.lift(1)
+        sem = gh.FakeTensor("SEM", (n_sem,), (1,), dtype=torch.int32)
+        p.tensors["SEM"] = (sem, p.H)
+        made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)],
+                "zeros": [p.flat("DQ_ACC", p.H, 4), sem]}
         bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
         fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
     delta = p.flat("DELTA", p.H)
@@ -168,8 +176,12 @@ def _claims(kernel, p: Problem, acc):
     H = G * Hkv
     if acc.kind == "smem":
         lo, hi, size = acc.off
-        return z3.And(_fits32(lo), _fits32(hi), lo.e >= 0, hi.e < ts.Sym.lift(size).e)
-    if acc.kind in ("tma_load", "tma_store"):
+        inside = z3.And(_fits32(lo), _fits32(hi), lo.e >= 0, hi.e < ts.Sym.lift(size).e)
+        if acc.tensor == "dq_smem[].slice1":  # the dQ staging tile: this warpgroup's 64 columns
+            wg = _wg(acc.where)
+            return z3.And(inside, lo.e >= wg * 64, hi.e < wg * 64 + 64)
+        return inside
+    if acc.kind in ("tma_load", "tma_store", "tma_reduce"):
         desc = gh.DESCS[acc.tensor]
         cs = acc.off
         parts = [_fits32(c) for c in cs]
@@ -188,16 +200,15 @@ def _claims(kernel, p: Problem, acc):
             return z3.BoolVal(False)
         pb, ph, ch = p.coords(acc.tensor)
         row, col = off.lin.get(rs, z3.IntVal(0)), off.lin.get(None, z3.IntVal(0))
-        first = p.b * pb + p.hk * ph + z3.Int("pid0") * 128 + _wg(acc.where) * 64
+        first = p.b * pb + p.hk * ph + p.j * 128 + _wg(acc.where) * 64
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
         return z3.And(safe, row >= first, row < first + 64, col >= p.hk * ch, col < p.hk * ch + D)
-    if acc.kind == "red" and acc.tensor == "DQ_ACC":  # (B, Hq, N, 128) fp32: the group's rows, this warpgroup's columns
+    if acc.kind in ("ld", "red") and acc.tensor == "SEM":  # one int32 of the group's (head, query block)s
         off, width = acc.off
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
-        lo = (p.b * H + p.hk * G) * N * D
-        wg = _wg(acc.where)
-        return z3.And(safe, off.e % width == 0, off.e >= lo, off.e + width <= lo + G * N * D,
-                      off.e % D >= wg * 64, off.e % D + width <= wg * 64 + 64)
+        lo = (p.b * H + p.hk * G) * p.nqb
+        n = ts.Sym.lift(p.tensors["SEM"][0].requested).e  # what the host allocated
+        return z3.And(safe, width == 1, off.e >= 0, off.e < n, off.e >= lo, off.e < lo + G * p.nqb)
     return z3.BoolVal(False)  # an access this obligation has no claim for: refuted, never passed
 
 
@@ -210,6 +221,9 @@ def _own_box(kernel, p, acc, cs, desc):
         lo = (p.b * H + p.hk * G) * N
         return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0)
     (r, c), (blk, cols) = [x.e for x in cs], desc.block_shape
+    if name == "DQ_ACC":  # bwd's dQ reduce-add, (B·Hq·N, 128): 64 whole rows of one head of the group
+        lo = (p.b * H + p.hk * G) * N
+        return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0, c == 0, cols == D)
     pb, ph, ch = p.coords(name)
     t = p.tensors[name][0]
     if kernel == "fwd":
@@ -221,7 +235,7 @@ def _own_box(kernel, p, acc, cs, desc):
             return z3.And(r >= seg + p.m * 128, r + blk <= seg + p.m * 128 + 128, c == head * ch)
         return z3.And(r == seg + p.m * 128 + _wg(acc.where) * 64, c == head * ch)  # O: this warpgroup's rows
     if name in ("K", "V"):  # bwd: the program's key block of (b, hk)
-        return z3.And(r == p.b * pb + p.hk * ph + z3.Int("pid0") * 128, c == p.hk * ch)
+        return z3.And(r == p.b * pb + p.hk * ph + p.j * 128, c == p.hk * ch)
     # Q, dO: one head of the group: bhnd rows of heads hk·G … hk·G + G − 1 (a 64-aligned box never
     # straddles two heads, N being a multiple of 128); bnhd rows of batch b, the group's columns
     lo = p.b * pb + p.hk * G * ph
@@ -245,12 +259,12 @@ def _defs(kernel, p):
     return [(I("Hq"), I("G"), p.Hkv.e, z3.IntVal(0)), (I("pid1"), p.Hkv.e, p.b, p.hk)]
 
 
-def check(ctx, kernel, overrides=None, causal=(False, True)):
+def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(False,)):
     pr = _Prover(ctx)
     true = z3.BoolVal(True)
     launched, alive = 0, []  # every formula asked stays referenced: _Prover memoises by z3 term id
-    for cz in causal:
-        p, paths = _run(kernel, cz, overrides)
+    for cz, det in [(c, d) for d in deterministic for c in causal]:
+        p, paths = _run(kernel, cz, overrides, det)
         paths = [x for x in paths if not isinstance(x.result, kx.Rejected)]
         if not paths:
             continue
@@ -271,11 +285,11 @@ def check(ctx, kernel, overrides=None, causal=(False, True)):
             for what, cond, at in path.side:
                 asked = (rw(cond), [rw(f) for f in at])
                 alive.append(asked)
-                bad = pr.prove(asked[0], true, base, asked[1], f"{kernel} causal={cz} {what}")
+                bad = pr.prove(asked[0], true, base, asked[1], f"{kernel} causal={cz} deterministic={det} {what}")
                 if bad:
                     return bad
             for acc in path.accesses:
-                where = f"{kernel} causal={cz} {acc.kind} {acc.tensor} at {acc.where}"
+                where = f"{kernel} causal={cz} deterministic={det} {acc.kind} {acc.tensor} at {acc.where}"
                 asked = (rw(_claims(kernel, p, acc)), [rw(f) for f in acc.path])
                 alive.append(asked)
                 bad = pr.prove(asked[0], true, base, asked[1], where)
@@ -290,7 +304,8 @@ def check(ctx, kernel, overrides=None, causal=(False, True)):
 
 _MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd,
             "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_attn_bwd_ws": gbwd, "_bwd_load_partition": gbwd,
-            "_bwd_consumer": gbwd, "_dq_head": gbwd, "_bwd_iter": gbwd}
+            "_bwd_consumer": gbwd, "_bwd_iter": gbwd, "_dq_stage": gbwd, "_bwd_dq_writer": gbwd,
+            "_bwd_dq_writer_det": gbwd}
 
 #: (obligation id, checker, ((control name, (function, old, new), bug), ...))
 SUITE = (
@@ -307,18 +322,24 @@ SUITE = (
         ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
                          "return (qd, kd, vd, od), (*qc, *qc, *vc, *oc)"),
          "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"))),
-    ("KER-BOUNDS-GLUON-BWD", lambda ctx, overrides=None: check(ctx, "bwd", overrides), (
+    ("KER-BOUNDS-GLUON-BWD", lambda ctx, overrides=None: check(ctx, "bwd", overrides, deterministic=(False, True)), (
         ("dk-store-dv-row-stride", ("_bwd_consumer", "gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1)",
                                     "gl.store(dk_blk + gl.expand_dims(r * dv_rs, 1)"),
          "backward: the dK epilogue store steps its rows by dV's row stride"),
-        ("dq-red-no-wg-columns", ("_dq_head", "return dq_grp + (g * N_CTX).to(gl.int64) * D + WG * (D // 2)",
-                                  "return dq_grp + (g * N_CTX).to(gl.int64) * D"),
-         "backward: dQ's reductions without the warpgroup's column half (both warpgroups add into columns 0–63)"),
+        ("dq-stage-no-wg-columns", ("_dq_stage", "dq_smem.index(buf).slice(WG * DQW, DQW, dim=1)",
+                                    "dq_smem.index(buf).slice(0, DQW, dim=1)"),
+         "backward: dQ's staging without the warpgroup's column half (both warpgroups write columns 0–63 of the tile)"),
+        ("dq-reduce-one-block-past", ("_bwd_dq_writer", "[vec_row0 + g * N_CTX + qb * BM, 0]",
+                                      "[vec_row0 + g * N_CTX + (qb + 1) * BM, 0]"),
+         "backward: the dQ reduce-add box one query block further on, past the head's rows at the last query block"),
+        ("sem-one-qblock-past", ("_bwd_dq_writer_det", "sem = sem_grp + g * n_qblk + qb",
+                                 "sem = sem_grp + g * n_qblk + qb + 1"),
+         "backward, deterministic: the dQ semaphore of the next query block, past the tensor at the last (b, h, qb)"),
         ("q-ring-slot-mod-stages-plus-one", ("_bwd_load_partition", "slot = it % NUM_STAGES",
                                              "slot = it % (NUM_STAGES + 1)"),
          "backward: the producer's Q/dO ring slot it mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
-        ("k-box-one-block-past", ("_attn_bwd_ws", "k_row = b * k_pb + hk * k_ph + seq_row0",
-                                  "k_row = b * k_pb + hk * k_ph + seq_row0 + BN"),
+        ("k-box-one-block-past", ("_attn_bwd_ws", "layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)",
+                                  "layout.head_rc(b, hk, seq_row0 + BN, k_pb, k_ph, k_ch)"),
          "backward: the CTA's K box one key block further on, past the head's keys for the last block"))),
 )
 
