@@ -1,7 +1,9 @@
 """KER-BOUNDS for the Gluon kernels: each obligation proved and each control refuted with a counterexample
-(in-process, with the obligation's own bounds); the Gluon shim's own rules (the packed inline asm's
-addresses, a branch inside a Gluon loop, an access it has no claim for); the symbolic host run launches
-the kernel with every partition. The obligation module is imported inside the tests, so that collecting
+(in-process, with the obligation's own bounds), each control at the access its bug touches; the Gluon
+shim's own rules (the packed inline asm's addresses, the semaphores' ld.acquire / red.release address
+operands, an asm address it cannot read refused, a branch inside a Gluon loop, an access it has no claim
+for); the host's 2-D view checked; the symbolic host run launches the kernel with every partition (the
+dQ writer, deterministic or not, included). The obligation module is imported inside the tests, so that collecting
 this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
 it imports)."""
 from __future__ import annotations
@@ -39,7 +41,8 @@ def test_every_gluon_obligation_has_controls():
     "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-FWD/lse-no-wg-offset", "KER-BOUNDS-GLUON-FWD/k-box-one-block-past",
     "KER-BOUNDS-GLUON-FWD/ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-FWD/k-view-of-q",
     pytest.param("KER-BOUNDS-GLUON-BWD", marks=pytest.mark.slow),
-    "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride", "KER-BOUNDS-GLUON-BWD/dq-red-no-wg-columns",
+    "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride", "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns",
+    "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past", "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past",
     "KER-BOUNDS-GLUON-BWD/q-ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-BWD/k-box-one-block-past"])
 def test_obligation_outcome(oid):
     _module()
@@ -55,24 +58,72 @@ def test_controls_are_caught_where_planted():
     _module()
     where = {"KER-BOUNDS-GLUON-FWD/lse-no-wg-offset": "store LSE", "KER-BOUNDS-GLUON-FWD/k-box-one-block-past":
              "tma_load K", "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride": "store DK",
-             "KER-BOUNDS-GLUON-BWD/dq-red-no-wg-columns": "red DQ_ACC"}
+             "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns": "smem dq_smem[].slice1 at _bwd_wg1",
+             "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past": "tma_reduce DQ_ACC",
+             "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past": "deterministic=True ld SEM"}
     for oid, at in where.items():
         ob = core.resolve_control(core.OBLIGATIONS[oid])
         out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
         assert out.status == "refuted" and at in out.counterexample["access"], (oid, out.counterexample.get("access"))
 
 
-def test_the_host_run_launches_every_partition():
+@pytest.mark.parametrize("kernel, det, parts, kinds", [
+    ("fwd", False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
+     {"tma_load", "tma_store", "smem", "store"}),
+    ("bwd", False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
+     {"tma_load", "tma_reduce", "smem", "store"}),
+    ("bwd", True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
+     {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-deterministic"])
+def test_the_host_run_launches_every_partition(kernel, det, parts, kinds):
+    """Every partition runs and records its accesses; the deterministic backward's writer reads (ld.acquire)
+    and writes (red.release) the semaphore tensor, the other writer never touches it."""
     gb = _module()
-    for kernel, parts in (("fwd", {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"}),
-                          ("bwd", {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition"})):
-        p, paths = gb._run(kernel, False)
-        launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
-        assert len(launched) == 1
-        seen = {a.where.split(">")[0] for a in launched[0].accesses}
-        assert parts <= seen, (kernel, seen)
-        kinds = {a.kind for a in launched[0].accesses}
-        assert {"tma_load", "smem", "store"} <= kinds and (kernel == "fwd" or "red" in kinds)
+    p, paths = gb._run(kernel, False, deterministic=det)
+    launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
+    assert len(launched) == 1
+    seen = {a.where.split(">")[0] for a in launched[0].accesses}
+    assert parts <= seen, (kernel, seen)
+    assert {a.kind for a in launched[0].accesses} == kinds
+    assert ({a.tensor for a in launched[0].accesses if a.kind in ("ld", "red")} == {"SEM"}) == det
+
+
+def test_the_semaphore_asm_addresses_its_pointer_operand():
+    """semaphore.acquire_wait's ``ld.acquire … $0, [$1]`` and complete_release's ``red.release … [$1], 1``:
+    each recorded at the pointer passed (operand 1 after the one output), one int32 wide."""
+    from flashproof.kernels.attention.gluon import semaphore
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    i = ts.arg("i")
+    for fn, args, kind in ((semaphore.acquire_wait, dict(value=3), "ld"), (semaphore.complete_release, {}, "red")):
+        (path,) = kx.execute(fn, dict(ptr=ts.Ptr("S") + i, **args), bind=gs.BIND)
+        (a,) = path.accesses
+        assert (a.kind, a.tensor, a.off[1]) == (kind, "S", 1)
+        s = z3.Solver()
+        s.add(z3.Not(a.off[0].e == i.e))
+        assert s.check() == z3.unsat
+
+
+def test_an_asm_address_operand_the_shim_cannot_read_is_refused():
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    with pytest.raises(kx.Unsupported, match="address operand not modelled"):
+        kx.execute(lambda P: gs.GL.inline_asm_elementwise("cp.async.bulk.prefetch.L2 [$1], 16;", "=r,l", [P], None,
+                                                          False, 1), dict(P=ts.Ptr("S")))
+
+
+def test_a_host_view_whose_rows_do_not_cover_the_tensor_fails_its_side_condition():
+    """The host's ``dq_acc.view(B·Hq·N, D)`` is checked (rows · cols = numel): a view of half the rows fails."""
+    gb = _module()
+    from unittest import mock
+
+    view = gb.gh.FakeTensor.view
+
+    def half(self, *shape):
+        return view(self, shape[0] // 2, shape[1]) if len(shape) == 2 else view(self, *shape)
+
+    with mock.patch.object(gb.gh.FakeTensor, "view", half):
+        out = gb.check(core.Context({}, 60_000, False, False), "bwd", causal=(False,))
+    assert out.status == "refuted" and "DQ_ACC.view" in out.counterexample["access"], out
 
 
 def test_a_packed_red_addresses_the_pack_first_lane_plus_its_vector():
@@ -140,8 +191,8 @@ def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
 
     orig = gb.Problem.__init__
 
-    def init(self, kernel):
-        orig(self, kernel)
+    def init(self, *a, **kw):
+        orig(self, *a, **kw)
         self.hyps = [h for h in self.hyps if str(2 ** 38) not in h.sexpr()]
 
     with mock.patch.object(gb.Problem, "__init__", init):
