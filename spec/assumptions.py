@@ -131,13 +131,14 @@ program ids and truncating division as in A-TRITON-INT and A-TRITON-DIV; gl.aran
 layouts change no value; gl.warp_specialize runs each partition function on its argument tuple (the addresses a
 partition forms do not depend on the others' progress; the synchronisation itself — mbarriers, fences, the
 wgmma waits — is not modelled and not claimed); shared-memory descriptors' .index(i) and .slice(s, n, dim) pick
-rows i and s … s + n − 1 of their allocation; gl.inline_asm_elementwise with pack = p hands each asm instance p
-consecutive register elements of one thread, which a BlockedLayout places at p consecutive indices (from a
-multiple of p) along its fastest dim, and "red.….v4.f32 [$k]" adds 4 consecutive floats at operand k's address.
+rows i and s … s + n − 1 of their allocation; in gl.inline_asm_elementwise with pack = 1, "ld.….b32 $r, [$k]" /
+"red.….s32 [$k]" (the semaphores) read / add one 32-bit word at operand k's address, and an asm's other
+instructions (fences, bulk-group waits, branches) touch no memory.
 """)
 
 assumption("A-GLUON-TMA", "what a Gluon TMA copy reads or writes", statement="""
-tma.async_copy_global_to_shared / async_copy_shared_to_global with a TensorDescriptor of global shape S, row
+tma.async_copy_global_to_shared / async_copy_shared_to_global, and common.tma_reduce_add (Triton's
+async_tma_reduce, add: it writes the cells a store would), with a TensorDescriptor of global shape S, row
 stride R (elements) and block shape K, at int32 coordinates c, touch the cells c + i (0 ≤ i < K) that lie inside
 S, at base + row·R + column; cells outside S are not touched (loads fill zeros). The obligations prove every
 box inside S and inside its own (batch, head), so the clipping is never relied on.

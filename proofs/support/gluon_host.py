@@ -5,7 +5,9 @@ arguments and grid they build:
 * ``FakeTensor``: shape, strides (z3-backed ``Sym``), dtype, ``element_size``; ``data_ptr()`` is 0 (a
   misaligned base is refused by ``row_descriptor``/``tma_kind`` before any launch: not modelled).
 * ``FakeTorch``: ``empty_like`` / ``empty`` / ``zeros`` return the tensors the obligation names, in call
-  order (their layout is the obligation's model of torch's); every other attribute is torch's.
+  order (their layout is the obligation's model of torch's; ``zeros`` records the element count the host
+  asked for, ``requested``); every other attribute is torch's. ``FakeTensor.view``: ``view(-1)`` and the
+  2-D ``view(rows, D)`` (rows · D = numel a side condition of the path); other views are refused.
 * ``SymDesc``: a TensorDescriptor (global shape, strides, block shape), recorded by name in ``DESCS``.
 * ``row_view`` / ``coords`` / ``tma_kind`` (``layout.py``) for a tensor read through a row view whose
   kind is a z3 Bool (``FakeTensor.bhnd``): ``layout.coords`` is executed for each kind and the two

@@ -5,21 +5,22 @@ partition it hands to ``gl.warp_specialize`` and every ``@gluon.jit`` helper run
 What each construct becomes (addresses only; floating-point work is ``Data``):
 
 * ``gl.arange(0, n, layout=L)``: a lane variable, as ``tl.arange``; layouts are tags, except that the
-  arange remembers which dim of L's parent its lanes run along (``LANE_DIM``) — only the packed inline
-  asm below needs it. ``gl.expand_dims(x, 1)`` is ``x[:, None]``, ``gl.expand_dims(x, 0)`` is
-  ``x[None, :]`` (refused when the axis is not the one the SliceLayout removed).
+  arange remembers which dim of L's parent its lanes run along (``LANE_DIM``). ``gl.expand_dims(x, 1)``
+  is ``x[:, None]``, ``gl.expand_dims(x, 0)`` is ``x[None, :]`` (refused when the axis is not the one the
+  SliceLayout removed, which LANE_DIM tells).
 * ``gl.store`` and pointer arithmetic: ``triton_sym``'s (recorded by ``kernel_exec.record_access``).
-* ``gl.allocate_shared_memory(dtype, shape, layout)``: a ``SMem`` of that shape; ``.index(i)`` and
-  ``.slice(start, length, dim)`` are recorded as accesses of kind ``"smem"``: (first, last, extent), the
+* ``gl.allocate_shared_memory(dtype, shape, layout)``: a ``SMem`` of that shape, named by the variable the
+  calling line assigns (``dq_smem = …``); ``.index(i)`` and ``.slice(start, length, dim)`` are recorded as
+  accesses of kind ``"smem"`` (names ``dq_smem.index``, ``dq_smem[].slice1``): (first, last, extent), the
   indices they touch along the dim and the allocation's extent there (what the obligation proves);
   ``.permute``, ``.load``, ``.store`` touch no global memory.
 * ``tma.async_copy_global_to_shared(desc, coord, bar, dest)`` / ``async_copy_shared_to_global(desc,
-  coord, src)``: accesses of kind ``"tma_load"`` / ``"tma_store"`` with the descriptor and the coordinates.
-* ``gl.inline_asm_elementwise``: each ``[$k]`` address operand of the asm text is recorded as an access
-  of kind ``"red"`` (``red``/``atom``/``st``: a write) — for ``pack = p`` the operand is element
-  k mod p of a pack of p consecutive registers of one thread, which the pointer tile's BlockedLayout
-  places at p consecutive indices, starting at a multiple of p, along its fastest dim (``order[0]``);
-  an instruction ``.vW`` touches W consecutive elements from that address (an extra lane 0 ≤ w < W).
+  coord, src)`` and ``common.tma_reduce_add(desc, coord, src)`` (bound as ``tma_reduce_add``): accesses of
+  kind ``"tma_load"`` / ``"tma_store"`` / ``"tma_reduce"`` with the descriptor and the coordinates.
+* ``gl.inline_asm_elementwise`` (``pack = 1`` only; another pack is refused): each ``[$k]`` address operand
+  of the asm text is recorded as an access of kind ``"red"`` (``red``/``atom``/``st``: a write) or ``"ld"``
+  (a read: ``ld… $r, [$k]``) at the pointer argument k (after the outputs); an instruction ``.vW`` touches W
+  consecutive elements from that address; an asm with an address operand in any other instruction is refused.
 * ``mbarrier.*``, ``fence_async_shared``, ``gl.thread_barrier``, ``tma.store_wait``,
   ``warpgroup_mma`` / ``warpgroup_mma_wait``: synchronisation and tensor-core work with no address:
   no effect (``warpgroup_mma_wait`` hands its dependencies back, data as fresh data of the same type).
@@ -252,15 +253,16 @@ class _GL:
 
     @staticmethod
     def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+        if pack != 1:  # which register of a pack an operand is would depend on the layout: not modelled
+            raise kx.Unsupported(f"inline asm with pack = {pack} (only pack = 1 is modelled)")
         n_out = sum(1 for c in constraints.split(",") if c.startswith("="))
         found = 0
         for m in _ASM_ADDR.finditer(asm):
             op, width, operand = m.group(1), int(m.group(2) or 1), int(m.group(3))
-            arg, elem = divmod(operand - n_out, pack)
-            ptr = args[arg]
+            ptr = args[operand - n_out]
             if not isinstance(ptr, ts.Ptr):
-                raise kx.Unsupported(f"inline asm address operand ${operand} is not a pointer tile")
-            _record("ld" if op == "ld" else "red", ptr.name, (_pack_first(ptr.off, pack, elem), width))
+                raise kx.Unsupported(f"inline asm address operand ${operand} is not a pointer")
+            _record("ld" if op == "ld" else "red", ptr.name, (ptr.off, width))
             found += 1
         if asm.count("[$") != found:
             raise kx.Unsupported(f"inline asm with an address operand not modelled: {asm!r}")
@@ -277,34 +279,6 @@ def _assigned_name(frame):
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     m = re.match(r"\s*(\w+)\s*=\s*gl\.allocate_shared_memory\(", line)
     return m.group(1) if m else None
-
-
-def _pack_first(off, pack, elem):
-    """``off`` with the lane along the layout's fastest dim L replaced by L − L mod pack + elem: the
-    index of element ``elem`` of the pack of ``pack`` consecutive registers holding lane L."""
-    if pack == 1:
-        return off
-    parents = {id(LANE_DIM[k][0]) for k, _ in off.axes}
-    if len(parents) != 1:
-        raise kx.Unsupported("a packed inline asm over a pointer tile of more than one layout")
-    parent = LANE_DIM[next(iter(off.axes))[0]][0]
-    if parent is None or parent.kind != "BlockedLayout":
-        raise kx.Unsupported("a packed inline asm over a pointer tile whose layout is not a BlockedLayout")
-    spt, order = parent.kw["size_per_thread"], parent.kw["order"]
-    fast = order[0]
-    if spt[fast] % pack:
-        raise kx.Unsupported(f"pack {pack} does not divide size_per_thread {spt} along the fastest dim {fast}")
-    pairs = []
-    for k, a in off.axes:
-        if LANE_DIM[k][1] == fast:
-            x = ts._lane(k, a)
-            size = ts.LANES[(k, 0)][1]
-            if (size.e if isinstance(size, ts.Sym) else size) % spt[fast]:
-                raise kx.Unsupported("a pack along a dim whose extent is not a multiple of size_per_thread")
-            pairs.append((x, x - x % pack + elem))
-    sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
-    lin = None if off.lin is None else {k: sub(v) for k, v in off.lin.items()}
-    return ts.Sym(sub(off.e), off.wide, off.safe if isinstance(off.safe, bool) else sub(off.safe), lin, off.axes)
 
 
 class _MBarrier:

@@ -1,7 +1,7 @@
 """KER-BOUNDS for the Gluon kernels: each obligation proved and each control refuted with a counterexample
 (in-process, with the obligation's own bounds), each control at the access its bug touches; the Gluon
-shim's own rules (the packed inline asm's addresses, the semaphores' ld.acquire / red.release address
-operands, an asm address it cannot read refused, a branch inside a Gluon loop, an access it has no claim
+shim's own rules (the semaphores' ld.acquire / red.release address operands, an asm address it cannot
+read and a packed asm refused, a branch inside a Gluon loop, an access it has no claim
 for); the host's 2-D view checked; the symbolic host run launches the kernel with every partition (the
 dQ writer, deterministic or not, included). The obligation module is imported inside the tests, so that collecting
 this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
@@ -126,34 +126,14 @@ def test_a_host_view_whose_rows_do_not_cover_the_tensor_fails_its_side_condition
     assert out.status == "refuted" and "DQ_ACC.view" in out.counterexample["access"], out
 
 
-def test_a_packed_red_addresses_the_pack_first_lane_plus_its_vector():
-    """red.v4 with pack = 4 over a BlockedLayout whose fastest dim holds 4 per thread: the recorded
-    address is the pack's first lane (L − L mod 4), and the vector covers 4 elements from there."""
+def test_a_packed_inline_asm_is_refused():
+    """pack > 1 (which register of a pack an operand is depends on the layout) is not modelled: refused."""
     from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
 
-    def body(P):
-        lay = gs.GL.BlockedLayout(size_per_thread=[8, 4], threads_per_warp=[2, 16], warps_per_cta=[4, 1], order=[1, 0])
-        r = gs.GL.arange(0, 64, layout=gs.GL.SliceLayout(1, lay))
-        c = gs.GL.arange(0, 64, layout=gs.GL.SliceLayout(0, lay))
-        offs = gs.GL.expand_dims(r * 128, 1) + gs.GL.expand_dims(c, 0)
-        gs.GL.inline_asm_elementwise("red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};",
-                                     "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [P + offs, gs.GData()], dtype=None,
-                                     is_pure=False, pack=4)
-
-    (path,) = kx.execute(body, dict(P=ts.Ptr("P")))
-    (acc,) = path.accesses
-    off, width = acc.off
-    assert acc.kind == "red" and width == 4
-    s = z3.Solver()
-    s.add(*path.hyps, z3.Not(off.e % 4 == 0))
-    assert s.check() == z3.unsat  # every address is a pack's first, 16-byte aligned
-    last = 63 * 128 + 63  # the tile's last element: the vector of its pack's first lane (63·128 + 60) reaches it
-    s = z3.Solver()
-    s.add(*path.hyps, off.e + width - 1 == last)
-    assert s.check() == z3.sat
-    s = z3.Solver()
-    s.add(*path.hyps, off.e + width - 1 > last)
-    assert s.check() == z3.unsat  # and no vector goes past it
+    with pytest.raises(kx.Unsupported, match="pack = 4"):
+        kx.execute(lambda P: gs.GL.inline_asm_elementwise("red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};",
+                                                          "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [P, gs.GData()], None,
+                                                          False, 4), dict(P=ts.Ptr("P")))
 
 
 def test_a_branch_inside_a_gluon_loop_forks_and_ends_with_the_loop():

@@ -5,23 +5,29 @@ stays inside its allocation.
 
 Executed symbolically (``kernel_exec`` with ``gluon_sym`` bound for Gluon's modules): the host
 functions ``gluon.fwd.forward`` and ``gluon.bwd.backward`` themselves (``_descs``, ``row_descriptor``,
-the launch line with its argument order and grid) and, launched from there, ``_attn_fwd_ws`` /
-``_attn_bwd_ws`` whole: every partition they pass to ``gl.warp_specialize`` (both consumer
-warpgroups and the producer warp) and every ``@gluon.jit`` helper (``_attn_iter``,
-``_apply_causal_mask``, ``_bwd_iter``, ``_dq_head``, ``_dq_red_v4``), one arbitrary iteration per loop.
-Modelled (``gluon_host``): torch's allocations (out, dK, dV as ``empty_like`` lays them out, compact
-(B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse, dQ's fp32 accumulator and δ contiguous), the row
-view's kind as a z3 Bool with ``layout.coords`` executed for each kind (the real ``row_view``'s
-accepting paths are exactly those two: KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``.
+the dQ accumulator's 2-D view, the semaphore allocation, the launch line with its argument order and
+grid) and, launched from there, ``_attn_fwd_ws`` / ``_attn_bwd_ws`` whole: every partition they pass to
+``gl.warp_specialize`` (both consumer warpgroups, the producer warp, the backward's dQ writer — the
+deterministic one when ``prob.deterministic``) and every ``@gluon.jit`` helper (``_attn_iter``,
+``_apply_causal_mask``, ``_bwd_iter``, ``_dq_stage``, ``_bwd_dq_writer_det``, ``semaphore.acquire_wait`` /
+``complete_release``), one arbitrary iteration per loop. Modelled (``gluon_host``): torch's allocations
+(out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
+dQ's fp32 accumulator, δ and the int32 semaphores contiguous), the row view's kind as a z3 Bool with
+``layout.coords`` executed for each kind (the real ``row_view``'s accepting paths are exactly those two:
+KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
+its box (A-GLUON-TMA).
 
 Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule``: Nq = Nk a multiple of
 128, D = Dv = 128), every row stride, each tensor's view kind, program ids, loop iterations; causal
-and not. Claims per access (see ``_claims``): TMA coordinates computed without wrap-around and inside
-int32, each box inside its descriptor's global shape AND inside the rows (and columns) of its own
-(batch, head) — of the program's query block and warpgroup for Q, O and lse; pointer stores (lse, dK,
-dV) and the dQ ``red.global.add.v4.f32`` reductions (4 floats each, 16-byte aligned) inside their
-tensor, in the program's (batch, head) rows and in the warpgroup's rows (dK, dV) or columns (dQ);
-every ``.index``/``.slice`` of shared memory inside its allocation.
+and not; the backward deterministic and not. Claims per access (see ``_claims``): TMA coordinates
+computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
+descriptor's global shape AND inside the rows (and columns) of its own (batch, head) — of the program's
+query block and warpgroup for Q, O and lse, 64 whole rows of one head of the program's group for dQ;
+pointer stores (lse, dK, dV) inside their tensor, in the program's (batch, head) rows and in the
+warpgroup's rows; the semaphores' ``ld.acquire`` / ``red.release`` one int32 of the program's group's
+(head, query block)s, inside the count the host allocated; every ``.index``/``.slice`` of shared memory
+inside its allocation, the dQ staging slice in the warpgroup's 64 columns. Not claimed: the mbarrier
+protocol, the semaphores' ordering and forward progress (schedule properties, not bounds).
 """
 from __future__ import annotations
 
@@ -325,7 +331,8 @@ SUITE = (
         ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
                          "return (qd, kd, vd, od), (*qc, *qc, *vc, *oc)"),
          "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"))),
-    ("KER-BOUNDS-GLUON-BWD", lambda ctx, overrides=None: check(ctx, "bwd", overrides, deterministic=(True, False)), (
+    ("KER-BOUNDS-GLUON-BWD", lambda ctx, overrides=None, deterministic=(True, False):
+     check(ctx, "bwd", overrides, deterministic=deterministic), (
         ("dk-store-dv-row-stride", ("_bwd_consumer", "gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1)",
                                     "gl.store(dk_blk + gl.expand_dims(r * dv_rs, 1)"),
          "backward: the dK epilogue store steps its rows by dV's row stride"),
@@ -346,8 +353,12 @@ SUITE = (
          "backward: the CTA's K box one key block further on, past the head's keys for the last block"))),
 )
 
+#: control -> the configurations it is checked on: those that run the function it mutates (a writer
+#: runs in one mode only; checking the other mode first would only repeat the obligation's queries)
+ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qblock-past": dict(deterministic=(True,))}
+
 BOUNDS = {"D = Dv": 128, "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
-          "causal": [False, True]}
+          "causal": [False, True], "deterministic (backward)": [False, True]}
 WHY = "every size and stride gluon_rule admits is symbolic; D = Dv = 128 is the only head dim it routes to Gluon"
 
 
@@ -361,9 +372,9 @@ def _register(ob_id, checker, controls):
     obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS, assumptions=ASSUME, scope="unbounded",
                why_unbounded=WHY)(run)
     for ctl, (fn_name, old, new), bug in controls:
-        def mutant(ctx, fn_name=fn_name, old=old, new=new):
+        def mutant(ctx, fn_name=fn_name, old=old, new=new, only=ONLY.get(ctl, {})):
             over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
-            return checker(ctx, overrides=over)
+            return checker(ctx, overrides=over, **only)
         mutant.__name__ = mutant.__qualname__ = f"control_{run.__name__}_{ctl.replace('-', '_')}"
         control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
 
