@@ -124,6 +124,40 @@ Nq, Nk ≥ 1, mask strides 0 on broadcast dims, and the launch grids host.forwar
 layouts: strides are non-negative and a tensor's storage span Σ (size − 1)·stride is below 2^62 elements.
 """)
 
+assumption("A-GLUON-SEMANTICS", "Gluon's language as the Gluon index obligations model it", statement="""
+Triton 3.6's Gluon (triton.experimental.gluon), as proofs/support/gluon_sym.py runs it: integers, pointers,
+program ids and truncating division as in A-TRITON-INT and A-TRITON-DIV; gl.arange(0, n, layout) holds the lanes
+0 … n−1 whatever the layout, gl.expand_dims(x, a) broadcasts along the other axis, gl.convert_layout and the
+layouts change no value; gl.warp_specialize runs each partition function on its argument tuple (the addresses a
+partition forms do not depend on the others' progress; the synchronisation itself — mbarriers, fences, the
+wgmma waits — is not modelled and not claimed); shared-memory descriptors' .index(i) and .slice(s, n, dim) pick
+rows i and s … s + n − 1 of their allocation; in gl.inline_asm_elementwise with pack = 1, "ld.….b32 $r, [$k]" /
+"red.….s32 [$k]" (the semaphores) read / add one 32-bit word at operand k's address, and an asm's other
+instructions (fences, bulk-group waits, branches) touch no memory.
+""")
+
+assumption("A-GLUON-TMA", "what a Gluon TMA copy reads or writes", statement="""
+tma.async_copy_global_to_shared / async_copy_shared_to_global, and common.tma_reduce_add (Triton's
+async_tma_reduce, add: it writes the cells a store would), with a TensorDescriptor of global shape S, row
+stride R (elements) and block shape K, at int32 coordinates c, touch the cells c + i (0 ≤ i < K) that lie inside
+S, at base + row·R + column; cells outside S are not touched (loads fill zeros). The obligations prove every
+box inside S and inside its own (batch, head), so the clipping is never relied on.
+""")
+
+assumption("A-GLUON-EMPTY-LIKE", "torch.empty_like of a tensor the Gluon host reads through a row view", statement="""
+torch.empty_like(t) (preserve_format) of a (B, H, N, D) tensor that layout.row_view accepts is laid out
+compactly as (B, H, N, D) or as (B, N, H, D) (size-1 dims aside): its row view has row stride D or H·D. The
+forward's out and the backward's dK, dV are made so; the Gluon index obligations take their row stride to be
+one of these two (the dK/dV epilogue forms row·stride in int32, which this bounds by 65535·128·127 < 2^31).
+""")
+
+assumption("A-GLUON-DEVICE-MEMORY", "the Gluon kernels' tensors fit a device", statement="""
+q's elements are distinct memory (row_view admits no overlapping rows), so B·Hq·N·128·2 bytes ≤ the device's
+memory ≤ 2^38 bytes (an H200 has 141 GB), i.e. B·Hq·N ≤ 2^30. The Gluon kernels compute row indices (b·H + h)·N
++ n in int32 (the lse offset, the backward's δ/lse rows, the TMA row coordinates): this is what keeps them
+below 2^31. No host function checks it.
+""")
+
 assumption("A-KER-CU-VALID", "cu_seqlens as the host validated them", statement="""
 The int32 cu_seqlens_q / cu_seqlens_k tables the kernels load are the ones api._seqlens checked: they
 start at 0, never decrease and end at the packed length; max_q / max_k are the longest sequence. The

@@ -51,7 +51,7 @@ import z3
 from . import triton_sym as ts
 
 __all__ = ["Access", "Path", "Rejected", "Loop", "Count", "execute", "decide", "record_access", "record_desc", "mutate",
-           "Unsupported"]
+           "Unsupported", "launch"]
 
 
 class Unsupported(Exception):
@@ -103,8 +103,9 @@ class Rejected(NamedTuple):
 
 
 class _Run:
-    def __init__(self, prefix, base, grid, loads, loops=None):
+    def __init__(self, prefix, base, grid, loads, loops=None, rebind=None):
         self.prefix, self.base, self.grid, self.loads = list(prefix), list(base), grid, loads
+        self.rebind = rebind  # (overrides, bind, memo) of ``execute``: what ``launch`` shims a kernel with
         self.taken, self.path, self.scopes = [], [], []
         self.accesses, self.side, self.forks = [], [], []
         self.pids = {}
@@ -428,11 +429,21 @@ def _read_before_write(body) -> set:
 
 
 def _is_jit(v) -> bool:
-    return type(v).__name__ in ("JITFunction", "InterpretedFunction") and callable(getattr(v, "fn", None))
+    return (type(v).__name__ in ("JITFunction", "InterpretedFunction", "GluonJITFunction")
+            and callable(getattr(v, "fn", None)))
 
 
-def _shim(fn, overrides, memo):
-    """``fn`` (a JITFunction or plain function) with tl, range and its jit helpers rebound."""
+def launch(fn, grid):
+    """From a host function run by ``execute``: the kernel ``fn`` rebound as the run's target was, its
+    program ids ranging over ``grid`` (z3 Int terms) — what ``fn[grid](...)`` launches."""
+    _RUN.grid = tuple(grid)
+    overrides, bind, memo = _RUN.rebind
+    return _shim(overrides.get((fn.fn if _is_jit(fn) else fn).__name__, fn), overrides, memo, bind)
+
+
+def _shim(fn, overrides, memo, bind=None):
+    """``fn`` (a JITFunction or plain function) with tl, range and its jit helpers rebound (and the
+    globals named in ``bind`` replaced: the Gluon modules, ``gluon_sym``)."""
     py = fn.fn if _is_jit(fn) else fn
     if id(py) in memo:
         return memo[id(py)]
@@ -441,31 +452,36 @@ def _shim(fn, overrides, memo):
     memo[id(py)] = out
     g["tl"] = ts.TL
     g["range"] = _sym_range
+    g.update(bind or {})
     for name, v in list(g.items()):
+        if name in (bind or {}):
+            continue
         if name in overrides:
-            g[name] = _shim(overrides[name], overrides, memo)
+            g[name] = _shim(overrides[name], overrides, memo, bind)
         elif _is_jit(v):
-            g[name] = _shim(v, overrides, memo)
+            g[name] = _shim(v, overrides, memo, bind)
     return out
 
 
 def execute(fn, args: dict, *, hyps=(), grid=(1, 1), loads=None, overrides=None, rejects=(),
-            max_paths=64, loops=None) -> list[Path]:
+            max_paths=64, loops=None, bind=None) -> list[Path]:
     """Every feasible path of ``fn(**args)`` (see the module docstring). ``hyps``: z3 Bools the
     arguments satisfy (what the host admits); ``grid``: z3 Int terms, the launch grid;
     ``loads``: tensor name -> model(offset, run) of what a load returns; ``overrides``: helper name
     -> replacement function (a mutant); ``rejects``: exception types by which a host function refuses
     an input (that path's result is a ``Rejected``); ``loops``: (function name, source line of the
-    ``for``, stripped) -> ``Loop``, for loops that carry integers."""
+    ``for``, stripped) -> ``Loop``, for loops that carry integers; ``bind``: global name -> value, set in
+    ``fn`` and every helper shimmed (the Gluon shim's modules, a host's stand-ins)."""
     global _RUN
     overrides = overrides or {}
     name = (fn.fn if _is_jit(fn) else fn).__name__
-    target = _shim(overrides.get(name, fn), overrides, {})
+    memo: dict = {}
+    target = _shim(overrides.get(name, fn), overrides, memo, bind)
     paths, todo = [], [[]]
     while todo:
         prefix = todo.pop()
         ts.LANES.clear()
-        run = _Run(prefix, hyps, grid, loads or {}, loops)
+        run = _Run(prefix, hyps, grid, loads or {}, loops, (overrides, bind, memo))
         _RUN = run
         try:
             result = target(**args)

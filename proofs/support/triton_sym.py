@@ -229,6 +229,18 @@ class Sym:
     def __neg__(self):
         return Sym.lift(0) - self
 
+    def _low_bit(self, o, f):
+        if not (_is_int(o) and o == 1):
+            raise TypeError(f"only x & 1 and x ^ 1 are modelled, got the constant {o!r}")
+        e = f(self.e)
+        return Sym(e, self.wide, self.safe, {None: e} if _plain(self) else None, self.axes)
+
+    def __and__(self, o):  # x & 1, the low bit: z3's x % 2 is 0 or 1 for every x, as in two's complement
+        return self._low_bit(o, lambda x: x % 2)
+
+    def __xor__(self, o):  # x ^ 1, the low bit flipped (never leaves x's width)
+        return self._low_bit(o, lambda x: x + 1 - 2 * (x % 2))
+
     def _cmp(self, other, op):
         if isinstance(other, (Data, float)):
             return Data()

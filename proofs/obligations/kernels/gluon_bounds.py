@@ -1,0 +1,383 @@
+"""KER-BOUNDS for the Gluon kernels (the default route on an H200): every global access of the
+warp-specialised forward and backward addresses an element of its own tensor — the one of the
+program's (batch, head) — for every shape and stride the host admits, and every shared-memory index
+stays inside its allocation.
+
+Executed symbolically (``kernel_exec`` with ``gluon_sym`` bound for Gluon's modules): the host
+functions ``gluon.fwd.forward`` and ``gluon.bwd.backward`` themselves (``_descs``, ``row_descriptor``,
+the dQ accumulator's 2-D view, the semaphore allocation, the launch line with its argument order and
+grid) and, launched from there, ``_attn_fwd_ws`` / ``_attn_bwd_ws`` whole: every partition they pass to
+``gl.warp_specialize`` (both consumer warpgroups, the producer warp, the backward's dQ writer — the
+deterministic one when ``prob.deterministic``) and every ``@gluon.jit`` helper (``_attn_iter``,
+``_apply_causal_mask``, ``_bwd_iter``, ``_dq_stage``, ``_bwd_dq_writer_det``, ``semaphore.acquire_wait`` /
+``complete_release``), one arbitrary iteration per loop. Modelled (``gluon_host``): torch's allocations
+(out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
+dQ's fp32 accumulator, δ and the int32 semaphores contiguous), the row view's kind as a z3 Bool with
+``layout.coords`` executed for each kind (the real ``row_view``'s accepting paths are exactly those two:
+KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
+its box (A-GLUON-TMA).
+
+Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule``: Nq = Nk a multiple of
+128, D = Dv = 128), every row stride, each tensor's view kind, program ids, loop iterations; causal
+and not; the backward deterministic and not. Claims per access (see ``_claims``): TMA coordinates
+computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
+descriptor's global shape AND inside the rows (and columns) of its own (batch, head) — of the program's
+query block and warpgroup for Q, O and lse, 64 whole rows of one head of the program's group for dQ;
+pointer stores (lse, dK, dV) inside their tensor, in the program's (batch, head) rows and in the
+warpgroup's rows; the semaphores' ``ld.acquire`` / ``red.release`` one int32 of the program's group's
+(head, query block)s, inside the count the host allocated; every ``.index``/``.slice`` of shared memory
+inside its allocation, the dQ staging slice in the warpgroup's 64 columns. Not claimed: the mbarrier
+protocol, the semaphores' ordering and forward progress (schedule properties, not bounds).
+"""
+from __future__ import annotations
+
+import types
+from unittest import mock
+
+import torch
+import z3
+
+from flashproof.kernels.attention.gluon import bwd as gbwd, common as gcommon, fwd as gfwd, layout as glayout
+from flashproof.kernels.attention.triton import host as thost
+
+from flashproof.proofs.engine.core import Outcome, control, obligation
+from flashproof.proofs.support import gluon_host as gh, gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+from flashproof.proofs.support.gluon_rewrite import Rewrite
+from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
+
+ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
+          "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-SOLVER-TRUST"]
+D = 128  # dispatch.GLUON_HEAD_DIM: the only head dim gluon_rule routes here
+I32_MAX = 2 ** 31 - 1
+
+
+def _host(name):
+    return ts.Sym(z3.Int(name), True)
+
+
+class Problem:
+    """The symbolic call: sizes, the program's (batch, head) as the grid defines it, and the tensors."""
+
+    def __init__(self, kernel, causal=False, deterministic=False):
+        I = z3.Int
+        self.B, self.Hkv, self.G, self.NB = _host("B"), _host("Hkv"), _host("GROUPS"), _host("NB")
+        self.H = self.G * self.Hkv
+        self.N = self.NB * 128
+        self.b, self.h, self.hk, self.g = I("b*"), I("h*"), I("hk*"), I("g*")
+        B, H, N = self.B.e, self.H.e, self.N.e
+        # (b*, h*) / (b*, hk*): the program's batch and head, the decomposition of its program id (one
+        # exists for every id of the grid, so these facts exclude no program)
+        self.signs = [B >= 1, self.Hkv.e >= 1, self.G.e >= 1, self.NB.e >= 1, self.b >= 0, self.b < B,
+                      self.hk >= 0, self.hk < self.Hkv.e, self.g >= 0, self.g < self.G.e, self.h >= 0]
+        self.hyps = self.signs + [B * H * N * D * 2 <= 2 ** 38,  # q's bytes fit a device (A-GLUON-DEVICE-MEMORY)
+                                  self.h == self.hk * self.G.e + self.g]
+        if kernel == "fwd":  # grid (B·H, N / 128): program 0 is (b, h) batch-major; program 1 the query block
+            self.hyps.append(I("pid0") == self.b * H + self.h)
+            self.m = (N / 128) - 1 - I("pid1")  # the CTA's query block: heaviest (causal) first
+        else:  # grid (N / 128, B·Hkv): program 0 the key block, program 1 (b, kv head) batch-major
+            self.hyps.append(I("pid1") == self.b * self.Hkv.e + self.hk)
+            # the CTA's key block: deterministic and causal, the grid runs the key blocks last to first
+            self.j = self.NB.e - 1 - I("pid0") if deterministic and causal else I("pid0")
+            self.nqb = self.NB.e * 2  # 64-row query blocks: one dQ semaphore per (b, h, query block)
+        self.tensors = {}
+
+    def view_tensor(self, name, heads, compact=False):
+        """A (B, heads, N, 128) bf16 tensor read through a row view of symbolic kind; ``compact``: laid out
+        as torch.empty_like lays it out (row stride 128 or heads·128: A-GLUON-EMPTY-LIKE)."""
+        flag = z3.Bool(f"{name}_bhnd")
+        rs = _host(f"{name}_rs")
+        width = z3.If(flag, D, heads.e * D)
+        rows = z3.If(flag, self.B.e * heads.e * self.N.e, self.B.e * self.N.e)
+        self.hyps += [rs.e == width] if compact else [rs.e >= width, (rs.e * 2) % 16 == 0]
+        self.hyps.append((rows - 1) * rs.e + width - 1 <= ts.SPAN_MAX)
+        t = gh.FakeTensor(name, (self.B, heads, self.N, D), (None, None, rs, 1), bhnd=flag)
+        self.tensors[name] = (t, heads)
+        return t
+
+    def flat(self, name, heads, dims=3):
+        shape = (self.B, heads, self.N) + ((D,) if dims == 4 else ())
+        t = gh.FakeTensor(name, shape, (None,) * dims, dtype=torch.float32)
+        self.tensors[name] = (t, heads)
+        return t
+
+    def coords(self, name):
+        """(per_batch, per_head, col_per_head) of tensor ``name``'s view, as ``layout.coords`` gives them."""
+        t, heads = self.tensors[name]
+        a, b = glayout.coords("bhnd", heads, self.N, D), glayout.coords("bnhd", heads, self.N, D)
+        return tuple(z3.If(t.bhnd, ts.Sym.lift(x).e, ts.Sym.lift(y).e) for x, y in zip(a, b))
+
+
+def _bind(prob, made, launcher_name, launcher, overrides):
+    lay = gh.merged_layout()
+    row_descriptor = gh.rebind(gcommon.row_descriptor, row_view=lay.row_view, coords=lay.coords,
+                               TensorDescriptor=gh.SymDesc)
+    fake = gh.FakeTorch(made)
+    return dict(gs.BIND, torch=fake, row_descriptor=row_descriptor, layout=lay, TensorDescriptor=gh.SymDesc,
+                _descs=gh.rebind((overrides or {}).get("_descs", gfwd._descs), row_descriptor=row_descriptor),
+                **{launcher_name: launcher})
+
+
+def _run(kernel, causal, overrides=None, deterministic=False):
+    """(problem, paths) of one symbolic host call."""
+    ts.STRIDES.clear(), gh.DESCS.clear()
+    # the shim's lane numbering starts afresh for each host call: a query's terms (and so z3's search)
+    # depend on the call alone, not on what this process ran before
+    gs._SITES.clear(), gs.LANE_DIM.clear(), gs.LOOP_FACTS.clear()
+    p = Problem(kernel, causal, deterministic)
+    call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal, deterministic=deterministic)
+    if kernel == "fwd":
+        q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
+        made = {"empty_like": [p.view_tensor("O", p.H, compact=True)], "empty": [p.flat("LSE", p.H)]}
+        bind = _bind(p, made, "_attn_fwd_ws", gh.Launcher(gfwd._attn_fwd_ws), overrides)
+        fn, args = gfwd.forward, dict(q=q, k=k, v=v, prob=call)
+    else:
+        q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
+        out, dout = p.view_tensor("Out", p.H), p.view_tensor("DO", p.H)
+        lse = p.flat("LSE", p.H)
+        dk, dv = p.view_tensor("DK", p.Hkv, compact=True), p.view_tensor("DV", p.Hkv, compact=True)
+        strides = {"dk_rs": ("DK", z3.If(dk.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e)),
+                   "dv_rs": ("DV", z3.If(dv.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e))}
+        # the semaphores: (B, Hq, N / 64) int32 in deterministic mode, else one unused int32
+        n_sem = p.B * p.H * (p.NB * 2) if deterministic else ts.Sym.lift(1)
+        sem = gh.FakeTensor("SEM", (n_sem,), (1,), dtype=torch.int32)
+        p.tensors["SEM"] = (sem, p.H)
+        made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)],
+                "zeros": [p.flat("DQ_ACC", p.H, 4), sem]}
+        bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
+        fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
+    delta = p.flat("DELTA", p.H)
+    with mock.patch.object(thost, "delta", lambda *a, **kw: delta):
+        paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,))
+    return p, paths
+
+
+class _Prover(_PartsProver):
+    """bounds._Prover, asked the whole claim of an access first (one query, at most ``WHOLE_MS``);
+    only when that is not unsat, conjunct by conjunct with the full timeout (so a failure names the
+    conjunct that fails)."""
+
+    WHOLE_MS = 1000
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.whole = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, self.WHOLE_MS)))
+
+    def prove(self, claim, premise, base, path, where):
+        bkey, pkey = tuple(h.get_id() for h in base), tuple(h.get_id() for h in path)
+        if self.whole._ask(claim, premise, base, path, bkey, pkey).status == "proved":
+            self.n += 1
+            return None
+        return super().prove(claim, premise, base, path, where)
+
+
+def _fits32(c):
+    return z3.And(c.safe if not isinstance(c.safe, bool) else z3.BoolVal(c.safe), c.e >= -(2 ** 31), c.e <= I32_MAX)
+
+
+def _wg(where):
+    part = where.split(">")[0]
+    return 1 if "wg1" in part else 0
+
+
+def _claims(kernel, p: Problem, acc):
+    """z3 Bool: what access ``acc`` must satisfy (see the module docstring); its premise is true."""
+    N, G, Hkv = p.N.e, p.G.e, p.Hkv.e
+    H = G * Hkv
+    if acc.kind == "smem":
+        lo, hi, size = acc.off
+        inside = z3.And(_fits32(lo), _fits32(hi), lo.e >= 0, hi.e < ts.Sym.lift(size).e)
+        if acc.tensor == "dq_smem[].slice1":  # the dQ staging tile: this warpgroup's 64 columns
+            wg = _wg(acc.where)
+            return z3.And(inside, lo.e >= wg * 64, hi.e < wg * 64 + 64)
+        return inside
+    if acc.kind in ("tma_load", "tma_store", "tma_reduce"):
+        desc = gh.DESCS[acc.tensor]
+        cs = acc.off
+        parts = [_fits32(c) for c in cs]
+        for c, n, blk in zip(cs, desc.shape, desc.block_shape):
+            parts += [c.e >= 0, c.e + blk <= ts.Sym.lift(n).e]  # inside the global shape
+        return z3.And(*parts, _own_box(kernel, p, acc, cs, desc))
+    if acc.kind == "store" and acc.tensor == "LSE":  # flat (B, H, N): this warpgroup's 64 rows of (b, h)
+        off = acc.off
+        if off.lin is None or set(off.lin) - {None}:
+            return z3.BoolVal(False)
+        first = (p.b * H + p.h) * N + p.m * 128 + _wg(acc.where) * 64
+        return z3.And(_fits32(off), off.e >= first, off.e < first + 64)
+    if acc.kind == "store" and acc.tensor in ("DK", "DV"):  # row view: this warpgroup's 64 keys of (b, hk)
+        off, rs = acc.off, acc.tensor.lower() + "_rs"
+        if off.lin is None or set(off.lin) - {None, rs}:
+            return z3.BoolVal(False)
+        pb, ph, ch = p.coords(acc.tensor)
+        row, col = off.lin.get(rs, z3.IntVal(0)), off.lin.get(None, z3.IntVal(0))
+        first = p.b * pb + p.hk * ph + p.j * 128 + _wg(acc.where) * 64
+        safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
+        return z3.And(safe, row >= first, row < first + 64, col >= p.hk * ch, col < p.hk * ch + D)
+    if acc.kind in ("ld", "red") and acc.tensor == "SEM":  # one int32 of the group's (head, query block)s
+        off, width = acc.off
+        safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
+        lo = (p.b * H + p.hk * G) * p.nqb
+        n = ts.Sym.lift(p.tensors["SEM"][0].requested).e  # what the host allocated
+        return z3.And(safe, width == 1, off.e >= 0, off.e < n, off.e >= lo, off.e < lo + G * p.nqb)
+    return z3.BoolVal(False)  # an access this obligation has no claim for: refuted, never passed
+
+
+def _own_box(kernel, p, acc, cs, desc):
+    """The box lies in the rows (and columns) of its own (batch, head)."""
+    name, N, G = acc.tensor, p.N.e, p.G.e
+    H = G * p.Hkv.e
+    if len(cs) == 1:  # lse / δ (B, Hq, N) flat, bwd: the 64 rows of one head of the group, aligned
+        r, blk = cs[0].e, desc.block_shape[0]
+        lo = (p.b * H + p.hk * G) * N
+        return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0)
+    (r, c), (blk, cols) = [x.e for x in cs], desc.block_shape
+    if name == "DQ_ACC":  # bwd's dQ reduce-add, (B·Hq·N, 128): 64 whole rows of one head of the group
+        lo = (p.b * H + p.hk * G) * N
+        return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0, c == 0, cols == D)
+    pb, ph, ch = p.coords(name)
+    t = p.tensors[name][0]
+    if kernel == "fwd":
+        head = p.h if name in ("Q", "O") else p.hk
+        seg = p.b * pb + head * ph
+        if name in ("K", "V"):
+            return z3.And(r >= seg, r + blk <= seg + N, c == head * ch)
+        if name == "Q":  # the program's query block
+            return z3.And(r >= seg + p.m * 128, r + blk <= seg + p.m * 128 + 128, c == head * ch)
+        return z3.And(r == seg + p.m * 128 + _wg(acc.where) * 64, c == head * ch)  # O: this warpgroup's rows
+    if name in ("K", "V"):  # bwd: the program's key block of (b, hk)
+        return z3.And(r == p.b * pb + p.hk * ph + p.j * 128, c == p.hk * ch)
+    # Q, dO: one head of the group: bhnd rows of heads hk·G … hk·G + G − 1 (a 64-aligned box never
+    # straddles two heads, N being a multiple of 128); bnhd rows of batch b, the group's columns
+    lo = p.b * pb + p.hk * G * ph
+    bhnd = z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0, c == 0)
+    bnhd = z3.And(r >= p.b * pb, r + blk <= p.b * pb + N, c >= p.hk * G * D, c + cols <= (p.hk * G + G) * D,
+                  c % D == 0)
+    return z3.If(t.bhnd, bhnd, bnhd)
+
+
+def _params(kernel):
+    fn = (gfwd._attn_fwd_ws if kernel == "fwd" else gbwd._attn_bwd_ws).fn
+    return fn.__code__.co_varnames[:fn.__code__.co_argcount]
+
+
+def _defs(kernel, p):
+    """The divisions of program ids the kernel computes, with their values (see ``gluon_rewrite.Rewrite``)."""
+    I = z3.Int
+    if kernel == "fwd":  # b = bh // H, h = bh % H, hk = h // GROUPS
+        return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)]
+    # Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv
+    return [(I("Hq"), I("G"), p.Hkv.e, z3.IntVal(0)), (I("pid1"), p.Hkv.e, p.b, p.hk)]
+
+
+def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(False,)):
+    pr = _Prover(ctx)
+    true = z3.BoolVal(True)
+    launched, alive = 0, []  # every formula asked stays referenced: _Prover memoises by z3 term id
+    for cz, det in [(c, d) for d in deterministic for c in causal]:
+        p, paths = _run(kernel, cz, overrides, det)
+        paths = [x for x in paths if not isinstance(x.result, kx.Rejected)]
+        if not paths:
+            continue
+        # the facts every path has (the paths of one host call differ only by the lane domains of
+        # aranges inside a branch, which no access uses): asking each path's claims under these alone
+        # (fewer hypotheses: sound) lets the paths share the queries of the accesses they share
+        common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
+        rw = Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p),
+                     _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000))), _params(kernel),
+                     p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)])
+        base = [rw(f) for f in rw.base]
+        alive.append(base)
+        bad = rw.lemmas(pr)
+        if bad:
+            return bad
+        for path in paths:
+            launched += 1
+            for what, cond, at in path.side:
+                asked = (rw(cond), [rw(f) for f in at])
+                alive.append(asked)
+                bad = pr.prove(asked[0], true, base, asked[1], f"{kernel} causal={cz} deterministic={det} {what}")
+                if bad:
+                    return bad
+            for acc in path.accesses:
+                where = f"{kernel} causal={cz} deterministic={det} {acc.kind} {acc.tensor} at {acc.where}"
+                asked = (rw(_claims(kernel, p, acc)), [rw(f) for f in acc.path])
+                alive.append(asked)
+                bad = pr.prove(asked[0], true, base, asked[1], where)
+                if bad:
+                    return bad
+    if pr.n == 0 or launched == 0:
+        return Outcome("error", detail=f"no query was asked for the Gluon {kernel} (no launch on any path)")
+    return Outcome("proved", solver="z3", detail=f"{launched} launched paths, {pr.n} queries, all unsat")
+
+
+# ------------------------------------------------------------------------------------ registration
+
+_MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd,
+            "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_attn_bwd_ws": gbwd, "_bwd_load_partition": gbwd,
+            "_bwd_consumer": gbwd, "_bwd_iter": gbwd, "_dq_stage": gbwd, "_bwd_dq_writer": gbwd,
+            "_bwd_dq_writer_det": gbwd}
+
+#: (obligation id, checker, ((control name, (function, old, new), bug), ...))
+SUITE = (
+    ("KER-BOUNDS-GLUON-FWD", lambda ctx, overrides=None: check(ctx, "fwd", overrides), (
+        ("lse-no-wg-offset", ("_attn_consumer", "gl.store(lse_ptr + lse_row + WG * BM + offs, lse)",
+                              "gl.store(lse_ptr + lse_row + offs, lse)"),
+         "forward: the lse store without the warpgroup's WG·BM row offset (warpgroup 1 overwrites warpgroup 0's rows)"),
+        ("k-box-one-block-past", ("_attn_load_partition", "[k_row + j * BLOCK_N, k_col]",
+                                  "[k_row + (j + 1) * BLOCK_N, k_col]"),
+         "forward: the K box of key block j taken one block further on, past the head's last key at j = n_kv − 1"),
+        ("ring-slot-mod-stages-plus-one", ("_attn_load_partition", "slot = j % NUM_STAGES",
+                                           "slot = j % (NUM_STAGES + 1)"),
+         "forward: the producer's K/V ring slot j mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
+        ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
+                         "return (qd, kd, vd, od), (*qc, *qc, *vc, *oc)"),
+         "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"))),
+    ("KER-BOUNDS-GLUON-BWD", lambda ctx, overrides=None, deterministic=(True, False):
+     check(ctx, "bwd", overrides, deterministic=deterministic), (
+        ("dk-store-dv-row-stride", ("_bwd_consumer", "gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1)",
+                                    "gl.store(dk_blk + gl.expand_dims(r * dv_rs, 1)"),
+         "backward: the dK epilogue store steps its rows by dV's row stride"),
+        ("dq-stage-no-wg-columns", ("_dq_stage", "dq_smem.index(buf).slice(WG * DQW, DQW, dim=1)",
+                                    "dq_smem.index(buf).slice(0, DQW, dim=1)"),
+         "backward: dQ's staging without the warpgroup's column half (both warpgroups write columns 0–63 of the tile)"),
+        ("dq-reduce-one-block-past", ("_bwd_dq_writer", "[vec_row0 + g * N_CTX + qb * BM, 0]",
+                                      "[vec_row0 + g * N_CTX + (qb + 1) * BM, 0]"),
+         "backward: the dQ reduce-add box one query block further on, past the head's rows at the last query block"),
+        ("sem-one-qblock-past", ("_bwd_dq_writer_det", "sem = sem_grp + g * n_qblk + qb",
+                                 "sem = sem_grp + g * n_qblk + qb + 1"),
+         "backward, deterministic: the dQ semaphore of the next query block, past the tensor at the last (b, h, qb)"),
+        ("q-ring-slot-mod-stages-plus-one", ("_bwd_load_partition", "slot = it % NUM_STAGES",
+                                             "slot = it % (NUM_STAGES + 1)"),
+         "backward: the producer's Q/dO ring slot it mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
+        ("k-box-one-block-past", ("_attn_bwd_ws", "layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)",
+                                  "layout.head_rc(b, hk, seq_row0 + BN, k_pb, k_ph, k_ch)"),
+         "backward: the CTA's K box one key block further on, past the head's keys for the last block"))),
+)
+
+#: control -> the configurations it is checked on: those that run the function it mutates (a writer
+#: runs in one mode only; checking the other mode first would only repeat the obligation's queries)
+ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qblock-past": dict(deterministic=(True,))}
+
+BOUNDS = {"D = Dv": 128, "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
+          "causal": [False, True], "deterministic (backward)": [False, True]}
+WHY = "every size and stride gluon_rule admits is symbolic; D = Dv = 128 is the only head dim it routes to Gluon"
+
+
+def _register(ob_id, checker, controls):
+    def run(ctx):
+        return checker(ctx)
+    run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
+    run.__doc__ = {"KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
+                   "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition): every access in its own (b, h)."
+                   }[ob_id]
+    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS, assumptions=ASSUME, scope="unbounded",
+               why_unbounded=WHY)(run)
+    for ctl, (fn_name, old, new), bug in controls:
+        def mutant(ctx, fn_name=fn_name, old=old, new=new, only=ONLY.get(ctl, {})):
+            over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
+            return checker(ctx, overrides=over, **only)
+        mutant.__name__ = mutant.__qualname__ = f"control_{run.__name__}_{ctl.replace('-', '_')}"
+        control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
+
+
+for _row in SUITE:
+    _register(*_row)

@@ -1,0 +1,123 @@
+"""Equivalence-preserving rewriting of a symbolic kernel run's formulas before a solver sees them: the
+kernels' truncating divisions of program ids (b = bh // H, …) are what z3 struggles with, and their
+values are known (the program's batch and head). Used by the Gluon index obligations
+(``obligations/kernels/gluon_bounds.py``); every decision it takes is a recorded solver query."""
+from __future__ import annotations
+
+import z3
+
+from . import gluon_sym as gs
+
+__all__ = ["Rewrite"]
+
+
+class Rewrite:
+    """Equivalence-preserving rewriting of a path's formulas before the solver sees them (the kernel's
+    truncating divisions of program ids are what z3 struggles with), under ``base`` (facts every
+    path of the run has):
+
+    0. a kernel argument x with the base fact x = t (what the host passed) becomes t;
+    1. an ``If(c, x, y)`` whose condition the base facts decide (c or ¬c is proved by a recorded
+       query, e.g. pid0 ≥ 0 ∧ H > 0 of a truncating division) becomes x or y;
+    2. a division or remainder ``x / y``, ``x % y`` listed in ``defs`` becomes its value: each
+       (x, y, q, r) in ``defs`` comes with the lemma x = q·y + r ∧ 0 ≤ r < y (proved by ``lemmas``
+       under the base facts before any rewriting is used), whence x / y = q and x % y = r.
+    ``prover``: what decides a condition (``bounds._Prover``-like: ``_ask(claim, premise, base, path,
+    bkey, pkey) -> Outcome``); ``facts``: the base facts decisions use (a subset: sound, and fast).
+    Each step replaces a term by one equal to it under the base facts, so a claim is proved after
+    rewriting exactly when it is proved before."""
+
+    def __init__(self, base, defs, prover, params=(), facts=()):
+        self.base, self.defs, self.known, self.memo, self.simple = list(base), defs, {}, {}, {}
+        self.dec = prover
+        names = set(params)
+        self.args = [(f.arg(0), f.arg(1)) for f in base if z3.is_eq(f) and z3.is_const(f.arg(0))
+                     and f.arg(0).decl().name() in names]
+        # conditions are decided after rewriting, under ``facts`` (sign facts that are among the base
+        # facts: a subset decides soundly, and without the products of the base, fast)
+        ids = {f.get_id() for f in base}
+        missing = [f for f in facts if f.get_id() not in ids]
+        if missing:
+            raise ValueError(f"decision facts that are not base facts: {missing}")
+        self.dbase = list(facts)
+
+    def lemmas(self, pr):
+        for x, y, q, r in self.defs:
+            bad = pr.prove(z3.And(x == q * y + r, r >= 0, r < y), z3.BoolVal(True), self.base, [],
+                           f"lemma {x} = {q}·{y} + {r}")
+            if bad:
+                return bad
+        return None
+
+    def _decide(self, c):
+        loops = self._simple(c)
+        if loops is None:
+            return None
+        key = c.get_id()  # entries keep their terms alive: z3 reuses the ids of freed terms
+        if key not in self.known or not self.known[key][0].eq(c):
+            bkey, out = tuple(h.get_id() for h in self.dbase), None
+            scope = [f for name in sorted(loops) for f in gs.LOOP_FACTS[name]]
+            for val, goal in ((True, c), (False, z3.Not(c))):
+                if self.dec._ask(goal, z3.BoolVal(True), self.dbase, scope, bkey,
+                                 tuple(f.get_id() for f in scope)).status == "proved":
+                    out = val
+                    break
+            self.known[key] = (c, goal, out)
+        return self.known[key][2]
+
+    def _simple(self, c):
+        key = c.get_id()
+        if key not in self.simple or not self.simple[key][0].eq(c):
+            self.simple[key] = (c, self._loops(c))
+        return self.simple[key][1]
+
+    @staticmethod
+    def _loops(c):
+        """The loop variables of ``c`` (decided under the base facts and those loops' iteration
+        conditions, which hold wherever their variable occurs), or None when ``c`` is not worth
+        deciding: a lane variable (bounded on the path only), a division, a bare Boolean (a view kind)."""
+        if z3.is_const(c):
+            return None
+        todo, loops = [c], set()
+        while todo:
+            t = todo.pop()
+            if z3.is_const(t) and t.decl().name().startswith("lane"):
+                return None
+            if z3.is_const(t) and t.decl().name() in gs.LOOP_FACTS:
+                loops.add(t.decl().name())
+            if z3.is_app_of(t, z3.Z3_OP_IDIV) or z3.is_app_of(t, z3.Z3_OP_MOD):
+                return None
+            todo += t.children()
+        return loops
+
+    def __call__(self, f):
+        key = f.get_id()
+        if key in self.memo and self.memo[key][0].eq(f):
+            return self.memo[key][1]
+        g = self._fix(f)
+        self.memo[key] = (f, g)
+        return g
+
+    def _fix(self, f):
+        defs = self.defs + [(z3.substitute(x, *self.args), z3.substitute(y, *self.args), q, r)
+                            for x, y, q, r in self.defs] if self.args else self.defs
+        subs = [(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs] + self.args
+        for _ in range(4):
+            g = z3.simplify(z3.substitute(f, *subs))
+            conds, todo, seen = {}, [g], set()
+            while todo:
+                t = todo.pop()
+                if t.get_id() in seen:
+                    continue
+                seen.add(t.get_id())
+                if z3.is_app_of(t, z3.Z3_OP_ITE):
+                    v = self._decide(t.arg(0))
+                    if v is not None:
+                        conds[t.arg(0).get_id()] = (t.arg(0), z3.BoolVal(v))
+                todo += t.children()
+            if conds:
+                g = z3.simplify(z3.substitute(g, *conds.values()))
+            if g.eq(f):
+                return g
+            f = g
+        return f

@@ -1,0 +1,180 @@
+"""KER-BOUNDS for the Gluon kernels: each obligation proved and each control refuted with a counterexample
+(in-process, with the obligation's own bounds), each control at the access its bug touches; the Gluon
+shim's own rules (the semaphores' ld.acquire / red.release address operands, an asm address it cannot
+read and a packed asm refused, a branch inside a Gluon loop, an access it has no claim
+for); the host's 2-D view checked; the symbolic host run launches the kernel with every partition (the
+dQ writer, deterministic or not, included). The obligation module is imported inside the tests, so that collecting
+this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
+it imports)."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import z3
+
+from flashproof.proofs.engine import core
+
+GLUON_OBS = ("KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD")
+
+
+def _module():
+    importlib.import_module("flashproof.proofs.obligations.kernels.gluon_view")
+    return importlib.import_module("flashproof.proofs.obligations.kernels.gluon_bounds")
+
+
+def _ids():
+    _module()
+    return sorted(o for o in core.OBLIGATIONS if o.split("/")[0] in GLUON_OBS)
+
+
+def test_every_gluon_obligation_has_controls():
+    ids = _ids()
+    bases = [i for i in ids if core.OBLIGATIONS[i].of is None]
+    assert sorted(bases) == sorted(GLUON_OBS)
+    for b in bases:
+        assert any(core.OBLIGATIONS[i].of == b for i in ids), b
+
+
+@pytest.mark.parametrize("oid", [
+    "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-VIEW/bnhd-no-column-offset",
+    "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-FWD/lse-no-wg-offset", "KER-BOUNDS-GLUON-FWD/k-box-one-block-past",
+    "KER-BOUNDS-GLUON-FWD/ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-FWD/k-view-of-q",
+    pytest.param("KER-BOUNDS-GLUON-BWD", marks=pytest.mark.slow),
+    "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride", "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns",
+    "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past", "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past",
+    "KER-BOUNDS-GLUON-BWD/q-ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-BWD/k-box-one-block-past"])
+def test_obligation_outcome(oid):
+    _module()
+    ob = core.resolve_control(core.OBLIGATIONS[oid])
+    out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+    assert out.status == ob.expected, (oid, out.detail)
+    if ob.expected == "refuted":
+        assert out.counterexample
+
+
+def test_controls_are_caught_where_planted():
+    """Each control is refuted at the access its bug touches (stable facts: the access kind and tensor)."""
+    _module()
+    where = {"KER-BOUNDS-GLUON-FWD/lse-no-wg-offset": "store LSE", "KER-BOUNDS-GLUON-FWD/k-box-one-block-past":
+             "tma_load K", "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride": "store DK",
+             "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns": "smem dq_smem[].slice1 at _bwd_wg1",
+             "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past": "tma_reduce DQ_ACC",
+             "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past": "deterministic=True ld SEM"}
+    for oid, at in where.items():
+        ob = core.resolve_control(core.OBLIGATIONS[oid])
+        out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+        assert out.status == "refuted" and at in out.counterexample["access"], (oid, out.counterexample.get("access"))
+
+
+@pytest.mark.parametrize("kernel, det, parts, kinds", [
+    ("fwd", False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
+     {"tma_load", "tma_store", "smem", "store"}),
+    ("bwd", False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
+     {"tma_load", "tma_reduce", "smem", "store"}),
+    ("bwd", True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
+     {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-deterministic"])
+def test_the_host_run_launches_every_partition(kernel, det, parts, kinds):
+    """Every partition runs and records its accesses; the deterministic backward's writer reads (ld.acquire)
+    and writes (red.release) the semaphore tensor, the other writer never touches it."""
+    gb = _module()
+    p, paths = gb._run(kernel, False, deterministic=det)
+    launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
+    assert len(launched) == 1
+    seen = {a.where.split(">")[0] for a in launched[0].accesses}
+    assert parts <= seen, (kernel, seen)
+    assert {a.kind for a in launched[0].accesses} == kinds
+    assert ({a.tensor for a in launched[0].accesses if a.kind in ("ld", "red")} == {"SEM"}) == det
+
+
+def test_the_semaphore_asm_addresses_its_pointer_operand():
+    """semaphore.acquire_wait's ``ld.acquire … $0, [$1]`` and complete_release's ``red.release … [$1], 1``:
+    each recorded at the pointer passed (operand 1 after the one output), one int32 wide."""
+    from flashproof.kernels.attention.gluon import semaphore
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    i = ts.arg("i")
+    for fn, args, kind in ((semaphore.acquire_wait, dict(value=3), "ld"), (semaphore.complete_release, {}, "red")):
+        (path,) = kx.execute(fn, dict(ptr=ts.Ptr("S") + i, **args), bind=gs.BIND)
+        (a,) = path.accesses
+        assert (a.kind, a.tensor, a.off[1]) == (kind, "S", 1)
+        s = z3.Solver()
+        s.add(z3.Not(a.off[0].e == i.e))
+        assert s.check() == z3.unsat
+
+
+def test_an_asm_address_operand_the_shim_cannot_read_is_refused():
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    with pytest.raises(kx.Unsupported, match="address operand not modelled"):
+        kx.execute(lambda P: gs.GL.inline_asm_elementwise("cp.async.bulk.prefetch.L2 [$1], 16;", "=r,l", [P], None,
+                                                          False, 1), dict(P=ts.Ptr("S")))
+
+
+def test_a_host_view_whose_rows_do_not_cover_the_tensor_fails_its_side_condition():
+    """The host's ``dq_acc.view(B·Hq·N, D)`` is checked (rows · cols = numel): a view of half the rows fails."""
+    gb = _module()
+    from unittest import mock
+
+    view = gb.gh.FakeTensor.view
+
+    def half(self, *shape):
+        return view(self, shape[0] // 2, shape[1]) if len(shape) == 2 else view(self, *shape)
+
+    with mock.patch.object(gb.gh.FakeTensor, "view", half):
+        out = gb.check(core.Context({}, 60_000, False, False), "bwd", causal=(False,))
+    assert out.status == "refuted" and "DQ_ACC.view" in out.counterexample["access"], out
+
+
+def test_a_packed_inline_asm_is_refused():
+    """pack > 1 (which register of a pack an operand is depends on the layout) is not modelled: refused."""
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    with pytest.raises(kx.Unsupported, match="pack = 4"):
+        kx.execute(lambda P: gs.GL.inline_asm_elementwise("red.relaxed.gpu.global.add.v4.f32 [$4], {$8, $9, $10, $11};",
+                                                          "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [P, gs.GData()], None,
+                                                          False, 4), dict(P=ts.Ptr("P")))
+
+
+def test_a_branch_inside_a_gluon_loop_forks_and_ends_with_the_loop():
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    def body(n, P):
+        for i in range(n):
+            if i < 3:
+                gs.GL.store(P + i, gs.GData())
+        gs.GL.store(P + n, gs.GData())
+
+    n = ts.arg("n")
+    paths = kx.execute(body, dict(n=n, P=ts.Ptr("P")), hyps=[n.e >= 1, n.e < 10], bind={"range": gs.BIND["range"]})
+    assert len(paths) == 2
+    inside = [p for p in paths if len(p.accesses) == 2]
+    assert len(inside) == 1
+    last = inside[0].accesses[-1]
+    assert len(last.path) == 0  # the loop's and the branch's conditions end with the loop
+
+
+def test_an_access_without_a_claim_is_refuted_not_passed():
+    gb = _module()
+    from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
+
+    p = gb.Problem("fwd")
+    acc = kx.Access("store", "SOMETHING_ELSE", ts.Sym.lift(0), None, (), "x>y:1")
+    assert z3.is_false(gb._claims("fwd", p, acc))
+
+
+def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
+    """A-GLUON-DEVICE-MEMORY is load-bearing: with B·H·N unbounded, the forward's int32 lse offset
+    (b·H + h)·N + row wraps (no host function refuses such a call; no device can hold its q)."""
+    gb = _module()
+    from unittest import mock
+
+    orig = gb.Problem.__init__
+
+    def init(self, *a, **kw):
+        orig(self, *a, **kw)
+        self.hyps = [h for h in self.hyps if str(2 ** 38) not in h.sexpr()]
+
+    with mock.patch.object(gb.Problem, "__init__", init):
+        out = gb.check(core.Context({}, 60_000, False, False), "fwd", causal=(False,))
+    assert out.status == "refuted" and "store LSE" in out.counterexample["access"]
