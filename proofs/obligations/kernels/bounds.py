@@ -353,7 +353,23 @@ class _Prover:
             self.solvers = {bkey: fresh_solver(base, self.ctx)}
         return self.solvers[bkey]
 
-    def _ask(self, s, part, premise, key):
+    def _ask(self, part, premise, base, path, bkey, pkey):
+        """One conjunct ``part`` under ``premise``, the base facts and the path (memoised): the query
+        ``prove`` asks for each conjunct, callable alone (the Gluon prover and its rewrite use it)."""
+        key = (bkey, part.get_id(), premise.get_id(), pkey)
+        if key in self.memo:
+            return self.memo[key]
+        self.alive.append((part, premise, tuple(base), tuple(path)))
+        s = self._solver(base, bkey)
+        s.push()
+        try:
+            for f in path:
+                s.add(f.translate(s.ctx))
+            return self._query(s, part, premise, key)
+        finally:
+            s.pop()
+
+    def _query(self, s, part, premise, key):
         """One query: the path is already asserted on ``s`` (one scope for all of a claim's conjuncts);
         the negated conjunct goes in a scope of its own. The solver's assertions, hence the recorded
         query, are the base facts, the path and the goal, as if each query were built alone."""
@@ -385,7 +401,7 @@ class _Prover:
                         s.push()
                         for f in path:
                             s.add(f.translate(s.ctx))
-                    out = self._ask(s, part, premise, key)
+                    out = self._query(s, part, premise, key)
                 if out.status != "proved":
                     return _fail(out, f"{where}: {part.sexpr()[:4000]}")
             return None
