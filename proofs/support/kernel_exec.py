@@ -264,14 +264,16 @@ def _fresh_like(name, val):
     return ts.Sym(z3.FreshInt(name), val.wide)
 
 
-def _consts(e, out):
+def _consts(e, out, functions=False):
+    """Add to ``out`` the names of the uninterpreted constants in ``e`` (and of the uninterpreted
+    functions applied in it, with ``functions``); return ``out``."""
     todo, seen = [e], set()
     while todo:
         x = todo.pop()
         if x.get_id() in seen:
             continue
         seen.add(x.get_id())
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        if (z3.is_app(x) if functions else z3.is_const(x)) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
             out.add(x.decl().name())
         todo += x.children()
     return out

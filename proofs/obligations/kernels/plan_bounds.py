@@ -111,16 +111,8 @@ def _linked(counts, base):
 
 
 def _names(e):
-    out, todo, seen = set(), [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(x.decl().name())
-        todo += x.children()
-    return out
+    """The uninterpreted constants and functions named in ``e``."""
+    return kx._consts(e, set(), functions=True)
 
 
 def _mentions(claims, linked):
