@@ -264,18 +264,24 @@ def _fresh_like(name, val):
     return ts.Sym(z3.FreshInt(name), val.wide)
 
 
-def _consts(e, out, functions=False):
-    """Add to ``out`` the names of the uninterpreted constants in ``e`` (and of the uninterpreted
-    functions applied in it, with ``functions``); return ``out``."""
+def subterms(e):
+    """Every distinct subterm of the z3 term ``e`` (itself included), each once."""
     todo, seen = [e], set()
     while todo:
         x = todo.pop()
         if x.get_id() in seen:
             continue
         seen.add(x.get_id())
+        yield x
+        todo += x.children()
+
+
+def _consts(e, out, functions=False):
+    """Add to ``out`` the names of the uninterpreted constants in ``e`` (and of the uninterpreted
+    functions applied in it, with ``functions``); return ``out``."""
+    for x in subterms(e):
         if (z3.is_app(x) if functions else z3.is_const(x)) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
             out.add(x.decl().name())
-        todo += x.children()
     return out
 
 

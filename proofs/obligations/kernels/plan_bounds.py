@@ -85,15 +85,10 @@ def _lemma_queries():
 
 def _apps(e, G, out):
     """The arguments of every application of G in e."""
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_app(x) and x.decl().eq(G.decl() if hasattr(G, "decl") else G):
+    g = G.decl() if hasattr(G, "decl") else G
+    for x in kx.subterms(e):
+        if z3.is_app(x) and x.decl().eq(g):
             out[x.arg(0).get_id()] = x.arg(0)
-        todo += x.children()
     return out
 
 
