@@ -21,7 +21,8 @@ class Rewrite:
        query, e.g. pid0 ≥ 0 ∧ H > 0 of a truncating division) becomes x or y;
     2. a division or remainder ``x / y``, ``x % y`` listed in ``defs`` becomes its value: each
        (x, y, q, r) in ``defs`` comes with the lemma x = q·y + r ∧ 0 ≤ r < y (proved by ``lemmas``
-       under the base facts before any rewriting is used), whence x / y = q and x % y = r.
+       under the base facts, and a split loop's under its iteration's facts, before any rewriting is
+       used), whence x / y = q and x % y = r.
     ``prover``: what decides a condition (``bounds._Prover``-like: ``_ask(claim, premise, base, path,
     bkey, pkey) -> Outcome``); ``facts``: the base facts decisions use (a subset: sound, and fast).
     Each step replaces a term by one equal to it under the base facts, so a claim is proved after
@@ -42,8 +43,12 @@ class Rewrite:
         self.dbase = list(facts)
 
     def lemmas(self, pr):
+        """Each definition's lemma under the base facts, and for a split loop's (q, r) under its
+        iteration's facts too (the only formulas q, r occur in are that loop body's)."""
         for x, y, q, r in self.defs:
-            bad = pr.prove(z3.And(x == q * y + r, r >= 0, r < y), z3.BoolVal(True), self.base, [],
+            names = [v.decl().name() for v in (q, r) if z3.is_const(v) and v.decl().name() in gs.LOOP_FACTS]
+            scope = list(dict.fromkeys(f for name in names for f in gs.LOOP_FACTS[name]))
+            bad = pr.prove(z3.And(x == q * y + r, r >= 0, r < y), z3.BoolVal(True), self.base, scope,
                            f"lemma {x} = {q}·{y} + {r}")
             if bad:
                 return bad

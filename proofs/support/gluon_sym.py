@@ -46,6 +46,8 @@ LANE_DIM: dict = {}
 #: loop variable name -> the conditions of its iteration (t >= 0, lo + step·t < hi): they hold on every
 #: path formula that mentions it (it occurs only inside its loop's body)
 LOOP_FACTS: dict = {}
+#: (q·B + r, B, q, r) of every split product-range loop of a run (``_loop``): it // B = q, it % B = r
+SPLITS: list = []
 _PARTITION: list = []
 _ids = itertools.count()
 
@@ -325,18 +327,41 @@ class _Loop:
         return _loop(ts.Sym.lift(lo), ts.Sym.lift(hi), ts.Sym.lift(step), sys._getframe(1))
 
 
+def _split(hi):
+    """(A, B) when ``hi`` is the product A·B of two non-constant terms (``range(G * n_iter)``), else None."""
+    if z3.is_app_of(hi, z3.Z3_OP_MUL) and hi.num_args() == 2 and not any(z3.is_int_value(x) for x in hi.children()):
+        return hi.arg(0), hi.arg(1)
+    return None
+
+
 def _loop(lo, hi, step, frame):
     run = kx._RUN
     carried = kx._carried(frame.f_code, frame.f_lineno)
-    t = z3.Int(f"giter{next(_ids)}")
-    v = ts.Sym(lo.e + step.e * t, ts._or(ts._or(lo.wide, hi.wide), step.wide), ts._and(lo.safe, hi.safe, step.safe))
-    run.side.append((f"loop bounds at {kx._where_frame(frame)} computed without wrap-around",
-                     ts._and(lo.safe, hi.safe, step.safe), tuple(run.path)))
+    n = next(_ids)
+    t = z3.Int(f"giter{n}")
+    wide, safe = ts._or(ts._or(lo.wide, hi.wide), step.wide), ts._and(lo.safe, hi.safe, step.safe)
+    run.side.append((f"loop bounds at {kx._where_frame(frame)} computed without wrap-around", safe, tuple(run.path)))
     if not z3.is_int_value(step.e):
         run.base.append(step.e > 0)
     start = len(run.path)
-    run.path += [t >= 0, v.e < hi.e]
-    LOOP_FACTS[t.decl().name()] = (t >= 0, v.e < hi.e)
+    split = _split(hi.e) if z3.is_int_value(lo.e) and lo.e.as_long() == 0 and z3.is_int_value(step.e) \
+        and step.e.as_long() == 1 else None
+    if split is None:
+        v = ts.Sym(lo.e + step.e * t, wide, safe)
+        run.path += [t >= 0, v.e < hi.e]
+        LOOP_FACTS[t.decl().name()] = (t >= 0, v.e < hi.e)
+    else:
+        # range(A·B): the iteration it = q·B + r, q in [0, A), r in [0, B), a change of variables onto
+        # [0, A·B) exactly when B > 0 (a side claim below); the kernel's it // B and it % B are then q
+        # and r (``SPLITS``: a rewrite with its lemma, see ``gluon_rewrite``)
+        A, B = split
+        q, r = z3.Int(f"giter{n}q"), z3.Int(f"giter{n}r")
+        facts = (q >= 0, q < A, r >= 0, r < B)
+        run.side.append((f"the range A·B of the loop at {kx._where_frame(frame)} has B > 0", B > 0, tuple(run.path)))
+        v = ts.Sym(q * B + r, wide, safe)
+        run.path += list(facts)
+        LOOP_FACTS[q.decl().name()] = LOOP_FACTS[r.decl().name()] = facts
+        SPLITS.append((v.e, B, q, r))
     yield v
     for name in carried:
         val = frame.f_locals.get(name)

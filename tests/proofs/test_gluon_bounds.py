@@ -154,6 +154,45 @@ def test_a_branch_inside_a_gluon_loop_forks_and_ends_with_the_loop():
     assert len(last.path) == 0  # the loop's and the branch's conditions end with the loop
 
 
+def test_a_loop_over_a_product_range_is_split_into_quotient_and_remainder():
+    """range(A * B) runs it = q·B + r over q in [0, A), r in [0, B) (with the side claim B > 0 that makes the
+    change of variables exact); the kernel's it // B and it % B are then rewritten to q and r after their lemma,
+    so a claim on them is decided without a nonlinear division (and a wrong one is still refuted)."""
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+    from flashproof.proofs.support.gluon_rewrite import Rewrite
+    from flashproof.proofs.obligations.kernels.bounds import _Prover
+
+    def body(A, B, P):
+        for it in range(A * B):
+            g = it // B
+            t = it - g * B
+            gs.GL.store(P + g * B + t, gs.GData())  # inside [0, A·B)
+            gs.GL.store(P + g * (B + 1) + t, gs.GData())  # past A·B at g = A − 1, t = B − 1 once A ≥ 2
+    gs.LOOP_FACTS.clear(), gs.SPLITS.clear()
+    A, B = ts.arg("A"), ts.arg("B")
+    hyps = [A.e >= 1, B.e >= 1, A.e < 100, B.e < 100]
+    paths = kx.execute(body, dict(A=A, B=B, P=ts.Ptr("P")), hyps=hyps, bind={"range": gs.BIND["range"]})
+    assert len(paths) == 1 and len(gs.SPLITS) == 1
+    (x, y, q, r), = gs.SPLITS
+    assert {q.decl().name(), r.decl().name()} <= set(gs.LOOP_FACTS)
+    path = paths[0]
+    assert any("has B > 0" in what for what, _, _ in path.side)
+    ctx = core.Context(bounds={}, timeout_ms=10000, deep=False, record_text=False)
+    pr = _Prover(ctx)
+    rw = Rewrite(list(path.base), list(gs.SPLITS), pr)
+    assert rw.lemmas(pr) is None
+    for what, cond, at in path.side:
+        assert pr.prove(rw(cond), z3.BoolVal(True), [rw(f) for f in path.base], [rw(f) for f in at], what) is None
+    inside, past = path.accesses
+    offs = [rw(a.off.e) for a in (inside, past)]
+    assert not any(z3.is_app_of(t, op) for e in offs for t in kx.subterms(e) for op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD))
+    base, at = [rw(f) for f in path.base], [rw(f) for f in inside.path]
+    ok = z3.And(offs[0] >= 0, offs[0] < A.e * B.e)
+    assert pr.prove(ok, z3.BoolVal(True), base, at, "inside") is None
+    bad = pr.prove(offs[1] < A.e * B.e, z3.BoolVal(True), base, [rw(f) for f in past.path], "past")
+    assert bad is not None and bad.status == "refuted"
+
+
 def test_an_access_without_a_claim_is_refuted_not_passed():
     gb = _module()
     from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts

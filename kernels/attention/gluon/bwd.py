@@ -36,8 +36,13 @@ no faster causal on the H200: BENCHMARKS.md, 2026-12-01 17:06 UTC; it lived unti
 one (batch, KV head), and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
 CTA walks the query blocks of all G heads, so dK, dV sum over the group in registers and are
 written once (no reduction pass), and each head's dQ gets its own reductions. Iteration it is query
-block t = it // G of head g = it % G (the heads fastest): one counter drives the ring slots and
-phases and the dS buffers on both sides, so nothing restarts between heads. (A loop over heads with
+block t = it % n_iter of head g = it // n_iter (the heads outermost): one counter drives the ring
+slots and phases and the dS buffers on both sides, so nothing restarts between heads. Heads outermost,
+the resident CTAs of one (batch, KV head) add into the dQ of one or two query heads at a time, which
+stays in L2; with the heads fastest (until commit 8373e02) they added across all G heads' dQ (32 MB
+at Hq / Hkv = 64 / 8, N = 8k) and the reduce-adds missed L2: H200, 2026-12-01 22:30 UTC (BENCHMARKS.md),
+GQA 64/8 at 8k 408 → 543 TFLOP/s non-causal, 409 → 471 causal. (Nested loops over heads and query
+blocks in the producer and the writers spilled the 24-register warps; a loop over heads with
 the per-head schedule inside, masked diagonal iterations unrolled per head, spilled registers in
 the consumers: its extra loop state did not fit in 240.)
 Partitions (``gl.warp_specialize``):
@@ -131,9 +136,9 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_row, k_col], kv_bar, k_smem)
     tma.async_copy_global_to_shared(v_desc, [v_row, v_col], kv_bar, v_smem)
-    for it in range(G * n_iter):  # the consumers' order: query block t of head g, g fastest
-        t = it // G
-        g = it - t * G
+    for it in range(G * n_iter):  # the consumers' order: query block t of head g, heads outermost
+        g = it // n_iter
+        t = it - g * n_iter
         qrow = ((i0 + t) % n_qblk) * BM
         slot = it % NUM_STAGES
         phase = (it // NUM_STAGES) & 1
@@ -164,8 +169,8 @@ def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q
     (``store_wait(0)``, this thread's bulk groups) and hands it back (dq_empty)."""
     BM: gl.constexpr = dq_smem.type.shape[1]
     for it in range(G * n_iter):
-        t = it // G
-        g = it - t * G
+        g = it // n_iter
+        t = it - g * n_iter
         qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
         buf = it % 2
         mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
@@ -190,8 +195,8 @@ def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_
     BM: gl.constexpr = dq_smem.type.shape[1]
     j = seq_row0 // BN
     for it in range(G * n_iter):
-        t = it // G
-        g = it - t * G
+        g = it // n_iter
+        t = it - g * n_iter
         qb = (i0 + t) % n_qblk
         buf = it % 2
         mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
@@ -339,10 +344,10 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     dv = gl.zeros([BNW, D], gl.float32, acc_layout)
     mbarrier.wait(kv_bar, 0)
 
-    # GQA: iteration it is query block t = it // G of head g = it % G (heads fastest), so dK, dV sum
-    # over the group in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
+    # GQA: iteration it is query block t = it % n_iter of head it // n_iter (heads outermost), so dK, dV
+    # sum over the group in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
     for it in range(0, G * n_iter):
-        t = it // G
+        t = it % n_iter
         if CAUSAL:
             qb = i0 + t
         else:

@@ -122,7 +122,7 @@ def _run(kernel, causal, overrides=None, deterministic=False):
     ts.STRIDES.clear(), gh.DESCS.clear()
     # the shim's lane numbering starts afresh for each host call: a query's terms (and so z3's search)
     # depend on the call alone, not on what this process ran before
-    gs._SITES.clear(), gs.LANE_DIM.clear(), gs.LOOP_FACTS.clear()
+    gs._SITES.clear(), gs.LANE_DIM.clear(), gs.LOOP_FACTS.clear(), gs.SPLITS.clear()
     p = Problem(kernel, causal, deterministic)
     call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal, deterministic=deterministic)
     if kernel == "fwd":
@@ -263,9 +263,10 @@ def _defs(kernel, p):
     """The divisions of program ids the kernel computes, with their values (see ``gluon_rewrite.Rewrite``)."""
     I = z3.Int
     if kernel == "fwd":  # b = bh // H, h = bh % H, hk = h // GROUPS
-        return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)]
-    # Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv
-    return [(I("Hq"), I("G"), p.Hkv.e, z3.IntVal(0)), (I("pid1"), p.Hkv.e, p.b, p.hk)]
+        return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
+    # Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv; the loops over G·n_iter: (head, query block) = (it // n_iter,
+    # it % n_iter)
+    return [(I("Hq"), I("G"), p.Hkv.e, z3.IntVal(0)), (I("pid1"), p.Hkv.e, p.b, p.hk)] + gs.SPLITS
 
 
 def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(False,)):
@@ -348,6 +349,14 @@ SUITE = (
         ("q-ring-slot-mod-stages-plus-one", ("_bwd_load_partition", "slot = it % NUM_STAGES",
                                              "slot = it % (NUM_STAGES + 1)"),
          "backward: the producer's Q/dO ring slot it mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
+        ("q-box-next-head", ("_bwd_load_partition", "[q_row0 + g * q_ph + qrow, q_col0 + g * q_ch]",
+                             "[q_row0 + (g + 1) * q_ph + qrow, q_col0 + (g + 1) * q_ch]"),
+         "backward: the producer's Q box of the next query head, past the group's heads at its last head "
+         "(the loop over G·n_iter iterations, split into (head, query block), reaches head G − 1)"),
+        ("q-box-next-qblock", ("_bwd_load_partition", "qrow = ((i0 + t) % n_qblk) * BM",
+                               "qrow = ((i0 + t) % n_qblk + 1) * BM"),
+         "backward: the producer's Q box one query block further on, past the head's rows at the last block "
+         "(the split loop's query block reaches n_iter − 1)"),
         ("k-box-one-block-past", ("_attn_bwd_ws", "layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)",
                                   "layout.head_rc(b, hk, seq_row0 + BN, k_pb, k_ph, k_ch)"),
          "backward: the CTA's K box one key block further on, past the head's keys for the last block"))),
