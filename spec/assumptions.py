@@ -1,4 +1,5 @@
-"""The assumptions obligations rest on. Nothing checks them; the audit lists, for every item, the
+"""The assumptions obligations rest on. No proof checks them (the router refuses calls beyond one of them,
+A-GLUON-DEVICE-MEMORY); the audit lists, for every item, the
 assumptions it depends on (transitively), the way Lean's ``#print axioms`` does."""
 from .registry import assumption
 

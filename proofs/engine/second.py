@@ -24,6 +24,11 @@ the solver's name and version. Which solver decides is a function of the query a
   with ``REWRITTEN`` and gives the number kept); a sat subset is no answer, but cvc5's model of it,
   added to the whole query as equations, may be extended to a model of the query, whose sat answer
   is the query's (``_extend``; the detail starts with ``REWRITTEN`` too).
+* a query z3 found sat comes with z3's model (``decide``'s ``hint``); if the route above gives no
+  definite answer in its share of the time, the whole query plus z3's values as equations is given to
+  the same solver: sat there is sat for the query (the solver evaluated every assertion under that
+  assignment; the detail starts with ``REWRITTEN`` and names ``MODEL_CHECKED``), anything else leaves
+  the verdict unknown.
 
 z3's export is valid SMT-LIB except that it writes ``+``, ``*``, ``and``, ``or`` with a single
 argument where SMT-LIB wants two or more, and an empty conjunction or disjunction as the bare
