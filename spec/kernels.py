@@ -69,7 +69,7 @@ loads and adds (inline PTX ld.acquire / red.release) address one int32 of the pr
 block) semaphores, inside the tensor the host allocates; every shared-memory ring index and slice lies inside
 its allocation, each warpgroup's dQ staging in its own 64 columns; and layout.row_view, executed on symbolic
 shapes and strides, maps every element of a tensor it accepts to its own view cell. Their int32 row indices
-rest on the device-memory bound B·Hq·N ≤ 2^30 (A-GLUON-DEVICE-MEMORY), which no host function checks. Not
+rest on the device-memory bound B·Hq·N ≤ 2^30 (A-GLUON-DEVICE-MEMORY), which the router checks (gluon_rule). Not
 covered there: the synchronisation (mbarrier phases, the staging buffers' full/empty protocol), the
 semaphores' ordering and forward progress (a schedule property, not a bounds claim: that dQ is bitwise
 repeatable is measured on the GPU, not proved), which pairs the causal schedules visit (KER-TILES runs the

@@ -43,6 +43,10 @@ GLUON_DTYPES = (torch.float16, torch.bfloat16)
 GLUON_HEAD_DIM = 128
 #: Gluon's query/key block: Nq = Nk must be a multiple of it
 GLUON_BLOCK = 128
+#: the most rows B·Hq·N of q the Gluon kernels take: they form row indices (b·Hq + h)·N + n in int32,
+#: which the Gluon bounds proofs (KER-BOUNDS-GLUON-*) show in range under this bound
+#: (assumption A-GLUON-DEVICE-MEMORY: B·Hq·N·128·2 bytes ≤ 2^38)
+GLUON_MAX_ROWS = 2 ** 30
 
 
 class BackendUnavailable(ValueError):
@@ -134,6 +138,9 @@ def gluon_rule(p, d: Device) -> str | None:
         return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {GLUON_HEAD_DIM}"
     if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
         return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
+    if p.B * p.Hq * p.Nq > GLUON_MAX_ROWS:
+        return (f"B*Hq*N = {p.B}*{p.Hq}*{p.Nq} = {p.B * p.Hq * p.Nq} rows: the Gluon kernels index rows in int32 "
+                f"and take at most {GLUON_MAX_ROWS} (2^30) rows of q")
     if p.mask is not None or p.tiles is not None or p.seqlens is not None or p.bias is not None:
         return "mask / bias / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
     if p.window not in ((None, None), (None, 0)):

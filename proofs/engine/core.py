@@ -59,12 +59,16 @@ class Query(NamedTuple):
     """One z3 query as it was decided: ``smt2`` (z3's SMT-LIB export of the solver; None for a goal
     when the context does not record text, see ``Context.record_text``), ``z3`` (sat,
     unsat or unknown), ``seconds`` (z3's time) and ``purpose``: "goal" (the obligation's query) or
-    "hypotheses" (the vacuity check of a goal that came out unsat; expected sat)."""
+    "hypotheses" (the vacuity check of a goal that came out unsat; expected sat); ``hint``, for a
+    query z3 found sat while text is recorded, z3's model as SMT-LIB assertions ``(= c v)``, one per
+    constant with a literal value (``smt.model_text``): the second solver may check that assignment
+    against the whole query when it finds no model of its own (``second.decide``)."""
 
     smt2: str
     z3: str
     seconds: float
     purpose: str
+    hint: str | None = None
 
 
 #: The z3 queries of the obligation running in this process, in order. A recorder, not a switch:

@@ -5,7 +5,8 @@ holding ``formulas``: the last is the goal (a negated claim, or an existential f
 are the hypotheses. Its ``check()``
 
 * records the query — z3's SMT-LIB export (when ``record_text``: the runner asks for it exactly
-  when a second solver will read it), z3's answer and time — in ``core.QUERY_LOG``, from which the
+  when a second solver will read it), z3's answer and time, and for a sat answer z3's model
+  (``model_text``, recorded with the text) — in ``core.QUERY_LOG``, from which the
   runner gives the same text to the second solver (``engine.second``);
 * when z3 answers unsat, checks that the hypotheses are satisfiable, together with the antecedent
   of a claim that is an implication (or of each implication of a claim that is a conjunction):
@@ -21,7 +22,23 @@ import z3
 
 from . import core
 
-__all__ = ["CheckedSolver", "antecedents", "smt2_text"]
+__all__ = ["CheckedSolver", "antecedents", "smt2_text", "model_text"]
+
+
+def model_text(solver) -> str:
+    """z3's model of a sat ``solver`` as SMT-LIB assertions ``(assert (= c v))``, one per constant
+    whose value has a literal (integers, rationals, Booleans, floating point); functions with
+    arguments and irrational algebraic values are left out (the second solver chooses them)."""
+    m = solver.model()
+    out = []
+    for d in m.decls():
+        if d.arity() != 0:
+            continue
+        v = m[d]
+        if v is None or z3.is_algebraic_value(v):
+            continue
+        out.append(f"(assert {(d() == v).sexpr()})")
+    return " ".join(out)
 
 
 def smt2_text(solver) -> str:
@@ -84,7 +101,8 @@ class CheckedSolver(z3.Solver):
         t0 = time.perf_counter()
         r = super().check()
         secs = time.perf_counter() - t0
-        core.QUERY_LOG.append(core.Query(smt2_text(self) if self._record_text else None, str(r), secs, "goal"))
+        hint = model_text(self) if self._record_text and r == z3.sat else None
+        core.QUERY_LOG.append(core.Query(smt2_text(self) if self._record_text else None, str(r), secs, "goal", hint))
         if r == z3.unsat and not self._vacuity_done:
             self._not_vacuous()
             self._vacuity_done = True
@@ -106,7 +124,9 @@ class CheckedSolver(z3.Solver):
             if seen is None:
                 t0 = time.perf_counter()
                 seen = str(s.check())
-                core.QUERY_LOG.append(core.Query(text, seen, time.perf_counter() - t0, "hypotheses"))
+                secs = time.perf_counter() - t0
+                hint = model_text(s) if self._record_text and seen == "sat" else None
+                core.QUERY_LOG.append(core.Query(text, seen, secs, "hypotheses", hint))
             what = "the hypotheses" + (f" with the claim's antecedent {_short(ant)}" if ant is not None else "")
             if seen == "unsat":
                 raise core.VacuousHypotheses(f"{what} are unsatisfiable (z3): the unsat query proves nothing")

@@ -11,6 +11,29 @@ from . import gluon_sym as gs
 __all__ = ["Rewrite"]
 
 
+def _ite_conditions(g):
+    """The conditions of the ``If`` subterms of ``g``, each distinct subterm visited once, in the
+    order of a depth-first walk from the last argument (the walk the rewrite always made), read
+    through z3's C API: wrapping every subterm in a Python object took most of the rewrite's time."""
+    ctx = g.ctx
+    ref = ctx.ref()
+    out, todo, seen = [], [g.as_ast()], set()
+    while todo:
+        a = todo.pop()
+        k = z3.Z3_get_ast_id(ref, a)
+        if k in seen:
+            continue
+        seen.add(k)
+        if z3.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST:
+            continue
+        app = z3.Z3_to_app(ref, a)
+        n = z3.Z3_get_app_num_args(ref, app)
+        if n and z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app)) == z3.Z3_OP_ITE:
+            out.append(z3.BoolRef(z3.Z3_get_app_arg(ref, app, 0), ctx))  # holds a reference of its own
+        todo += [z3.Z3_get_app_arg(ref, app, i) for i in range(n)]
+    return out
+
+
 class Rewrite:
     """Equivalence-preserving rewriting of a path's formulas before the solver sees them (the kernel's
     truncating divisions of program ids are what z3 struggles with), under ``base`` (facts every
@@ -30,6 +53,7 @@ class Rewrite:
 
     def __init__(self, base, defs, prover, params=(), facts=()):
         self.base, self.defs, self.known, self.memo, self.simple = list(base), defs, {}, {}, {}
+        self.subs = None  # _substitutions(), built on first use
         self.dec = prover
         names = set(params)
         self.args = [(f.arg(0), f.arg(1)) for f in base if z3.is_eq(f) and z3.is_const(f.arg(0))
@@ -83,16 +107,26 @@ class Rewrite:
         deciding: a lane variable (bounded on the path only), a division, a bare Boolean (a view kind)."""
         if z3.is_const(c):
             return None
-        todo, loops = [c], set()
-        while todo:
-            t = todo.pop()
-            if z3.is_const(t) and t.decl().name().startswith("lane"):
+        ref = c.ctx.ref()
+        todo, loops, seen = [c.as_ast()], set(), set()
+        while todo:  # every distinct subterm once, through z3's C API (as _ite_conditions)
+            a = todo.pop()
+            k = z3.Z3_get_ast_id(ref, a)
+            if k in seen or z3.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST:
+                continue
+            seen.add(k)
+            app = z3.Z3_to_app(ref, a)
+            decl = z3.Z3_get_app_decl(ref, app)
+            n, kind = z3.Z3_get_app_num_args(ref, app), z3.Z3_get_decl_kind(ref, decl)
+            if n == 0 and kind == z3.Z3_OP_UNINTERPRETED:
+                name = z3.z3._symbol2py(c.ctx, z3.Z3_get_decl_name(ref, decl))
+                if name.startswith("lane"):
+                    return None
+                if name in gs.LOOP_FACTS:
+                    loops.add(name)
+            if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
                 return None
-            if z3.is_const(t) and t.decl().name() in gs.LOOP_FACTS:
-                loops.add(t.decl().name())
-            if z3.is_app_of(t, z3.Z3_OP_IDIV) or z3.is_app_of(t, z3.Z3_OP_MOD):
-                return None
-            todo += t.children()
+            todo += [z3.Z3_get_app_arg(ref, app, i) for i in range(n)]
         return loops
 
     def __call__(self, f):
@@ -103,23 +137,24 @@ class Rewrite:
         self.memo[key] = (f, g)
         return g
 
+    def _substitutions(self):
+        """(term, value) pairs of steps 0 and 2: each listed division and remainder, also with the
+        kernel arguments replaced by what the host passed, and each argument itself (built once)."""
+        if self.subs is None:
+            defs = self.defs + [(z3.substitute(x, *self.args), z3.substitute(y, *self.args), q, r)
+                                for x, y, q, r in self.defs] if self.args else self.defs
+            self.subs = [(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs] + self.args
+        return self.subs
+
     def _fix(self, f):
-        defs = self.defs + [(z3.substitute(x, *self.args), z3.substitute(y, *self.args), q, r)
-                            for x, y, q, r in self.defs] if self.args else self.defs
-        subs = [(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs] + self.args
+        subs = self._substitutions()
         for _ in range(4):
             g = z3.simplify(z3.substitute(f, *subs))
-            conds, todo, seen = {}, [g], set()
-            while todo:
-                t = todo.pop()
-                if t.get_id() in seen:
-                    continue
-                seen.add(t.get_id())
-                if z3.is_app_of(t, z3.Z3_OP_ITE):
-                    v = self._decide(t.arg(0))
-                    if v is not None:
-                        conds[t.arg(0).get_id()] = (t.arg(0), z3.BoolVal(v))
-                todo += t.children()
+            conds = {}
+            for c in _ite_conditions(g):
+                v = self._decide(c)
+                if v is not None:
+                    conds[c.get_id()] = (c, z3.BoolVal(v))
             if conds:
                 g = z3.simplify(z3.substitute(g, *conds.values()))
             if g.eq(f):

@@ -211,6 +211,22 @@ def test_the_rules_constants_match_the_gluon_kernels():
     assert dispatch.GLUON_BLOCK == fwd.BLOCK_M == fwd.BLOCK_N == bwd.BLOCK_N
 
 
+def test_gluon_refuses_more_rows_than_its_int32_row_indices_were_proved_for():
+    """B·Hq·N ≤ 2^30 (A-GLUON-DEVICE-MEMORY, the bound KER-BOUNDS-GLUON-* assume): one row more and
+    gluon_rule names the rule, auto routes to Triton, backend='gluon' raises; exactly 2^30 is taken.
+    The shapes are set on a validated call (no tensor of 2^37 elements is made)."""
+    call = validate(*_qkv())
+    at = call._replace(B=2 ** 21, Hq=4, Hkv=4, Nq=128, Nk=128)  # 2^30 rows
+    over = at._replace(B=2 ** 21 + 1)
+    assert dispatch.GLUON_MAX_ROWS == 2 ** 30
+    assert dispatch.gluon_rule(at, H200) is None
+    why = dispatch.gluon_rule(over, H200)
+    assert why and "2^30" in why and str((2 ** 21 + 1) * 4 * 128) in why
+    assert plan(over, H200).forward == "triton"
+    with pytest.raises(BackendUnavailable, match="int32"):
+        plan(over._replace(backend="gluon"), H200)
+
+
 def test_this_machine_routes_to_torch_or_triton():
     """On a machine without an sm_90 GPU no route reaches Gluon."""
     q, k, v = _qkv()

@@ -204,7 +204,7 @@ def test_an_access_without_a_claim_is_refuted_not_passed():
 
 def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
     """A-GLUON-DEVICE-MEMORY is load-bearing: with B·H·N unbounded, the forward's int32 lse offset
-    (b·H + h)·N + row wraps (no host function refuses such a call; no device can hold its q)."""
+    (b·H + h)·N + row wraps (gluon_rule refuses such a call; no device can hold its q)."""
     gb = _module()
     from unittest import mock
 

@@ -174,8 +174,8 @@ def test_a_disagreeing_second_solver_fails_the_record(tmp_path, monkeypatch):
     flip = {"sat": "unsat", "unsat": "sat"}
     real = second.decide
 
-    def liar(text, timeout_ms):
-        v = real(text, timeout_ms)
+    def liar(text, timeout_ms, hint=None):
+        v = real(text, timeout_ms, hint=hint)
         return v._replace(name="liar", status=flip.get(v.status, v.status))
 
     monkeypatch.setattr(second, "decide", liar)  # the forked cross-check job inherits the patch
@@ -192,13 +192,34 @@ def test_a_hanging_second_solver_is_killed_and_reported_as_timeout(tmp_path, mon
     import time
 
     m = _module(tmp_path, "fp_second_h")
-    monkeypatch.setattr(second, "decide", lambda text, ms: time.sleep(300))
+    monkeypatch.setattr(second, "decide", lambda text, ms, hint=None: time.sleep(300))
     t0 = time.perf_counter()
     recs = runner.execute([_ob("L", _lemma, m)], all_obs={}, jobs=1, timeout=1.0, cache_dir=None, cross_check=True)
     assert time.perf_counter() - t0 < 60  # killed, not waited for
     rec = recs[0]
     assert rec["status"] == "proved" and rec["ok"] and rec["trust"] == "one solver"
     assert rec["solvers"][1]["status"] == "timeout"
+
+
+def test_z3s_model_is_checked_by_the_second_solver_on_the_whole_query():
+    """A sat query's recorded z3 model (``core.Query.hint``) is checked by cvc5 on the whole query
+    with its values as equations: sat there is sat for the query (detail says so); a model that does
+    not satisfy the query gives unknown, never unsat; a query cvc5 decides itself keeps its own verdict."""
+    n, b, k = z3.Ints("n b k")
+    q = [n >= 1, b >= 2, k == n * b + 1, k % b == 1]
+    s = core.fresh_solver(q, Context({}, 20_000, False))
+    assert s.check() == z3.sat
+    hint = core.QUERY_LOG[-1].hint
+    assert hint and hint.count("(assert ") == 3
+    text = _smt2(*q)
+    good = second._check_hint(text, hint, 10_000)
+    assert good.status == "sat" and good.detail.startswith(second.REWRITTEN) and second.MODEL_CHECKED in good.detail
+    bad = second._check_hint(text, "(assert (= n 0))", 10_000)
+    assert bad.status == "unknown" and "unsat" in bad.detail
+    own = second.decide(text, 10_000, hint=hint)
+    assert own.status == "sat" and second.MODEL_CHECKED not in own.detail
+    quiet = core.fresh_solver(q, Context({}, 20_000, False, record_text=False))
+    assert quiet.check() == z3.sat and core.QUERY_LOG[-1].hint is None  # recorded only for a cross-check
 
 
 def test_integer_queries_go_through_the_portfolio():
