@@ -286,15 +286,11 @@ def _check_hint(smt2: str, hint: str, ms: int) -> Verdict | None:
     text = _one_arg(smt2) + " " + hint
     vers = versions()
     n = hint.count("(assert ")
+    name = "bitwuzla" if is_fp(text) else "cvc5"
     try:
-        if is_fp(text):
-            name = "bitwuzla"
-            st, _ = _bitwuzla(text, ms)
-        else:
-            name = "cvc5"
-            st, _ = _cvc5(text, ms, {})
+        st, _ = _bitwuzla(text, ms) if name == "bitwuzla" else _cvc5(text, ms, {})
     except Exception as e:  # noqa: BLE001 — the check could not run: no verdict from it
-        return Verdict("cvc5", vers["cvc5"], "unknown", 0.0, f"z3's model not checked: {str(e).splitlines()[0][:80]}")
+        return Verdict(name, vers[name], "unknown", 0.0, f"z3's model not checked: {str(e).splitlines()[0][:80]}")
     if st == "sat":
         return Verdict(name, vers[name], "sat", 0.0,
                        f"{REWRITTEN} ({MODEL_CHECKED}: its {n} values added to the query as equations, sat)")

@@ -11,27 +11,28 @@ from . import gluon_sym as gs
 __all__ = ["Rewrite"]
 
 
-def _ite_conditions(g):
-    """The conditions of the ``If`` subterms of ``g``, each distinct subterm visited once, in the
-    order of a depth-first walk from the last argument (the walk the rewrite always made), read
-    through z3's C API: wrapping every subterm in a Python object took most of the rewrite's time."""
-    ctx = g.ctx
-    ref = ctx.ref()
-    out, todo, seen = [], [g.as_ast()], set()
+def _apps(e):
+    """(ref, app, decl kind, number of arguments) of every distinct application subterm of ``e``, in the
+    order of a depth-first walk from the last argument, read through z3's C API: wrapping every
+    subterm in a Python object took most of the rewrite's time."""
+    ref = e.ctx.ref()
+    todo, seen = [e.as_ast()], set()
     while todo:
         a = todo.pop()
         k = z3.Z3_get_ast_id(ref, a)
-        if k in seen:
+        if k in seen or z3.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST:
             continue
         seen.add(k)
-        if z3.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST:
-            continue
         app = z3.Z3_to_app(ref, a)
         n = z3.Z3_get_app_num_args(ref, app)
-        if n and z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app)) == z3.Z3_OP_ITE:
-            out.append(z3.BoolRef(z3.Z3_get_app_arg(ref, app, 0), ctx))  # holds a reference of its own
+        yield ref, app, z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app)), n
         todo += [z3.Z3_get_app_arg(ref, app, i) for i in range(n)]
-    return out
+
+
+def _ite_conditions(g):
+    """The conditions of the ``If`` subterms of ``g``, each distinct subterm once (``_apps``' order)."""
+    return [z3.BoolRef(z3.Z3_get_app_arg(ref, app, 0), g.ctx)  # holds a reference of its own
+            for ref, app, kind, n in _apps(g) if n and kind == z3.Z3_OP_ITE]
 
 
 class Rewrite:
@@ -107,26 +108,16 @@ class Rewrite:
         deciding: a lane variable (bounded on the path only), a division, a bare Boolean (a view kind)."""
         if z3.is_const(c):
             return None
-        ref = c.ctx.ref()
-        todo, loops, seen = [c.as_ast()], set(), set()
-        while todo:  # every distinct subterm once, through z3's C API (as _ite_conditions)
-            a = todo.pop()
-            k = z3.Z3_get_ast_id(ref, a)
-            if k in seen or z3.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST:
-                continue
-            seen.add(k)
-            app = z3.Z3_to_app(ref, a)
-            decl = z3.Z3_get_app_decl(ref, app)
-            n, kind = z3.Z3_get_app_num_args(ref, app), z3.Z3_get_decl_kind(ref, decl)
+        loops = set()
+        for ref, app, kind, n in _apps(c):  # every distinct subterm once
             if n == 0 and kind == z3.Z3_OP_UNINTERPRETED:
-                name = z3.z3._symbol2py(c.ctx, z3.Z3_get_decl_name(ref, decl))
+                name = z3.z3._symbol2py(c.ctx, z3.Z3_get_decl_name(ref, z3.Z3_get_app_decl(ref, app)))
                 if name.startswith("lane"):
                     return None
                 if name in gs.LOOP_FACTS:
                     loops.add(name)
             if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
                 return None
-            todo += [z3.Z3_get_app_arg(ref, app, i) for i in range(n)]
         return loops
 
     def __call__(self, f):
