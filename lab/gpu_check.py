@@ -62,6 +62,11 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("gluon_bnhd", (2, 4, 4, 1024, 1024, 128, 128), {"noncontig": True, "gluon": True}),
     ("gluon_bnhd_gqa4_causal", (2, 8, 2, 1024, 1024, 128, 128), {"noncontig": True, "causal": True, "gluon": True}),
     ("gluon_packed_qkv_causal", (2, 4, 4, 1024, 1024, 128, 128), {"packed": True, "causal": True, "gluon": True}),
+    # d = 64: the Triton forward, then the Gluon backward (dispatch.gluon_bwd_rule)
+    ("gluon_d64", (2, 4, 4, 2048, 2048, 64, 64), {"gluon": True}),
+    ("gluon_d64_causal_gqa4", (2, 8, 2, 1024, 1024, 64, 64), {"causal": True, "gluon": True}),
+    ("gluon_d64_huge_logits", (1, 2, 2, 256, 256, 64, 64), {"scale": 4.0, "gluon": True}),
+    ("gluon_d64_bnhd_gqa8_causal", (1, 16, 2, 1024, 1024, 64, 64), {"noncontig": True, "causal": True, "gluon": True}),
 ]
 #: run right after determinism (earlier GPU runs ran out of time before reaching them)
 PRIORITY = ("determinism", "huge_logits", "poison")
@@ -139,10 +144,11 @@ def _backend():
 
 def expected_plan(shape, dname, causal):
     """(forward, backward) the router must plan for a ``gluon`` case of the default call on this GPU
-    (deterministic=False: the Gluon backward, GQA included)."""
+    (deterministic=False: the Gluon backward, GQA included; the Gluon forward at d = 128 only)."""
     if dname == "fp32" or torch.cuda.get_device_capability() != (9, 0):
         return ("triton", "triton")
-    return ("gluon", "gluon")
+    d = shape[5]
+    return ("gluon" if d == dispatch.GLUON_HEAD_DIM else "triton", "gluon" if d in dispatch.GLUON_BWD_HEAD_DIMS else "triton")
 
 
 def check_case(cid, shape, opt, dname, seed=0):

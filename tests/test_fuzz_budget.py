@@ -89,11 +89,12 @@ def _gluon_strategy():
 
 @settings(max_examples=40, database=None, deadline=None)
 @given(_gluon_strategy())
-def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
+def test_gluon_profile_draws_only_calls_the_hopper_kernels_take(spec):
     """Every problem of ``--profile gluon`` is routed to the Gluon kernels on an sm_90 GPU: the
     validated call of the built problem, in bf16 and with the leaves the campaign hands the kernel
-    ((B, N, H, D) transposed views under ``noncontig``), plans the Gluon forward and backward for an
-    H200 (the default call, deterministic=False)."""
+    ((B, N, H, D) transposed views under ``noncontig``), plans the Gluon backward for an H200 (the
+    default call, deterministic=False), after the Gluon forward at d = 128 and the Triton forward at
+    d = 64 (where the Gluon forward is not routed)."""
     import torch
 
     from flashproof.fuzz.problem import build
@@ -106,11 +107,12 @@ def test_gluon_profile_draws_only_calls_the_hopper_forward_takes(spec):
         q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     prob = validate(q, k, v, causal=spec.causal, window=spec.window, scale=p.scale, requires_grad=True)
     route = dispatch.plan(prob, dispatch.Device("cuda", (9, 0), False, True, True))
-    assert (route.forward, route.backward) == ("gluon", "gluon"), (spec, route.reasons)
+    want = ("gluon" if spec.d == dispatch.GLUON_HEAD_DIM else "triton", "gluon")
+    assert spec.d in dispatch.GLUON_BWD_HEAD_DIMS and (route.forward, route.backward) == want, (spec, route.reasons)
 
 
 def test_gluon_profile_reaches_its_families():
-    """Each family (and GQA group 8, (B, N, H, D) views with GQA, the longest length) is drawn by the
+    """Each family (and GQA group 8, (B, N, H, D) views with GQA, the longest length, both head dims) is drawn by the
     campaigns of some of the first eight seeds: a campaign draws inside its own launch set (the
     profile's ``launches``), and the seed rotates that set."""
     from hypothesis import strategies as st
@@ -121,5 +123,6 @@ def test_gluon_profile_reaches_its_families():
                       "gqa": lambda s: s.heads_q > s.heads_kv, "batch": lambda s: s.batch > 1,
                       "gqa8": lambda s: s.heads_q == 8 * s.heads_kv, "noncontig": lambda s: s.noncontig,
                       "noncontig_gqa": lambda s: s.noncontig and s.heads_q > s.heads_kv,
-                      "long": lambda s: s.n_q == 1024}.items():
+                      "long": lambda s: s.n_q == 1024, "d64": lambda s: s.d == 64, "d128": lambda s: s.d == 128,
+                      "d64_causal_gqa": lambda s: s.d == 64 and s.causal and s.heads_q > s.heads_kv}.items():
         assert pred(find(strat, pred, settings=settings(max_examples=1000, database=None), random=Random(0))), fam

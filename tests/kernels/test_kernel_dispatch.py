@@ -50,7 +50,15 @@ ROWS = [
         ("gluon", "gluon", False)),
     Row("auto_h200_fp32_triton", H200, {"dtype": torch.float32}, {}, ("triton", "triton", False)),
     Row("auto_h200_fp64_torch", H200, {"dtype": torch.float64}, {}, ("torch", "torch", False)),
-    Row("auto_h200_d64_triton", H200, {"D": 64}, {}, ("triton", "triton", True)),
+    Row("auto_h200_d64_triton_forward_gluon_backward", H200, {"D": 64}, {}, ("triton", "gluon", True)),
+    Row("auto_h200_d64_causal_gqa_gluon_backward", H200, {"D": 64, "Hq": 8, "Hkv": 1}, {"causal": True},
+        ("triton", "gluon", True)),
+    Row("auto_h200_d64_deterministic_gluon_backward", H200, {"D": 64}, {"deterministic": True},
+        ("triton", "gluon", True)),
+    Row("auto_h200_d64_fp32_triton", H200, {"D": 64, "dtype": torch.float32}, {}, ("triton", "triton", False)),
+    Row("auto_h200_d64_ragged_triton", H200, {"D": 64, "N": 200}, {}, ("triton", "triton", True)),
+    Row("auto_h200_d96_triton", H200, {"D": 96}, {}, ("triton", "triton", True)),
+    Row("auto_a100_d64_triton", A100, {"D": 64}, {}, ("triton", "triton", True)),
     Row("auto_h200_ragged_length_triton", H200, {"N": 200}, {}, ("triton", "triton", True)),
     Row("auto_h200_nq_ne_nk_triton", H200, {"Nk": 384}, {}, ("triton", "triton", True)),
     Row("auto_h200_window_triton", H200, {}, {"window": (16, 0)}, ("triton", "triton", True)),
@@ -76,7 +84,8 @@ ROWS = [
     Row("gluon_h200_deterministic", H200, {}, {"backend": "gluon", "deterministic": True}, ("gluon", "gluon", False)),
     Row("gluon_h200_deterministic_without_grad", H200, {"grad": False}, {"backend": "gluon", "deterministic": True},
         ("gluon", "gluon", False)),
-    Row("gluon_h200_d64_raises", H200, {"D": 64}, {"backend": "gluon"}, "D = Dv = 128"),
+    Row("gluon_h200_d64_raises", H200, {"D": 64}, {"backend": "gluon"}, "the Gluon forward takes D = Dv = 128"),
+    Row("triton_h200_d64_stays_triton", H200, {"D": 64}, {"backend": "triton"}, ("triton", "triton", True)),
     Row("gluon_a100_raises", A100, {}, {"backend": "gluon"}, "sm_90"),
     Row("gluon_interpreter_raises", CPU_INTERPRETER, {}, {"backend": "gluon"}, "sm_90"),
     Row("gluon_window_raises", H200, {}, {"backend": "gluon", "window": (3, 0)}, "window"),
@@ -207,7 +216,8 @@ def test_the_causal_flag_gluon_reads(kw, causal):
 def test_the_rules_constants_match_the_gluon_kernels():
     pytest.importorskip("triton")
     from flashproof.kernels.attention.gluon import bwd, fwd
-    assert dispatch.GLUON_HEAD_DIM == fwd.HEAD_DIM == bwd.HEAD_DIM
+    assert dispatch.GLUON_HEAD_DIM == fwd.HEAD_DIM
+    assert dispatch.GLUON_BWD_HEAD_DIMS == bwd.HEAD_DIMS == tuple(bwd.STAGES)
     assert dispatch.GLUON_BLOCK == fwd.BLOCK_M == fwd.BLOCK_N == bwd.BLOCK_N
 
 

@@ -115,8 +115,9 @@ if AVAILABLE:
 
 BLOCK_M = 64  # query rows per iteration
 BLOCK_N = 128  # keys per CTA (two consumer warpgroups of 64)
-HEAD_DIM = 128
-NUM_STAGES = 2  # Q/dO ring slots
+HEAD_DIMS = (64, 128)  # the head dims this backward takes (D = Dv): dispatch.GLUON_BWD_HEAD_DIMS
+#: Q/dO ring slots per head dim
+STAGES = {64: 2, 128: 2}
 MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
@@ -522,10 +523,10 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
 # ----------------------------------------------------------------------------------------
 # Host side.
 # ----------------------------------------------------------------------------------------
-def desc_layouts(gdt):
-    """(Q/dO tile layout, K/V tile layout) — shared with compile_check."""
-    return (gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gdt),
-            gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], gdt))
+def desc_layouts(gdt, D):
+    """(Q/dO tile layout, K/V tile layout) at head dim D — shared with compile_check."""
+    return (gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gdt),
+            gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gdt))
 
 
 def vec_layout():
@@ -533,9 +534,9 @@ def vec_layout():
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
 
 
-def dq_layout():
-    """The dQ accumulator's TMA box (and staging buffer): BLOCK_M rows × HEAD_DIM fp32 columns."""
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], gl.float32)
+def dq_layout(D):
+    """The dQ accumulator's TMA box (and staging buffer): BLOCK_M rows × D fp32 columns."""
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gl.float32)
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
@@ -552,7 +553,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     lse = lse.contiguous()
     delta = _delta(out, dout, lse, dlse)  # (B, Hq, N) contiguous, like lse
     gdt = gl_dtype(q.dtype)
-    q_layout, kv_layout = desc_layouts(gdt)
+    q_layout, kv_layout = desc_layouts(gdt, D)
     (qd, qc), (kd, kc), (vd, vc), (dod, doc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
         (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
     # dK, dV laid out as empty_like gives (the input's strides when it is dense, else compact in its
@@ -564,11 +565,11 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()),
-             TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout()))
+             TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout(D)))
     # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
     sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
     _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
-                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
+                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=STAGES[D],
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
                                           PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
                                           num_warps=4, maxnreg=MAXNREG)
