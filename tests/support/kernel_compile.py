@@ -190,7 +190,7 @@ def compile_gluon(compiled: list) -> list:
 
     # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
     # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
-    # and each head dim the backward takes (GB.HEAD_DIMS, its ring depth GB.STAGES[D])
+    # and each head dim the backward takes (GB.HEAD_DIMS)
     for (dt, causal), group, det, D in ((v, g, d, hd) for v in variants for g in ("gqa", "G=1") for d in (False, True)
                                         for hd in GB.HEAD_DIMS):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]), D)
@@ -198,7 +198,7 @@ def compile_gluon(compiled: list) -> list:
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {D}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
         dqd = f"tensordesc<fp32[{GB.BLOCK_M}, {D}],{GB.dq_layout(D)!r}>"
-        consts = dict(NUM_STAGES=GB.STAGES[D], CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
+        consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
                       PRODUCER_REGS=GB.PRODUCER_REGS, DETERMINISTIC=det, **({"G": 1} if group == "G=1" else {}))
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
                                                  "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "sem_ptr": "*i32",

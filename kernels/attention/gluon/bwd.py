@@ -1,5 +1,12 @@
 """Warp-specialised Hopper backward (sm_90) in Gluon: the backward of the calls the Gluon forward takes,
-GQA included (``dispatch.plan`` says which), ``deterministic=True`` too (its dQ adds ordered below).
+GQA included (``dispatch.plan`` says which), ``deterministic=True`` too (its dQ adds ordered below),
+and of the same calls at head dim 64, after the Triton forward (``dispatch.gluon_bwd_rule``).
+
+Head dim: the kernel reads D from its descriptors (D = 64 or 128; ``HEAD_DIMS``). At D = 64 the same
+schedule runs with half-width tiles (each warpgroup's dQ half is 64 × 32). H200, 2026-12-02 00:50 UTC
+(BENCHMARKS.md, session 17 call 1; bf16, B·N = 16k, H = 32, through ``flashproof bench``): backward
+426 / 443 / 452 TFLOP/s at N = 4k / 8k / 16k, 397 / 424 at 8k / 16k causal, against 350 / 356 / 355 /
+328 / 339 for the Triton backward and 431 / 451 / 452 / 415 / 433 for cuDNN's.
 
 FlashAttention-3's schedule: one kernel, 5 N²d matrix products per (query block, key block) pair,
 dQ added with fp32 reductions (so its last bits depend on the order the CTAs run in). As in FA3 the
@@ -116,8 +123,7 @@ if AVAILABLE:
 BLOCK_M = 64  # query rows per iteration
 BLOCK_N = 128  # keys per CTA (two consumer warpgroups of 64)
 HEAD_DIMS = (64, 128)  # the head dims this backward takes (D = Dv): dispatch.GLUON_BWD_HEAD_DIMS
-#: Q/dO ring slots per head dim
-STAGES = {64: 2, 128: 2}
+NUM_STAGES = 2  # Q/dO ring slots (at d = 64, 3 and 4 slots measured no faster: BENCHMARKS.md, 2026-12-02)
 MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
@@ -540,7 +546,7 @@ def dq_layout(D):
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
-    """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, 128), k, v (B, Hkv, N, 128), each in its input's
+    """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, D), k, v (B, Hkv, N, D), D in HEAD_DIMS, each in its input's
     layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the router sends
     here (the Gluon forward's calls with deterministic=False; Hq = G·Hkv). δ = rowsum(out · dout) −
     dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
@@ -569,7 +575,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
     sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
     _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
-                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=STAGES[D],
+                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
                                           CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
                                           PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
                                           num_warps=4, maxnreg=MAXNREG)
