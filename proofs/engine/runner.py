@@ -58,12 +58,14 @@ def command_for(ob_id: str, deep: bool) -> str:
 
 
 class SolverReport(NamedTuple):
-    """The solver part of one record: ``solvers`` (one entry per solver, z3 first), ``trust`` and
-    ``disagreements`` (one dict per query where a second solver contradicts z3)."""
+    """The solver part of one record: ``solvers`` (one entry per solver, z3 first), ``trust``,
+    ``disagreements`` (one dict per query where a second solver contradicts z3) and ``sat_goals_agreed``
+    (goal queries z3 answered sat and a second solver answered sat too: counterexamples both found)."""
 
     solvers: list
     trust: str
     disagreements: list
+    sat_goals_agreed: int = 0
 
 
 def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> SolverReport:
@@ -91,6 +93,7 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
     disagreements = []
     decided_by_z3 = 0
     agreed = 0
+    sat_goals = 0
     for i, (q, v) in enumerate(zip(queries, verdicts)):
         z3_answer = q[1]
         if z3_answer in ("sat", "unsat"):
@@ -110,6 +113,7 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
             if status == z3_answer:
                 e["agreed"] += 1
                 agreed += 1
+                sat_goals += status == "sat" and q[3] == "goal"
             else:
                 disagreements.append({"query": i, "purpose": q[3], "z3": z3_answer, "solver": name,
                                       "answer": status})
@@ -129,7 +133,7 @@ def solver_entries(out: Outcome, queries: list, verdicts: list | None) -> Solver
         entries.append(dict(e, status=st, seconds=round(e["seconds"], 4), answers=ans,
                             **({"detail": "; ".join(det)} if det else {})))
     trust = "two solvers" if decided_by_z3 and agreed == decided_by_z3 and not disagreements else "one solver"
-    return SolverReport(entries, trust, disagreements)
+    return SolverReport(entries, trust, disagreements, sat_goals)
 
 
 def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, deep: bool, key: str,
@@ -141,7 +145,7 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
     vers = cache.versions()
     solver = out.solver or ob.solver
     queries = list(queries or [])
-    solvers, trust, disagreements = solver_entries(out, queries, verdicts)
+    solvers, trust, disagreements, sat_goals = solver_entries(out, queries, verdicts)
     detail = out.detail
     if disagreements:
         d = disagreements[0]
@@ -173,6 +177,9 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
                     "hypotheses": sum(1 for q in queries if q[3] == "hypotheses")},
         "solvers": solvers,
         "trust": trust,
+        # a control's refutation confirmed: some counterexample z3 found (a sat goal query) was found sat
+        # by a second solver too, and no answer of it contradicts z3 (docs/proofs.md)
+        "refutation_confirmed": bool(ob.of) and out.status == "refuted" and sat_goals > 0 and not disagreements,
         "cross_check": verdicts is not None,
         "disagreements": disagreements,
         "content_hash": key,

@@ -18,11 +18,12 @@ SCHEMA = "flashproof.audit/1"
 def solver_summary(records: list[dict]) -> dict:
     """Counts over the records that made z3 queries: how many carry an agreeing second-solver
     verdict on every query ("two solvers"), how many do not ("one solver"), the agreement rate, the
-    disagreements, and the controls refuted by both solvers."""
+    disagreements, and the controls refuted by both solvers (``refutation_confirmed``: a counterexample
+    of z3's found by a second solver too, whatever it said of the control's other queries)."""
     smt = [r for r in records if r.get("trust") in ("two solvers", "one solver")]
     two = [r for r in smt if r["trust"] == "two solvers"]
     ctl = [r for r in smt if r["kind"] == "control"]
-    both = [r for r in ctl if r["trust"] == "two solvers" and r["status"] == "refuted"]
+    both = [r for r in ctl if r.get("refutation_confirmed")]
     obl = [r for r in smt if r["kind"] == "obligation"]
     return {"z3_records": len(smt), "two_solvers": len(two), "one_solver": len(smt) - len(two),
             "agreement_rate": round(len(two) / len(smt), 4) if smt else 0.0,

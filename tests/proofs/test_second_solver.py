@@ -86,20 +86,44 @@ def _q(answer, purpose="goal"):
 def test_entries_agree_one_solver_and_disagree():
     out = Outcome("proved", solver="z3")
     agree = second.Verdict("cvc5", "1", "unsat", 0.1)
-    sv, trust, dis = runner.solver_entries(out, [_q("unsat")], [agree])
+    sv, trust, dis, _ = runner.solver_entries(out, [_q("unsat")], [agree])
     assert trust == "two solvers" and not dis and sv[1]["status"] == "proved" and sv[1]["agreed"] == 1
     gave_up = second.Verdict("cvc5", "1", "unknown", 1, "timeout")
-    sv, trust, dis = runner.solver_entries(out, [_q("unsat"), _q("unsat")], [agree, gave_up])
+    sv, trust, dis, _ = runner.solver_entries(out, [_q("unsat"), _q("unsat")], [agree, gave_up])
     assert trust == "one solver" and sv[1]["status"] == "unknown" and not dis
-    sv, trust, dis = runner.solver_entries(out, [_q("unsat")], [None])
+    sv, trust, dis, _ = runner.solver_entries(out, [_q("unsat")], [None])
     assert trust == "one solver" and sv[1]["status"] == "timeout"
-    sv, trust, dis = runner.solver_entries(out, [_q("unsat")], [second.Verdict("cvc5", "1", "sat", 0.1)])
+    sv, trust, dis, _ = runner.solver_entries(out, [_q("unsat")], [second.Verdict("cvc5", "1", "sat", 0.1)])
     assert trust == "one solver"
     assert dis == [{"query": 0, "purpose": "goal", "z3": "unsat", "solver": "cvc5", "answer": "sat"}]
     assert sv[1]["status"] == "disagrees"
-    sv, trust, dis = runner.solver_entries(out, [_q("unsat")], None)
+    sv, trust, dis, _ = runner.solver_entries(out, [_q("unsat")], None)
     assert trust == "one solver" and sv[1]["status"] == "not run"
     assert runner.solver_entries(out, [], None)[1] == "no SMT"
+
+
+def test_a_control_is_refuted_by_both_when_a_second_solver_finds_one_of_z3s_counterexamples():
+    """A control (a mutant) is caught by a counterexample: a goal query z3 answered sat. It counts as
+    refuted by both solvers when a second solver answers sat on such a query too, even if it leaves
+    a query the mutant does not break (an unsat one) unknown; not when it gives up on every sat goal,
+    when the sat it agrees on is a hypotheses (vacuity) query, or when it contradicts z3 anywhere."""
+    ob = _ob("L/ctl", _lemma_control, "m", "refuted", of="L")
+    out = Outcome("refuted", solver="z3")
+    sat, unsat = second.Verdict("cvc5", "1", "sat", 0.1), second.Verdict("cvc5", "1", "unsat", 0.1)
+    gave_up = second.Verdict("cvc5", "1", "unknown", 1, "timeout")
+
+    def rec(queries, verdicts, o=out, of=ob):
+        return runner.make_record(of, o, seconds=0.1, bounds={}, deep=False, key="k", queries=queries,
+                                  verdicts=verdicts)
+
+    caught = rec([_q("unsat"), _q("sat")], [gave_up, sat])
+    assert caught["refutation_confirmed"] and caught["trust"] == "one solver"  # the strict tier is unchanged
+    assert not rec([_q("unsat"), _q("sat")], [unsat, gave_up])["refutation_confirmed"]
+    assert not rec([_q("sat", "hypotheses"), _q("sat")], [sat, gave_up])["refutation_confirmed"]
+    assert not rec([_q("unsat"), _q("sat")], [sat, sat])["refutation_confirmed"]  # a disagreement
+    assert not rec([_q("sat")], None)["refutation_confirmed"]  # no cross-check
+    assert not rec([_q("sat")], [sat], of=_ob("L", _lemma, "m"))["refutation_confirmed"]  # not a control
+    assert trail.solver_summary([caught, rec([_q("sat")], [gave_up])])["controls_refuted_by_both"] == 1
 
 
 def _module(tmp_path, name):
