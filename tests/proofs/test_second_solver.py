@@ -126,6 +126,15 @@ def test_a_control_is_refuted_by_both_when_a_second_solver_finds_one_of_z3s_coun
     assert trail.solver_summary([caught, rec([_q("sat")], [gave_up])])["controls_refuted_by_both"] == 1
 
 
+def test_the_second_solver_is_asked_z3s_counterexamples_first():
+    """A control's sat goal queries go first (then every other distinct text in z3's order), so a
+    cross-check job cut off by its budget still reaches them."""
+    qs = [("A", "unsat", 0.1, "goal"), ("B", "sat", 0.1, "hypotheses"), ("C", "sat", 0.1, "goal"),
+          ("A", "unsat", 0.1, "goal"), ("D", "unknown", 0.1, "goal")]
+    assert runner.cross_texts(qs) == ["C", "A", "B", "D"]
+    assert runner.cross_texts([("A", "unsat", 0.1, "goal")]) == ["A"]
+
+
 def _module(tmp_path, name):
     path = tmp_path / f"{name}.py"
     path.write_text("X = 1\n")
