@@ -388,8 +388,9 @@ SUITE = (
          "backward: the CTA's K box one key block further on, past the head's keys for the last block"),
         # D = 64 only: at D = 128 each mutant is the kernel itself (64 = D / 2, 128 = D)
         ("d64-dq-half-of-d128", ("_bwd_consumer", "DQW: gl.constexpr = D // 2", "DQW: gl.constexpr = 64"),
-         "backward at D = 64: each warpgroup's dQ column half taken 64 wide (D = 128's half), so warpgroup 1's "
-         "column slices of the K tile and of the dQ staging tile (columns 64–127) lie past their 64 columns"),
+         "backward at D = 64: each warpgroup's dQ columns taken 64 wide (D = 128's half): warpgroup 0 stages its "
+         "dQ into both halves of the staging tile, warpgroup 1 slices columns 64–127 of the 64-column K and staging "
+         "tiles"),
         ("d64-dk-view-of-d128", ("backward", "layout.coords(layout.tma_kind(t), t.shape[1], N, D)",
                                  "layout.coords(layout.tma_kind(t), t.shape[1], N, 128)"),
          "backward host at D = 64: dK's and dV's row-view coordinates computed for head dim 128, so in a "
@@ -409,8 +410,9 @@ BOUNDS = {kernel: {"D = Dv": list(HEAD_DIMS[kernel]), "N": "128·NB, NB symbolic
                    **({"deterministic": [False, True]} if kernel == "bwd" else {})} for kernel in HEAD_DIMS}
 WHY = {"fwd": "every size and stride gluon_rule admits is symbolic; D = Dv = 128 (gluon.fwd.HEAD_DIM) is the only "
               "head dim it routes to the Gluon forward",
-       "bwd": "every size and stride gluon_bwd_rule admits is symbolic; the record runs the host once per head dim "
-              "the backward takes, D = Dv in gluon.bwd.HEAD_DIMS = (64, 128), and each claim at each"}
+       "bwd": "every size and stride gluon_bwd_rule admits is symbolic; the head dim is not: the record runs the host "
+              f"once per head dim the backward takes, D = Dv in gluon.bwd.HEAD_DIMS = {HEAD_DIMS['bwd']}, every claim "
+              "at each"}
 
 
 def _per_d(ctx, checker, over, only, dims):
