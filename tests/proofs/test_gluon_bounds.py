@@ -233,6 +233,7 @@ def test_the_records_head_dims_are_the_kernels():
 
     assert gb.HEAD_DIMS == {"fwd": (fwd.HEAD_DIM,), "bwd": tuple(bwd.HEAD_DIMS)}
     assert set(bwd.HEAD_DIMS) == set(dispatch.GLUON_BWD_HEAD_DIMS) == {64, 128}
+    assert gb.GLUON_MAX_ROWS == dispatch.GLUON_MAX_ROWS  # the hypothesis is the router's row bound
     for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
         assert core.OBLIGATIONS[oid].bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
     with pytest.raises(ValueError, match="takes D in"):

@@ -37,7 +37,6 @@ from unittest import mock
 import torch
 import z3
 
-from flashproof.kernels.attention.dispatch import GLUON_MAX_ROWS
 from flashproof.kernels.attention.gluon import bwd as gbwd, common as gcommon, fwd as gfwd, layout as glayout
 from flashproof.kernels.attention.triton import host as thost
 
@@ -53,6 +52,9 @@ ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN",
 #: dispatch.GLUON_BWD_HEAD_DIMS; at 64 it runs after the Triton forward)
 HEAD_DIMS = {"fwd": (gfwd.HEAD_DIM,), "bwd": tuple(gbwd.HEAD_DIMS)}
 I32_MAX = 2 ** 31 - 1
+#: the router's row bound B·Hq·N ≤ 2^30, both Gluon rules (dispatch.GLUON_MAX_ROWS, A-GLUON-DEVICE-MEMORY; proofs/
+#: does not import the router: tests/proofs/test_gluon_bounds.py pins the two equal)
+GLUON_MAX_ROWS = 2 ** 30
 
 
 def _host(name):
@@ -74,7 +76,7 @@ class Problem:
         # exists for every id of the grid, so these facts exclude no program)
         self.signs = [B >= 1, self.Hkv.e >= 1, self.G.e >= 1, self.NB.e >= 1, self.b >= 0, self.b < B,
                       self.hk >= 0, self.hk < self.Hkv.e, self.g >= 0, self.g < self.G.e, self.h >= 0]
-        # the router's row bound B·Hq·N <= 2^30 (dispatch.GLUON_MAX_ROWS, both Gluon rules; A-GLUON-DEVICE-MEMORY)
+        # the router's row bound (GLUON_MAX_ROWS; at D = 128 also what a device's memory allows)
         self.hyps = self.signs + [B * H * N <= GLUON_MAX_ROWS,
                                   self.h == self.hk * self.G.e + self.g]
         if kernel == "fwd":  # grid (B·H, N / 128): program 0 is (b, h) batch-major; program 1 the query block
