@@ -268,3 +268,15 @@ def test_a_control_is_refuted_at_every_head_dim_or_fails():
     assert out.status == "proved" and out.detail == "D = 128: proved, not refuted: ok", out.detail
     out = gb._per_d(None, checker, None, {}, (64,))
     assert out.status == "refuted" and out.counterexample == {"D": 64}
+
+
+def test_a_claim_split_by_view_kind_needs_both_kinds():
+    """``_by_kind`` proves a row-view access's claim once per kind: a claim that fails for the (B·N, H·D) kind
+    only is refuted there, named by the kind; one that holds for both is proved."""
+    gb = _module()
+    flag, x = z3.Bool("T_bhnd"), z3.Int("x")
+    claim = z3.If(flag, x >= 0, x >= 1)
+    pr = gb._Prover(core.Context({}, 10_000, False, False))
+    out = gb._by_kind(pr, claim, [x >= 0], [], "T", flag)
+    assert out.status == "refuted" and out.counterexample["access"].startswith("T [T_bhnd = False]"), out
+    assert gb._by_kind(pr, claim, [x >= 1], [], "T", flag) is None
