@@ -17,16 +17,21 @@ dQ's fp32 accumulator, δ and the int32 semaphores contiguous), the row view's k
 KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
 its box (A-GLUON-TMA).
 
-Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule``: Nq = Nk a multiple of
-128, D = Dv = 128), every row stride, each tensor's view kind, program ids, loop iterations; causal
-and not; the backward deterministic and not. Claims per access (see ``_claims``): TMA coordinates
+Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule`` / ``gluon_bwd_rule``: Nq =
+Nk a multiple of 128, B·Hq·N ≤ 2^30), every row stride, each tensor's view kind, program ids, loop
+iterations; causal and not; the backward deterministic and not. Not symbolic: the head dim D = Dv, which
+fixes the kernels' tile shapes (constexprs): the host runs once per head dim the kernel takes,
+``HEAD_DIMS`` as read from the kernel modules — the forward at D = 128 (``gluon.fwd.HEAD_DIM``), the
+backward at D = 64 and at D = 128 (``gluon.bwd.HEAD_DIMS``), every claim below at each (each query's
+location names its D). A control is refuted at each head dim its mutant changes (``_per_d``). Claims per access (see ``_claims``): TMA coordinates
 computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
 descriptor's global shape AND inside the rows (and columns) of its own (batch, head) — of the program's
 query block and warpgroup for Q, O and lse, 64 whole rows of one head of the program's group for dQ;
 pointer stores (lse, dK, dV) inside their tensor, in the program's (batch, head) rows and in the
 warpgroup's rows; the semaphores' ``ld.acquire`` / ``red.release`` one int32 of the program's group's
 (head, query block)s, inside the count the host allocated; every ``.index``/``.slice`` of shared memory
-inside its allocation, the dQ staging slice in the warpgroup's 64 columns. Not claimed: the mbarrier
+inside its allocation (the K tile's dQ column slice, D / 2 wide, among them), the dQ staging slice in
+the warpgroup's D / 2 columns (64 at D = 128, 32 at D = 64). Not claimed: the mbarrier
 protocol, the semaphores' ordering and forward progress (schedule properties, not bounds).
 """
 from __future__ import annotations
