@@ -3,7 +3,9 @@
 shim's own rules (the semaphores' ld.acquire / red.release address operands, an asm address it cannot
 read and a packed asm refused, a branch inside a Gluon loop, an access it has no claim
 for); the host's 2-D view checked; the symbolic host run launches the kernel with every partition (the
-dQ writer, deterministic or not, included). The obligation module is imported inside the tests, so that collecting
+dQ writer, deterministic or not, included), at D = 64 too; the records' head dims are the kernel modules', a
+D = 64 mutant is refuted at D = 64 and missed by the D = 128 run, a control must be refuted at each head dim,
+and a claim split by view kind needs both kinds. The obligation module is imported inside the tests, so that collecting
 this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
 it imports)."""
 from __future__ import annotations
@@ -245,7 +247,8 @@ def test_a_d64_mutant_is_refuted_at_d64_and_missed_at_d128():
     D = 128 (proved there: one configuration) and refuted at D = 64, where the staging slice of warpgroup 0
     covers both halves."""
     gb = _module()
-    over = {"_bwd_consumer": gb.kx.mutate(gb.gbwd._bwd_consumer, "DQW: gl.constexpr = D // 2", "DQW: gl.constexpr = 64")}
+    over = {"_bwd_consumer": gb.kx.mutate(gb.gbwd._bwd_consumer, "DQW: gl.constexpr = D // 2",
+                                          "DQW: gl.constexpr = 64")}
     ctx = core.Context({}, 60_000, False, False)
     one = dict(causal=(False,), deterministic=(False,))
     assert gb.check(ctx, "bwd", over, head_dims=(128,), **one).status == "proved"

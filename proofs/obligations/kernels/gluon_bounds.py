@@ -23,7 +23,8 @@ iterations; causal and not; the backward deterministic and not. Not symbolic: th
 fixes the kernels' tile shapes (constexprs): the host runs once per head dim the kernel takes,
 ``HEAD_DIMS`` as read from the kernel modules — the forward at D = 128 (``gluon.fwd.HEAD_DIM``), the
 backward at D = 64 and at D = 128 (``gluon.bwd.HEAD_DIMS``), every claim below at each (each query's
-location names its D). A control is refuted at each head dim its mutant changes (``_per_d``). Claims per access (see ``_claims``): TMA coordinates
+location names its D). A control is refuted at each head dim its mutant changes (``_per_d``).
+Claims per access (see ``_claims``): TMA coordinates
 computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
 descriptor's global shape AND inside the rows (and columns) of its own (batch, head) — of the program's
 query block and warpgroup for Q, O and lse, 64 whole rows of one head of the program's group for dQ;
@@ -391,7 +392,8 @@ SUITE = (
          "backward: the dK epilogue store steps its rows by dV's row stride"),
         ("dq-stage-no-wg-columns", ("_dq_stage", "dq_smem.index(buf).slice(WG * DQW, DQW, dim=1)",
                                     "dq_smem.index(buf).slice(0, DQW, dim=1)"),
-         "backward: dQ's staging without the warpgroup's column half (both warpgroups write columns 0–63 of the tile)"),
+         "backward: dQ's staging without the warpgroup's column half (both warpgroups write columns 0 … D/2 − 1 of "
+         "the tile)"),
         ("dq-reduce-one-block-past", ("_bwd_dq_writer", "[vec_row0 + g * N_CTX + qb * BM, 0]",
                                       "[vec_row0 + g * N_CTX + (qb + 1) * BM, 0]"),
          "backward: the dQ reduce-add box one query block further on, past the head's rows at the last query block"),
