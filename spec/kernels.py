@@ -57,8 +57,10 @@ below the kernels' source semantics (what Triton compiles them to: shared memory
 nothing is claimed (A-TRITON-CODEGEN).
 The Gluon kernels (the default route on an H200), run from their hosts (gluon.fwd.forward, gluon.bwd.backward,
 executed with the row-view builder, the host's allocations and views and the launch line) for every shape
-dispatch.gluon_rule admits (symbolic batch, heads with GQA, N = 128·NB, each tensor's row-view kind and row
-stride; D = Dv = 128; causal and not; the backward deterministic and not), every partition of warp_specialize
+dispatch.gluon_rule (forward) and dispatch.gluon_bwd_rule (backward) admit (symbolic batch, heads with GQA, N =
+128·NB, each tensor's row-view kind and row stride; causal and not; the backward deterministic and not) at each
+head dim the kernel takes, one host run per head dim — the forward at D = Dv = 128, the backward at D = Dv = 64
+and at D = Dv = 128 (gluon.bwd.HEAD_DIMS; no other head dim is claimed) —, every partition of warp_specialize
 (the consumer warpgroups, the TMA producer and the backward's dQ writer) and every helper, one arbitrary loop
 iteration: every TMA box — loads, stores and the backward's dQ reduce-add — has int32 coordinates computed
 without wrap-around and lies inside its descriptor's global shape and inside the rows and columns of its own
@@ -67,13 +69,14 @@ program's group for the dQ reduce-add —; the lse, dK and dV stores address ele
 head) rows (the warpgroup's query rows for lse, its keys for dK and dV); the deterministic backward's semaphore
 loads and adds (inline PTX ld.acquire / red.release) address one int32 of the program's group's (head, query
 block) semaphores, inside the tensor the host allocates; every shared-memory ring index and slice lies inside
-its allocation, each warpgroup's dQ staging in its own 64 columns; and layout.row_view, executed on symbolic
-shapes and strides, maps every element of a tensor it accepts to its own view cell. Their int32 row indices
-rest on the device-memory bound B·Hq·N ≤ 2^30 (A-GLUON-DEVICE-MEMORY), which the router checks (gluon_rule). Not
-covered there: the synchronisation (mbarrier phases, the staging buffers' full/empty protocol), the
-semaphores' ordering and forward progress (a schedule property, not a bounds claim: that dQ is bitwise
-repeatable is measured on the GPU, not proved), which pairs the causal schedules visit (KER-TILES runs the
-Triton kernels' walk only), the δ kernel (Triton's, KER-BOUNDS-DELTA).
+its allocation, each warpgroup's dQ staging in its own D/2 columns (and its D/2-column slice of the K tile
+inside it); and layout.row_view, executed on symbolic shapes and strides, maps every element of a tensor it
+accepts to its own view cell. Their int32 row indices rest on the row bound B·Hq·N ≤ 2^30
+(A-GLUON-DEVICE-MEMORY), which the router checks (both rules). Not covered there: the synchronisation (mbarrier
+phases, the staging buffers' full/empty protocol), the semaphores' ordering and forward progress (a schedule
+property, not a bounds claim: that dQ is bitwise repeatable is measured on the GPU, not proved), which pairs the
+causal schedules visit (KER-TILES runs the Triton kernels' walk only), the δ kernel (Triton's,
+KER-BOUNDS-DELTA).
 """,
      checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV")
                       for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS", "-SPARSE"))

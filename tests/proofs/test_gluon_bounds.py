@@ -3,7 +3,9 @@
 shim's own rules (the semaphores' ld.acquire / red.release address operands, an asm address it cannot
 read and a packed asm refused, a branch inside a Gluon loop, an access it has no claim
 for); the host's 2-D view checked; the symbolic host run launches the kernel with every partition (the
-dQ writer, deterministic or not, included). The obligation module is imported inside the tests, so that collecting
+dQ writer, deterministic or not, included), at D = 64 too; the records' head dims are the kernel modules', a
+D = 64 mutant is refuted at D = 64 and missed by the D = 128 run, a control must be refuted at each head dim,
+and a claim split by view kind needs both kinds. The obligation module is imported inside the tests, so that collecting
 this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
 it imports)."""
 from __future__ import annotations
@@ -43,7 +45,8 @@ def test_every_gluon_obligation_has_controls():
     pytest.param("KER-BOUNDS-GLUON-BWD", marks=pytest.mark.slow),
     "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride", "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns",
     "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past", "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past",
-    "KER-BOUNDS-GLUON-BWD/q-ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-BWD/k-box-one-block-past"])
+    "KER-BOUNDS-GLUON-BWD/q-ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-BWD/k-box-one-block-past",
+    "KER-BOUNDS-GLUON-BWD/d64-dq-half-of-d128", "KER-BOUNDS-GLUON-BWD/d64-dk-view-of-d128"])
 def test_obligation_outcome(oid):
     _module()
     ob = core.resolve_control(core.OBLIGATIONS[oid])
@@ -60,25 +63,29 @@ def test_controls_are_caught_where_planted():
              "tma_load K", "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride": "store DK",
              "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns": "smem dq_smem[].slice1 at _bwd_wg1",
              "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past": "tma_reduce DQ_ACC",
-             "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past": "deterministic=True ld SEM"}
+             "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past": "deterministic=True ld SEM",
+             "KER-BOUNDS-GLUON-BWD/d64-dq-half-of-d128": "D=64 causal=False deterministic=True smem dq_smem[].slice1",
+             "KER-BOUNDS-GLUON-BWD/d64-dk-view-of-d128": "D=64 causal=False deterministic=True store DK"}
     for oid, at in where.items():
         ob = core.resolve_control(core.OBLIGATIONS[oid])
         out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
         assert out.status == "refuted" and at in out.counterexample["access"], (oid, out.counterexample.get("access"))
 
 
-@pytest.mark.parametrize("kernel, det, parts, kinds", [
-    ("fwd", False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
+@pytest.mark.parametrize("kernel, D, det, parts, kinds", [
+    ("fwd", 128, False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
      {"tma_load", "tma_store", "smem", "store"}),
-    ("bwd", False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
+    ("bwd", 128, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
      {"tma_load", "tma_reduce", "smem", "store"}),
-    ("bwd", True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
-     {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-deterministic"])
-def test_the_host_run_launches_every_partition(kernel, det, parts, kinds):
+    ("bwd", 64, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
+     {"tma_load", "tma_reduce", "smem", "store"}),
+    ("bwd", 128, True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
+     {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-d64", "bwd-deterministic"])
+def test_the_host_run_launches_every_partition(kernel, D, det, parts, kinds):
     """Every partition runs and records its accesses; the deterministic backward's writer reads (ld.acquire)
     and writes (red.release) the semaphore tensor, the other writer never touches it."""
     gb = _module()
-    p, paths = gb._run(kernel, False, deterministic=det)
+    p, paths = gb._run(kernel, False, deterministic=det, D=D)
     launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
     assert len(launched) == 1
     seen = {a.where.split(">")[0] for a in launched[0].accesses}
@@ -197,7 +204,7 @@ def test_an_access_without_a_claim_is_refuted_not_passed():
     gb = _module()
     from flashproof.proofs.support import kernel_exec as kx, triton_sym as ts
 
-    p = gb.Problem("fwd")
+    p = gb.Problem("fwd", D=128)
     acc = kx.Access("store", "SOMETHING_ELSE", ts.Sym.lift(0), None, (), "x>y:1")
     assert z3.is_false(gb._claims("fwd", p, acc))
 
@@ -212,8 +219,67 @@ def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
 
     def init(self, *a, **kw):
         orig(self, *a, **kw)
-        self.hyps = [h for h in self.hyps if str(2 ** 38) not in h.sexpr()]
+        self.hyps = [h for h in self.hyps if str(gb.GLUON_MAX_ROWS) not in h.sexpr()]
 
     with mock.patch.object(gb.Problem, "__init__", init):
         out = gb.check(core.Context({}, 60_000, False, False), "fwd", causal=(False,))
     assert out.status == "refuted" and "store LSE" in out.counterexample["access"]
+
+
+def test_the_records_head_dims_are_the_kernels():
+    """The backward record runs at every head dim gluon.bwd takes (read from the module, not a copy), the
+    forward at gluon.fwd's one; the audit's bounds say so."""
+    gb = _module()
+    from flashproof.kernels.attention import dispatch
+    from flashproof.kernels.attention.gluon import bwd, fwd
+
+    assert gb.HEAD_DIMS == {"fwd": (fwd.HEAD_DIM,), "bwd": tuple(bwd.HEAD_DIMS)}
+    assert set(bwd.HEAD_DIMS) == set(dispatch.GLUON_BWD_HEAD_DIMS) == {64, 128}
+    assert gb.GLUON_MAX_ROWS == dispatch.GLUON_MAX_ROWS  # the hypothesis is the router's row bound
+    for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
+        assert core.OBLIGATIONS[oid].bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
+    with pytest.raises(ValueError, match="takes D in"):
+        gb.check(core.Context({}, 60_000, False, False), "fwd", head_dims=(64,))
+
+
+def test_a_d64_mutant_is_refuted_at_d64_and_missed_at_d128():
+    """The D = 64 run is load-bearing: the control whose dQ column half is 64 wide is the kernel itself at
+    D = 128 (proved there: one configuration) and refuted at D = 64, where the staging slice of warpgroup 0
+    covers both halves."""
+    gb = _module()
+    over = {"_bwd_consumer": gb.kx.mutate(gb.gbwd._bwd_consumer, "DQW: gl.constexpr = D // 2",
+                                          "DQW: gl.constexpr = 64")}
+    ctx = core.Context({}, 60_000, False, False)
+    one = dict(causal=(False,), deterministic=(False,))
+    assert gb.check(ctx, "bwd", over, head_dims=(128,), **one).status == "proved"
+    out = gb.check(ctx, "bwd", over, head_dims=(64,), **one)
+    assert out.status == "refuted" and "D=64" in out.counterexample["access"], out.detail
+
+
+def test_a_control_is_refuted_at_every_head_dim_or_fails():
+    """A control of the backward is checked at each D: its detail names both refutations, and a mutant caught
+    at one D only (run at both) is reported as that D's outcome, not as refuted."""
+    gb = _module()
+    ob = core.resolve_control(core.OBLIGATIONS["KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride"])
+    out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+    assert out.status == "refuted" and out.detail.startswith("D = 64: ") and "; D = 128: " in out.detail
+
+    def checker(ctx, overrides=None, head_dims=None):  # refutes at D = 64 only
+        (D,) = head_dims
+        return core.Outcome("refuted", counterexample={"D": D}) if D == 64 else core.Outcome("proved", detail="ok")
+    out = gb._per_d(None, checker, None, {}, (64, 128))
+    assert out.status == "proved" and out.detail == "D = 128: proved, not refuted: ok", out.detail
+    out = gb._per_d(None, checker, None, {}, (64,))
+    assert out.status == "refuted" and out.counterexample == {"D": 64}
+
+
+def test_a_claim_split_by_view_kind_needs_both_kinds():
+    """``_by_kind`` proves a row-view access's claim once per kind: a claim that fails for the (B·N, H·D) kind
+    only is refuted there, named by the kind; one that holds for both is proved."""
+    gb = _module()
+    flag, x = z3.Bool("T_bhnd"), z3.Int("x")
+    claim = z3.If(flag, x >= 0, x >= 1)
+    pr = gb._Prover(core.Context({}, 10_000, False, False))
+    out = gb._by_kind(pr, claim, [x >= 0], [], "T", flag)
+    assert out.status == "refuted" and out.counterexample["access"].startswith("T [T_bhnd = False]"), out
+    assert gb._by_kind(pr, claim, [x >= 1], [], "T", flag) is None
