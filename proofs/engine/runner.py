@@ -177,9 +177,11 @@ def make_record(ob: Obligation, out: Outcome, *, seconds: float, bounds: dict, d
                     "hypotheses": sum(1 for q in queries if q[3] == "hypotheses")},
         "solvers": solvers,
         "trust": trust,
-        # a control's refutation confirmed: some counterexample z3 found (a sat goal query) was found sat
-        # by a second solver too, and no answer of it contradicts z3 (docs/proofs.md)
-        "refutation_confirmed": bool(ob.of) and out.status == "refuted" and sat_goals > 0 and not disagreements,
+        # a control's refutation confirmed by a second solver (docs/proofs.md): no answer of it contradicts
+        # z3, and it either agreed on every query or found one of z3's counterexamples (a sat goal query)
+        # sat too (a witness-style control is refuted by an unsat goal: then only the first applies)
+        "refutation_confirmed": (bool(ob.of) and out.status == "refuted" and not disagreements
+                                 and (trust == "two solvers" or sat_goals > 0)),
         "cross_check": verdicts is not None,
         "disagreements": disagreements,
         "content_hash": key,

@@ -18,8 +18,8 @@ SCHEMA = "flashproof.audit/1"
 def solver_summary(records: list[dict]) -> dict:
     """Counts over the records that made z3 queries: how many carry an agreeing second-solver
     verdict on every query ("two solvers"), how many do not ("one solver"), the agreement rate, the
-    disagreements, and the controls refuted by both solvers (``refutation_confirmed``: a counterexample
-    of z3's found by a second solver too, whatever it said of the control's other queries)."""
+    disagreements, and the controls refuted by both solvers (``refutation_confirmed``: every query agreed,
+    or a counterexample of z3's found by a second solver too, whatever it said of the other queries)."""
     smt = [r for r in records if r.get("trust") in ("two solvers", "one solver")]
     two = [r for r in smt if r["trust"] == "two solvers"]
     ctl = [r for r in smt if r["kind"] == "control"]

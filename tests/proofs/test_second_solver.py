@@ -104,9 +104,10 @@ def test_entries_agree_one_solver_and_disagree():
 
 def test_a_control_is_refuted_by_both_when_a_second_solver_finds_one_of_z3s_counterexamples():
     """A control (a mutant) is caught by a counterexample: a goal query z3 answered sat. It counts as
-    refuted by both solvers when a second solver answers sat on such a query too, even if it leaves
-    a query the mutant does not break (an unsat one) unknown; not when it gives up on every sat goal,
-    when the sat it agrees on is a hypotheses (vacuity) query, or when it contradicts z3 anywhere."""
+    refuted by both solvers when a second solver agreed on every query, or answers sat on such a goal
+    too even if it leaves a query the mutant does not break (an unsat one) unknown; not when it gives up
+    on every sat goal, when the sat it agrees on is a hypotheses (vacuity) query, or when it contradicts
+    z3 anywhere."""
     ob = _ob("L/ctl", _lemma_control, "m", "refuted", of="L")
     out = Outcome("refuted", solver="z3")
     sat, unsat = second.Verdict("cvc5", "1", "sat", 0.1), second.Verdict("cvc5", "1", "unsat", 0.1)
@@ -123,6 +124,10 @@ def test_a_control_is_refuted_by_both_when_a_second_solver_finds_one_of_z3s_coun
     assert not rec([_q("unsat"), _q("sat")], [sat, sat])["refutation_confirmed"]  # a disagreement
     assert not rec([_q("sat")], None)["refutation_confirmed"]  # no cross-check
     assert not rec([_q("sat")], [sat], of=_ob("L", _lemma, "m"))["refutation_confirmed"]  # not a control
+    # a witness-style control is refuted by an unsat goal (no witness exists): confirmed when every
+    # query agreed, not when the second solver left that goal open
+    assert rec([_q("unsat")], [unsat])["refutation_confirmed"]
+    assert not rec([_q("unsat")], [gave_up])["refutation_confirmed"]
     assert trail.solver_summary([caught, rec([_q("sat")], [gave_up])])["controls_refuted_by_both"] == 1
 
 
