@@ -148,7 +148,8 @@ def expected_plan(shape, dname, causal):
     if dname == "fp32" or torch.cuda.get_device_capability() != (9, 0):
         return ("triton", "triton")
     d = shape[5]
-    return ("gluon" if d == dispatch.GLUON_HEAD_DIM else "triton", "gluon" if d in dispatch.GLUON_BWD_HEAD_DIMS else "triton")
+    return ("gluon" if d == dispatch.GLUON_HEAD_DIM else "triton",
+            "gluon" if d in dispatch.GLUON_BWD_HEAD_DIMS else "triton")
 
 
 def check_case(cid, shape, opt, dname, seed=0):

@@ -546,9 +546,9 @@ def dq_layout(D):
 
 
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
-    """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, D), k, v (B, Hkv, N, D), D in HEAD_DIMS, each in its input's
-    layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the router sends
-    here (the Gluon forward's calls with deterministic=False; Hq = G·Hkv). δ = rowsum(out · dout) −
+    """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, D), k, v (B, Hkv, N, D), D in HEAD_DIMS, each in
+    its input's layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the
+    router sends here (``dispatch.gluon_bwd_rule``; deterministic or not; Hq = G·Hkv). δ = rowsum(out · dout) −
     dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
     from ..triton.host import delta as _delta
 
