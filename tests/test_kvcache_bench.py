@@ -45,8 +45,8 @@ def cpu_bench(monkeypatch):
 def test_time_shape_rows_and_tables(cpu_bench, capsys):
     shape = (2, 4, 2, 1, 64)
     rows = bench.time_shape(*shape, ["ours", "ours-paged", "ours-paged-big", "ours-splits", "ours-configs",
-                                     "ours-paged-configs", "ours-other-merge", "sdpa-cudnn"], seed=0, copy=4.0,
-                            tuning="first")
+                                     "ours-paged-configs", "ours-other-merge", "ours-last", "sdpa-cudnn"], seed=0,
+                            copy=4.0, tuning="first")
     assert cpu_bench, "no call ran"
     got = {(r["provider"], r["method"]) for r in rows}
     assert {("ours", "graph"), ("ours", "call"), ("ours", "host"), ("ours", "validate"),
@@ -55,6 +55,7 @@ def test_time_shape_rows_and_tables(cpu_bench, capsys):
     from flashproof.kernels.kvcache.config import CONFIGS
     assert {(f"ours{p}-C{i}", "graph") for i in range(len(CONFIGS)) for p in ("", "-paged")} <= got
     assert {("ours", "forward"), ("ours", "allocs")} <= got
+    assert (rows[-1]["provider"], rows[-1]["method"]) == ("ours-last", "graph")  # after every other row
     ours = next(r for r in rows if (r["provider"], r["method"]) == ("ours", "graph"))
     kv_bytes = 2 * 2 * 64 * 2 * 16 * 2                       # B·Hkv·Nk·(D + Dv)·2 bytes
     assert ours["tbps"] == pytest.approx(kv_bytes / 1e12 / 2e-3)
@@ -69,6 +70,7 @@ def test_time_shape_rows_and_tables(cpu_bench, capsys):
     assert "% of read" in out and "cuDNN/ours" in out and "best S" in out and "Forced kernel configs" in out
     assert meet == [dict(shape=shape, vs_cudnn=None, pct_copy=ours["pct_copy"], paged=1.0)]
     assert "paged-32/contig" in out
+    assert "timed first" in out and "| 2 | 4/2 | 1 | 64 | 2.000 | 2.000 | 1.00 | - | - |" in out
 
 
 def test_targets_count_what_the_issue_asks(capsys):

@@ -189,20 +189,24 @@ def compile_gluon(compiled: list) -> list:
         _no_spills(asm)
 
     # the group size G: GQA (a runtime loop over the G query heads of a KV head), and G = 1 as a
-    # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one)
+    # constexpr (Triton specialises an int argument equal to 1 at launch: Hq = Hkv compiles this one,
+    # with SPLITS = 1)
     # and each head dim the backward takes (GB.HEAD_DIMS)
-    for (dt, causal), group, det, D in ((v, g, d, hd) for v in variants for g in ("gqa", "G=1") for d in (False, True)
-                                        for hd in GB.HEAD_DIMS):
+    # a group split over CTAs (SPLITS > 1: dK, dV go to fp32 partial sums) as well
+    for (dt, causal), group, det, D in ((v, g, d, hd) for v in variants for g in ("gqa", "G=1", "split")
+                                        for d in (False, True) for hd in GB.HEAD_DIMS):
         q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]), D)
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {D}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {D}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
         dqd = f"tensordesc<fp32[{GB.BLOCK_M}, {D}],{GB.dq_layout(D)!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS, DETERMINISTIC=det, **({"G": 1} if group == "G=1" else {}))
+                      PRODUCER_REGS=GB.PRODUCER_REGS, DETERMINISTIC=det,
+                      **({"G": 1, "SPLITS": 1} if group == "G=1" else {}))
+        part = "fp32" if group == "split" else dt
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
                                                  "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "sem_ptr": "*i32",
-                                                 "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "sm_scale": "fp32"}, consts)
+                                                 "dk_ptr": f"*{part}", "dv_ptr": f"*{part}", "sm_scale": "fp32"}, consts)
         compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/d{D}/{dt}/causal={causal}/{group}/det={det}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG},
                      check=lambda asm, d=det: bwd_check(asm, d))

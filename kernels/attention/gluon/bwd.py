@@ -40,9 +40,17 @@ Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once ar
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
 fastest, which launches every head's heaviest causal block first, read 4-8 % slower non-causal and
 no faster causal on the H200: BENCHMARKS.md, 2026-12-01 17:06 UTC; it lived until 2c9d53b.)  One CTA = one key block of BLOCK_N = 128 keys of
-one (batch, KV head), and the G = Hq / Hkv query heads that read it (GQA; G = 1 otherwise): K/V stay resident while the
-CTA walks the query blocks of all G heads, so dK, dV sum over the group in registers and are
-written once (no reduction pass), and each head's dQ gets its own reductions. Iteration it is query
+one (batch, KV head), and G / SPLITS of the G = Hq / Hkv query heads that read it (GQA; G = 1
+otherwise), consecutive: K/V stay resident while the CTA walks the query blocks of its heads, so dK,
+dV sum over them in registers and are written once, and each head's dQ gets its own reductions. The
+grid's second dim is (batch, KV head, split), the split fastest; SPLITS = ``head_splits(G,
+deterministic)``: one head per CTA deterministic, two otherwise. With SPLITS > 1 each CTA stores its dK,
+dV partial sums into an fp32 (B, Hkv·SPLITS, N, D) buffer (head hk·SPLITS + s: the epilogue's own
+decomposition of its program id, with G / SPLITS as the group) and the host sums the SPLITS partials in
+torch's fixed order (deterministic). Why: causal, key block 0 walks every query block of each of its
+heads, so with the whole group per CTA the longest CTAs ran 2·G·N/64 iterations; the deterministic grid
+launches them last, and their tail cost 15–25 % at GQA 64/8 (BENCHMARKS.md, 2026-12-02: deterministic
+64/8 8k causal 383 → 462 TFLOP/s, 0.79 → 0.96 of cuDNN; not deterministic 462 → 483). Iteration it is query
 block t = it % n_iter of head g = it // n_iter (the heads outermost): one counter drives the ring
 slots and phases and the dS buffers on both sides, so nothing restarts between heads. Heads outermost,
 the resident CTAs of one (batch, KV head) add into the dQ of one or two query heads at a time, which
@@ -435,7 +443,7 @@ def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, 
 
 @_jit
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, sm_scale,
-                 N_CTX, Hq, G, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
+                 N_CTX, Hq, G, SPLITS, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
                  dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                  CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
@@ -452,12 +460,14 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     j = gl.program_id(0)  # key block: the fastest grid dim (the resident CTAs share their Q, dO in L2)
     if DETERMINISTIC and CAUSAL:
         j = gl.num_programs(0) - 1 - j  # shortest first: a writer waits only on earlier-launched key blocks
-    bk = gl.program_id(1)  # (batch, KV head)
+    bs = gl.program_id(1)  # (batch, KV head, head split), the split fastest
+    bk = bs // SPLITS
     Hkv = Hq // G
     b = bk // Hkv
     hk = bk % Hkv
+    GS = G // SPLITS  # the query heads of this CTA: GS of the group, from h0
     seq_row0 = j * BN  # first key (within the sequence)
-    h0 = hk * G  # the group's first query head
+    h0 = hk * G + (bs - bk * SPLITS) * GS  # the CTA's first query head
     k_row, k_col = layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)  # row views: (b, hk, seq_row0)
     v_row, v_col = layout.head_rc(b, hk, seq_row0, v_pb, v_ph, v_ch)
     q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the group's first query head
@@ -505,7 +515,7 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     fence_async_shared()
 
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
-            delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
+            delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, GS, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
             do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp,
             Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
@@ -545,6 +555,20 @@ def dq_layout(D):
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gl.float32)
 
 
+def head_splits(G, deterministic):
+    """How many CTAs share one (batch, KV head)'s key block (``SPLITS``): each walks G / splits of the
+    group's G query heads, consecutive, and writes its dK, dV partial sums (fp32); the host sums them.
+    One query head per CTA when deterministic, else two (one when G is odd). H200, 2026-12-02 (session
+    18 call 1, BENCHMARKS.md; bf16, d = 128, 16k tokens, causal; TFLOP/s at splits 1 / 2 / 4 / 8):
+    deterministic 64/8 8k 383 / 409 / 459 / 462, 16k 403 / 414 / 474 / 490, 32/8 8k 415 / 460 / 457,
+    16k 420 / 474 / 491; not deterministic 64/8 8k 462 / 485 / 483 / 483, 16k 479 / 509 / 518 / 508,
+    32/8 flat (480 / 479 / 478, 514 / 515 / 517). Fewer heads per CTA shorten the longest CTAs (causal:
+    key block 0 walks every query block of each of its heads), which the deterministic grid launches
+    last (shortest first); the partial sums cost 2·splits·B·Hkv·N·D fp32 of memory and one pass."""
+    per_cta = 2 if not deterministic and G % 2 == 0 else 1
+    return G // per_cta
+
+
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, D), k, v (B, Hkv, N, D), D in HEAD_DIMS, each in
     its input's layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the
@@ -567,18 +591,24 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     # accumulates in a contiguous fp32 buffer (the writer's TMA reduce-adds go through its (B·Hq·N, D)
     # view), converted into q's layout below
     dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    S = head_splits(Hq // Hkv, prob.deterministic)
+    if S == 1:
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+    else:  # each CTA's dK, dV partial sums in fp32: (B, Hkv·S, N, D), head hk·S + s; summed below
+        dk, dv = (torch.empty(B, Hkv * S, N, D, dtype=torch.float32, device=q.device) for _ in range(2))
     dkc, dvc = (layout.coords(layout.tma_kind(t), t.shape[1], N, D) for t in (dk, dv))
     descs = (qd, kd, vd, dod, TensorDescriptor.from_tensor(lse.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(delta.view(-1), [BLOCK_M], vec_layout()),
              TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout(D)))
     # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
     sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
-    _attn_bwd_ws[(N // BLOCK_N, B * Hkv)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, *qc, *kc, *vc,
-                                          *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
-                                          CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                          PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
-                                          num_warps=4, maxnreg=MAXNREG)
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv * S)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, S, *qc, *kc,
+                                              *vc, *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
+                                              CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
+                                              PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
+                                              num_warps=4, maxnreg=MAXNREG)
+    if S > 1:  # the partials summed in a fixed order (torch's reduction), into the layout empty_like gives
+        dk, dv = (torch.empty_like(x).copy_(p.view(B, Hkv, S, N, D).sum(2)) for x, p in ((k, dk), (v, dv)))
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv
