@@ -26,6 +26,10 @@ Rules (each choice is recorded in ``Plan.reasons``):
   backwards also give the bias's gradient when it requires one (so no rule routes on it).
 * The Triton forward folds the softmax scale into one FMA per interior score (``Plan.fma``) when the
   scale is positive and the inputs are fp16/bf16 (fp32 keeps the exact-order ``ieee`` products).
+* Grid limits: a call with more than ``MAX_GRID_Y`` (65535, CUDA's limit on a grid's second dim)
+  (sequence, head) pairs runs on neither the Triton nor the Gluon kernels (both launch one program per
+  pair along that dim), nor one with more than 65535 query blocks of 128 on Gluon; ``auto`` sends it
+  to torch (or Triton), an explicit backend raises naming the limit.
 * ``tuning``: ``"autotune"`` (the default) lets Triton's autotuner time every configuration of a new
   key; ``"first"`` runs the first configuration that fits in shared memory (correctness runs).
 """
@@ -52,6 +56,10 @@ GLUON_BLOCK = 128
 #: which the Gluon bounds proofs (KER-BOUNDS-GLUON-*) show in range under this bound
 #: (assumption A-GLUON-DEVICE-MEMORY: B·Hq·N·128·2 bytes ≤ 2^38)
 GLUON_MAX_ROWS = 2 ** 30
+#: CUDA's limit on a grid's second dim: the Triton kernels launch one program per (sequence, head) and
+#: the Gluon backward one per (batch, KV head, head split) along it, the Gluon forward one per query
+#: block of 128
+MAX_GRID_Y = 65535
 
 
 class BackendUnavailable(ValueError):
@@ -128,6 +136,10 @@ def triton_rule(p, d: Device) -> str | None:
     if p.dtype not in TRITON_DTYPES:
         return (f"dtype {p.dtype} is not supported by the Triton kernels "
                 f"(supported: {', '.join(str(t) for t in TRITON_DTYPES)})")
+    n_seq = p.B if p.seqlens is None else p.seqlens[0].numel() - 1
+    if n_seq * p.Hq > MAX_GRID_Y:
+        return (f"{n_seq} sequences x Hq={p.Hq} heads = {n_seq * p.Hq} programs along the grid's second dim: "
+                f"the Triton kernels launch at most {MAX_GRID_Y} there")
     return None
 
 
@@ -153,6 +165,10 @@ def _gluon_rule(p, d: Device, head_dims: tuple, kernel: str) -> str | None:
         return f"head dim D={p.D}, Dv={p.Dv}: {kernel} D = Dv = {' or '.join(map(str, head_dims))}"
     if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
         return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
+    if p.B * p.Hq > MAX_GRID_Y or p.Nq // GLUON_BLOCK > MAX_GRID_Y:
+        return (f"B*Hq = {p.B * p.Hq}, Nq / {GLUON_BLOCK} = {p.Nq // GLUON_BLOCK}: the Gluon kernels launch "
+                f"at most {MAX_GRID_Y} programs along the grid's second dim (B*Hq and N / {GLUON_BLOCK} "
+                "each at most that)")
     if p.B * p.Hq * p.Nq > GLUON_MAX_ROWS:
         return (f"B*Hq*N = {p.B}*{p.Hq}*{p.Nq} = {p.B * p.Hq * p.Nq} rows: the Gluon kernels index rows in int32 "
                 f"and take at most {GLUON_MAX_ROWS} (2^30) rows of q")

@@ -226,15 +226,39 @@ def test_gluon_refuses_more_rows_than_its_int32_row_indices_were_proved_for():
     gluon_rule names the rule, auto routes to Triton, backend='gluon' raises; exactly 2^30 is taken.
     The shapes are set on a validated call (no tensor of 2^37 elements is made)."""
     call = validate(*_qkv())
-    at = call._replace(B=2 ** 21, Hq=4, Hkv=4, Nq=128, Nk=128)  # 2^30 rows
-    over = at._replace(B=2 ** 21 + 1)
+    at = call._replace(B=2 ** 8, Hq=4, Hkv=4, Nq=2 ** 20, Nk=2 ** 20)  # 2^30 rows
+    over = at._replace(B=2 ** 8 + 1)
     assert dispatch.GLUON_MAX_ROWS == 2 ** 30
     assert dispatch.gluon_rule(at, H200) is None
     why = dispatch.gluon_rule(over, H200)
-    assert why and "2^30" in why and str((2 ** 21 + 1) * 4 * 128) in why
+    assert why and "2^30" in why and str((2 ** 8 + 1) * 4 * 2 ** 20) in why
     assert plan(over, H200).forward == "triton"
     with pytest.raises(BackendUnavailable, match="int32"):
         plan(over._replace(backend="gluon"), H200)
+
+
+def test_no_kernel_is_launched_with_more_programs_than_a_grid_dim_takes():
+    """CUDA's grid takes at most 65535 programs along its second dim: the Triton kernels' (sequence, head)
+    and the Gluon kernels' B·Hq and N / 128 stay within it, else the rule says so; auto then routes to
+    the torch kernels (which launch no such grid), and an explicit backend raises."""
+    call = validate(*_qkv())
+    at = call._replace(B=2 ** 14, Hq=4, Hkv=4, Nq=128, Nk=128)  # 65536 (sequence, head) programs
+    assert dispatch.MAX_GRID_Y == 65535
+    assert dispatch.triton_rule(at._replace(B=2 ** 14 - 1), H200) is None
+    assert dispatch.gluon_rule(at._replace(B=2 ** 14 - 1), H200) is None
+    for rule in (dispatch.triton_rule, dispatch.gluon_rule, dispatch.gluon_bwd_rule):
+        why = rule(at, H200)
+        assert why and "65535" in why and "65536" in why
+    assert plan(at, H200)[:2] == ("torch", "torch")
+    for backend in ("triton", "gluon"):
+        with pytest.raises(BackendUnavailable, match="65535"):
+            plan(at._replace(backend=backend), H200)
+    long = call._replace(B=1, Hq=1, Hkv=1, Nq=128 * 65536, Nk=128 * 65536)  # 65536 query blocks of 128
+    why = dispatch.gluon_rule(long, H200)
+    assert why and "65535" in why and plan(long, H200)[:2] == ("triton", "triton")
+    cu = torch.arange(0, 2 ** 14 + 1, dtype=torch.int32)  # varlen: 2^14 sequences of 4 heads
+    packed = call._replace(B=1, Hq=4, seqlens=(cu, cu, 1, 1))
+    assert "65536" in dispatch.triton_rule(packed, H200)
 
 
 def test_this_machine_routes_to_torch_or_triton():
