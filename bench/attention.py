@@ -7,7 +7,11 @@ B = 16384 / N and H = 2048 / d. Standard rows beside the anchors (issue 17): GQA
 use it (Hq / Hkv = 32 / 8 and 64 / 8, d = 128, causal, N = 8k and 16k; B = 16384 / N) and
 (B, N, H, D) inputs (q, k, v and dO as transposed views of (B, N, H, D) tensors, what a fused QKV
 projection gives; d = 128, N = 8k) next to the same shape contiguous. FLOPs: 4·B·Hq·N²·d, halved
-when causal; the backward counts 2.5× the forward. Times are medians of ``triton.testing.do_bench``.
+when causal; the backward counts 2.5× the forward. Times: each provider's forward and backward are
+timed in ``--rounds`` rounds (``triton.testing.do_bench`` medians), the providers' order rotated from
+round to round (``interleaved``), and the row reports the median over the rounds (each round's ms are
+kept in the row): one timing per provider in a fixed order had the first-timed provider of a shape read
+up to 13 % slow on the H200 (BENCHMARKS.md, 2026-12-02 03:44: one forward kernel timed twice).
 Before timing, every provider's forward on the timed inputs is compared with SDPA's math backend in
 float32 on the first (batch, head) slice; a provider whose error is > 5× the bf16 SDPA-flash error
 is reported as wrong instead of timed.
@@ -18,6 +22,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import time
 from typing import NamedTuple
 
@@ -61,6 +66,8 @@ class Row(NamedTuple):
     note: str
     heads: str = ""  # "Hq/Hkv" of a GQA row, "" for the width rule
     layout: str = "bhnd"
+    fwd_ms: tuple = ()  # each round's forward ms (fwd_tflops is from their median)
+    bwd_ms: tuple = ()
 
 
 def add_arguments(p):
@@ -72,6 +79,8 @@ def add_arguments(p):
     p.add_argument("--tokens", type=int, default=16384, help="batch x seqlen")
     p.add_argument("--width", type=int, default=2048, help="heads x head dim")
     p.add_argument("--no-bwd", action="store_true", help="time the forward only")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timing rounds per shape, the providers' order rotated each round (median reported)")
     p.add_argument("--sparse", type=float, default=0.0,
                    help="also time ours with a BlockSparseMask keeping this fraction of 128x128 tiles "
                         "(e.g. 0.1) against the dense call, for the N = 8192 shapes (issue 7: <= 15%% of dense "
@@ -169,7 +178,21 @@ def _gqa_or_repeated(fn, q, k, v, group):
                 f"K/V repeated in the call (enable_gqa refused: {str(e)[:60]}) ")
 
 
-def bench_one(shape, providers, tokens, width, do_bwd):
+def interleaved(units, rounds, clock):
+    """{name: [clock(unit) of each round]} for ``units`` ({name: unit}), timed in ``rounds`` rounds, round r
+    starting at the (r mod n)-th name and wrapping, so no name is always timed first."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    names = list(units)
+    out = {n: [] for n in names}
+    for r in range(rounds):
+        k = r % len(names) if names else 0
+        for n in names[k:] + names[:k]:
+            out[n].append(clock(units[n]))
+    return out
+
+
+def bench_one(shape, providers, tokens, width, do_bwd, rounds=3):
     from triton.testing import do_bench
     d, n, causal, heads, layout = shape
     B = max(tokens // n, 1)
@@ -179,11 +202,11 @@ def bench_one(shape, providers, tokens, width, do_bwd):
     q, k, v = (_tensor(B, h, n, d, layout, g).requires_grad_() for h in (Hq, Hkv, Hkv))
     do = _tensor(B, Hq, n, d, layout, g)
     tag = dict(heads=f"{Hq}/{Hkv}" if heads else "", layout=layout)
-    rows, base_err = [], None
-    for name in providers:
+    rows, base_err, ready = {}, None, {}
+    for name in providers:  # each provider's call, checked against SDPA math before any timing
         fn = _provider(name, causal, n, gqa=Hq != Hkv)
         if isinstance(fn, str):
-            rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, fn, **tag))
+            rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan, fn, **tag)
             continue
         pre = ""
         if Hq != Hkv and name.startswith("sdpa-"):
@@ -195,23 +218,42 @@ def bench_one(shape, providers, tokens, width, do_bwd):
                 err = _ref_err(fn, q, k, v, causal)
             if name == "sdpa-flash":
                 base_err = err
-            fwd_ms = do_bench(lambda: fn(q, k, v), warmup=25, rep=100, return_mode="median")
-            bwd = math.nan
-            if do_bwd:
-                out = fn(q, k, v)
-                bwd_ms = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
-                                  grad_to_none=[q, k, v], return_mode="median")
-                bwd = 2.5 * flops / bwd_ms * 1e-9
-                del out
             note = pre
             if base_err is not None and err > 5 * max(base_err, 1e-3):
                 note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}; {pre}"
-            rows.append(Row(d, n, causal, name, flops / fwd_ms * 1e-9, bwd, err, note, **tag))
+            ready[name] = (fn, fn(q, k, v) if do_bwd else None, err, note)
         except Exception as e:  # a provider that cannot run this shape is reported, not fatal
-            rows.append(Row(d, n, causal, name, math.nan, math.nan, math.nan, f"{type(e).__name__}: {str(e)[:120]}",
-                            **tag))
+            rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan, f"{type(e).__name__}: {str(e)[:120]}",
+                             **tag)
         torch.cuda.synchronize()
-    return rows
+
+    def clock(unit):
+        name, (fn, out, _, _) = unit
+        try:
+            fwd = do_bench(lambda: fn(q, k, v), warmup=25, rep=100, return_mode="median")
+            bwd = math.nan
+            if out is not None:
+                bwd = do_bench(lambda: out.backward(do, retain_graph=True), warmup=25, rep=100,
+                               grad_to_none=[q, k, v], return_mode="median")
+        except Exception as e:  # noqa: BLE001 - the row says what failed
+            fwd = bwd = f"{type(e).__name__}: {str(e)[:120]}"
+        torch.cuda.synchronize()
+        return fwd, bwd
+
+    times = interleaved({name: (name, r) for name, r in ready.items()}, rounds, clock)
+    for name, (fn, out, err, note) in ready.items():
+        failed = [t for pair in times[name] for t in pair if isinstance(t, str)]
+        if failed:
+            rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan, failed[0], **tag)
+            continue
+        fwd_ms = tuple(f for f, _ in times[name])
+        bwd_ms = tuple(b for _, b in times[name])
+        bwd = 2.5 * flops / statistics.median(bwd_ms) * 1e-9 if do_bwd else math.nan
+        rows[name] = Row(d, n, causal, name, flops / statistics.median(fwd_ms) * 1e-9, bwd, err, note, **tag,
+                         fwd_ms=fwd_ms, bwd_ms=bwd_ms if do_bwd else ())
+    del ready
+    torch.cuda.synchronize()
+    return [rows[name] for name in providers]
 
 
 def gpu_ms(fn, reps=5):
@@ -304,7 +346,7 @@ def run(args) -> int:
     rows = []
     for shape in _shapes(args.shapes):
         t0 = time.time()
-        rows += bench_one(shape, providers, args.tokens, args.width, not args.no_bwd)
+        rows += bench_one(shape, providers, args.tokens, args.width, not args.no_bwd, args.rounds)
         print(f"{shape}: {time.time() - t0:.1f}s", flush=True)
         print(table(rows[-len(providers):]).split("\n", 2)[2], flush=True)
         with open(os.path.join(args.out, "bench.json"), "w") as f:  # written as we go: partial runs survive

@@ -104,6 +104,26 @@ def test_bench_parses_shapes_and_refuses_without_gpu():
         assert bench.run(args) == 2
 
 
+def test_bench_rounds_rotate_the_providers_order():
+    """``interleaved``: every provider timed once per round, round r starting at the r-th provider, so
+    none is always first; ``--rounds`` defaults to 3 and must be >= 1."""
+    from flashproof.bench import attention as bench
+    order = []
+
+    def clock(unit):
+        order.append(unit)
+        return len(order)
+    got = bench.interleaved({"a": "a", "b": "b", "c": "c"}, 4, clock)
+    assert order == list("abc" "bca" "cab" "abc")
+    assert got == {"a": [1, 6, 8, 10], "b": [2, 4, 9, 11], "c": [3, 5, 7, 12]}
+    assert bench.interleaved({}, 2, clock) == {}
+    with pytest.raises(ValueError, match="rounds"):
+        bench.interleaved({"a": "a"}, 0, clock)
+    p = argparse.ArgumentParser()
+    bench.add_arguments(p)
+    assert p.parse_args([]).rounds == 3
+
+
 def test_the_bench_verb_loads():
     from flashproof import cli
     assert cli._load("bench").__name__ == "flashproof.bench.attention"
