@@ -89,14 +89,14 @@ def test_controls_are_caught_where_planted():
     ("bwd", 128, True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
      {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-d64", "bwd-deterministic"])
 def test_the_host_run_launches_every_partition(kernel, D, det, parts, kinds):
-    """Every partition runs and records its accesses, on every launch of the host call (the backward's: one per
-    outcome of head_splits and of S = 1, dK and dV stored into empty_like's tensors at S = 1, into the fp32
-    partials otherwise); the deterministic backward's writer reads (ld.acquire) and writes (red.release) the
-    semaphore tensor, the other writer never touches it."""
+    """Every partition runs and records its accesses, on every launch of the host call (the backward's: one for
+    S = 1, dK and dV stored into empty_like's tensors, one for S > 1, into the fp32 partials; head_splits'
+    parity is arithmetic, no branch); the deterministic backward's writer reads (ld.acquire) and writes
+    (red.release) the semaphore tensor, the other writer never touches it."""
     gb = _module()
     p, paths = gb._run(kernel, False, deterministic=det, D=D)
     launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
-    assert len(launched) == (1 if kernel == "fwd" else 2 if det else 4)  # not deterministic: G even or odd too
+    assert len(launched) == (1 if kernel == "fwd" else 2)
     for x in launched:
         seen = {a.where.split(">")[0] for a in x.accesses}
         assert parts <= seen, (kernel, seen)
@@ -113,8 +113,8 @@ def test_the_split_is_shown_to_divide_the_group():
     that gives two heads per CTA whatever G's parity (S = G // 2 for an odd G ≥ 5 leaves a remainder) is
     refuted there, before any claim rests on the split."""
     gb = _module()
-    over = {"head_splits": gb.kx.mutate(gb.gbwd.head_splits, "2 if not deterministic and G % 2 == 0 else 1",
-                                        "2 if not deterministic else 1")}
+    over = {"head_splits": gb.kx.mutate(gb.gbwd.head_splits, "1 if deterministic else 2 - G % 2",
+                                        "1 if deterministic else 2")}
     out = gb.check(core.Context({}, 60_000, False, False), "bwd", over, causal=(False,), deterministic=(False,),
                    head_dims=(64,))
     assert out.status == "refuted" and "SPLITS ≥ 1 divides G" in out.counterexample["access"], out
@@ -253,8 +253,8 @@ def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
 
 
 def test_the_records_head_dims_are_the_kernels():
-    """The backward record runs at every head dim gluon.bwd takes (read from the module, not a copy), the
-    forward at gluon.fwd's one; the audit's bounds say so."""
+    """Under --deep the backward record runs at every head dim gluon.bwd takes (read from the module, not a
+    copy), the quick run at d = 128; the forward at gluon.fwd's one in both; the audit's bounds say so."""
     gb = _module()
     from flashproof.kernels.attention import dispatch
     from flashproof.kernels.attention.gluon import bwd, fwd
@@ -263,7 +263,9 @@ def test_the_records_head_dims_are_the_kernels():
     assert set(bwd.HEAD_DIMS) == set(dispatch.GLUON_BWD_HEAD_DIMS) == {64, 128}
     assert gb.GLUON_MAX_ROWS == dispatch.GLUON_MAX_ROWS  # the hypothesis is the router's row bound
     for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
-        assert core.OBLIGATIONS[oid].bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
+        assert core.OBLIGATIONS[oid].deep_bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
+    assert core.OBLIGATIONS["KER-BOUNDS-GLUON-FWD"].bounds["D = Dv"] == [fwd.HEAD_DIM]
+    assert core.OBLIGATIONS["KER-BOUNDS-GLUON-BWD"].bounds["D = Dv"] == [128]
     with pytest.raises(ValueError, match="takes D in"):
         gb.check(core.Context({}, 60_000, False, False), "fwd", head_dims=(64,))
 
@@ -283,11 +285,12 @@ def test_a_d64_mutant_is_refuted_at_d64_and_missed_at_d128():
 
 
 def test_a_control_is_refuted_at_every_head_dim_or_fails():
-    """A control of the backward is checked at each D: its detail names both refutations, and a mutant caught
+    """A control of the backward is checked at each D of its run's bounds: its detail names both refutations
+    under --deep, and a mutant caught
     at one D only (run at both) is reported as that D's outcome, not as refuted."""
     gb = _module()
     ob = core.resolve_control(core.OBLIGATIONS["KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride"])
-    out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+    out = ob.fn(core.Context(ob.deep_bounds, 60_000, True, False))  # --deep: both head dims
     assert out.status == "refuted" and out.detail.startswith("D = 64: ") and "; D = 128: " in out.detail
 
     def checker(ctx, overrides=None, head_dims=None):  # refutes at D = 64 only

@@ -23,16 +23,18 @@ its box (A-GLUON-TMA).
 Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule`` / ``gluon_bwd_rule``: Nq =
 Nk a multiple of 128, B·Hq·N ≤ 2^30), every row stride, each tensor's view kind, program ids, loop
 iterations; causal and not; the backward deterministic and not. The backward's head split: the host runs
-``head_splits`` itself, so its outcomes are paths of the host call (G even or odd when not deterministic,
-then S = 1 or S > 1: dK, dV from ``empty_like`` or the (B, Hkv·S, N, D) partials), S = SPLITS staying a
-variable, every value of it the host can choose. On each launch ``_splits_divide`` proves S ≥ 1 divides G
+``head_splits`` itself (its parity test is arithmetic, 2 − G mod 2, so no branch), and the host's S = 1 test
+makes two launches per host call (dK, dV from ``empty_like``, or the (B, Hkv·S, N, D) partials), S = SPLITS
+staying a variable, every value of it the host can choose. On each launch ``_splits_divide`` proves S ≥ 1 divides G
 and the grid's second dim is at most B·Hkv·S (from the host's facts alone); then G = S·GS and program id pid1 = (b·Hkv + hk)·S + s, 0 ≤ s < S, are
 facts (``Problem.split``: GS*, bk*, s* exist for every program), and ``_defs`` gives the rewrite the
 kernel's divisions by S, GS and Hq / GS with their values. Not symbolic: the head dim D = Dv, which
-fixes the kernels' tile shapes (constexprs): the host runs once per head dim the kernel takes,
-``HEAD_DIMS`` as read from the kernel modules — the forward at D = 128 (``gluon.fwd.HEAD_DIM``), the
-backward at D = 64 and at D = 128 (``gluon.bwd.HEAD_DIMS``), every claim below at each (each query's
-location names its D). A control is refuted at each head dim its mutant changes (``_per_d``).
+fixes the kernels' tile shapes (constexprs): the host runs once per head dim of the run's bounds, every
+claim below at each (each query's location names its D) — the forward at D = 128 (``gluon.fwd.HEAD_DIM``)
+always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``: the route where both kernels are
+Gluon) and under ``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from
+the kernel module). A control is refuted at each head dim of its run that its mutant changes (``_per_d``);
+the two D = 64-only controls run at D = 64 in both.
 Claims per access (see ``_claims``): TMA coordinates
 computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
 descriptor's global shape AND inside the rows (and columns) of its own (batch, head) — of the program's
@@ -562,15 +564,26 @@ ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qbloc
         "h0-without-gs": dict(deterministic=(False,)),  # deterministic, GS = 1: the mutant is the kernel
         "d64-dq-half-of-d128": dict(head_dims=(64,)), "d64-dk-view-of-d128": dict(head_dims=(64,))}
 
-#: per record (``HEAD_DIMS``: the head dims read from the kernel modules)
-BOUNDS = {kernel: {"D = Dv": list(HEAD_DIMS[kernel]), "N": "128·NB, NB symbolic",
-                   "B, Hkv, GROUPS, row strides, view kinds": "symbolic", "causal": [False, True],
-                   **({"deterministic": [False, True]} if kernel == "bwd" else {})} for kernel in HEAD_DIMS}
+#: the head dims the quick run checks each record at: the forward's one, the backward's d = 128 (the route on
+#: which both kernels are Gluon); ``--deep`` checks every one the kernel takes (``HEAD_DIMS``), so the backward at
+#: d = 64 too (measured 2026-12-02: the record and its controls at both head dims doubled make prove's Gluon
+#: share to ~32 s of CPU, over its 60 s limit on 2 cores)
+QUICK_HEAD_DIMS = {"fwd": HEAD_DIMS["fwd"], "bwd": (128,)}
+
+
+def _bounds(kernel, dims):
+    return {"D = Dv": list(dims), "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
+            "causal": [False, True], **({"deterministic": [False, True]} if kernel == "bwd" else {})}
+
+
+#: per record: the quick run's bounds and --deep's (``HEAD_DIMS``: the head dims read from the kernel modules)
+BOUNDS = {kernel: _bounds(kernel, QUICK_HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
+DEEP_BOUNDS = {kernel: _bounds(kernel, HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
 WHY = {"fwd": "every size and stride gluon_rule admits is symbolic; D = Dv = 128 (gluon.fwd.HEAD_DIM) is the only "
               "head dim it routes to the Gluon forward",
        "bwd": "every size and stride gluon_bwd_rule admits is symbolic; the head dim is not: the record runs the host "
-              f"once per head dim the backward takes, D = Dv in gluon.bwd.HEAD_DIMS = {HEAD_DIMS['bwd']}, every claim "
-              "at each"}
+              f"once per head dim, every claim at each: D = Dv = {QUICK_HEAD_DIMS['bwd'][0]} in the quick run, every "
+              f"one the backward takes (gluon.bwd.HEAD_DIMS = {HEAD_DIMS['bwd']}) under --deep"}
 
 
 def _per_d(ctx, checker, over, only, dims):
@@ -591,18 +604,19 @@ def _register(ob_id, kernel, config, controls):
         return check(ctx, kernel, overrides, **{**config, **kw})
 
     def run(ctx):
-        return checker(ctx)
+        return checker(ctx, head_dims=tuple(ctx.bounds["D = Dv"]))
     run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
     run.__doc__ = {"KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
-                   "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition, each head dim): every access in "
-                                           "its own (b, h)."}[ob_id]
-    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS[kernel], assumptions=ASSUME, scope="unbounded",
+                   "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition, each head dim of the run's "
+                                           "bounds): every access in its own (b, h)."}[ob_id]
+    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS[kernel], deep_bounds=DEEP_BOUNDS[kernel], assumptions=ASSUME,
+               scope="unbounded",
                why_unbounded=WHY[kernel])(run)
     for ctl, (fn_name, old, new), bug in controls:
         def mutant(ctx, fn_name=fn_name, old=old, new=new, only=ONLY.get(ctl, {})):
             over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
             only = dict(only)
-            return _per_d(ctx, checker, over, only, only.pop("head_dims", HEAD_DIMS[kernel]))
+            return _per_d(ctx, checker, over, only, only.pop("head_dims", tuple(ctx.bounds["D = Dv"])))
         mutant.__name__ = mutant.__qualname__ = f"control_{run.__name__}_{ctl.replace('-', '_')}"
         control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
 
