@@ -64,11 +64,14 @@ and at D = Dv = 128 (gluon.bwd.HEAD_DIMS; no other head dim is claimed) —, eve
 (the consumer warpgroups, the TMA producer and the backward's dQ writer) and every helper, one arbitrary loop
 iteration: every TMA box — loads, stores and the backward's dQ reduce-add — has int32 coordinates computed
 without wrap-around and lies inside its descriptor's global shape and inside the rows and columns of its own
-(batch, head) — the program's query block for Q, its warpgroup's rows for O, 64 whole rows of one head of the
-program's group for the dQ reduce-add —; the lse, dK and dV stores address elements of the program's (batch,
-head) rows (the warpgroup's query rows for lse, its keys for dK and dV); the deterministic backward's semaphore
-loads and adds (inline PTX ld.acquire / red.release) address one int32 of the program's group's (head, query
-block) semaphores, inside the tensor the host allocates; every shared-memory ring index and slice lies inside
+(batch, head) — the program's query block for Q, its warpgroup's rows for O; for the backward's Q, dO, lse, δ
+boxes and its dQ reduce-add (64 whole rows) one of the CTA's own query heads: the backward splits a GQA
+group's G heads over S = head_splits(G, deterministic) CTAs (S symbolic, every value the host chooses, shown
+to divide G), GS = G / S heads each from hk·G + s·GS —; the lse, dK and dV stores address elements of the
+program's (batch, head) rows (the warpgroup's query rows for lse, its keys for dK and dV; with S > 1 dK and dV
+go to the fp32 partials' rows of (b, hk·S + s), inside the buffer the host allocates); the deterministic
+backward's semaphore loads and adds (inline PTX ld.acquire / red.release) address one int32 of the CTA's
+(head, query block) semaphores, inside the tensor the host allocates; every shared-memory ring index and slice lies inside
 its allocation, each warpgroup's dQ staging in its own D/2 columns (and its D/2-column slice of the K tile
 inside it); and layout.row_view, executed on symbolic shapes and strides, maps every element of a tensor it
 accepts to its own view cell. Their int32 row indices rest on the row bound B·Hq·N ≤ 2^30

@@ -5,9 +5,13 @@ arguments and grid they build:
 * ``FakeTensor``: shape, strides (z3-backed ``Sym``), dtype, ``element_size``; ``data_ptr()`` is 0 (a
   misaligned base is refused by ``row_descriptor``/``tma_kind`` before any launch: not modelled).
 * ``FakeTorch``: ``empty_like`` / ``empty`` / ``zeros`` return the tensors the obligation names, in call
-  order (their layout is the obligation's model of torch's; ``zeros`` records the element count the host
-  asked for, ``requested``); every other attribute is torch's. ``FakeTensor.view``: ``view(-1)`` and the
-  2-D ``view(rows, D)`` (rows · D = numel a side condition of the path); other views are refused.
+  order (their layout is the obligation's model of torch's; ``empty`` and ``zeros`` record the element
+  count the host asked for, ``requested``; an ``empty`` entry that is a function is called with the shape
+  and dtype the host asked for: a tensor of exactly that shape); every other attribute is torch's.
+  ``FakeTensor.view``: ``view(-1)`` and the 2-D ``view(rows, D)`` (rows · D = numel a side condition of the
+  path); any other shape gives a tensor of that shape with unknown strides (no descriptor or row view is
+  built on it), which ``sum(dim)`` and ``copy_`` take by shape only: torch's own ops, which read and write
+  their operands themselves (no access of theirs is claimed).
 * ``SymDesc``: a TensorDescriptor (global shape, strides, block shape), recorded by name in ``DESCS``.
 * ``row_view`` / ``coords`` / ``tma_kind`` (``layout.py``) for a tensor read through a row view whose
   kind is a z3 Bool (``FakeTensor.bhnd``): ``layout.coords`` is executed for each kind and the two
@@ -54,10 +58,11 @@ class _Strides(tuple):
 
 class FakeTensor:
     """A (B, H, N, D)-style tensor: ``shape`` and ``strides`` tuples of Sym/int; ``bhnd`` the z3 Bool
-    choosing its row view's kind (None: not read through a row view)."""
+    choosing its row view's kind (None: not read through a row view); ``rows``: its row view's row count
+    (the extent of the row stride a kernel steps it by: ``Launcher``)."""
 
-    def __init__(self, name, shape, strides, dtype=torch.bfloat16, bhnd=None):
-        self.name, self.shape, self.dtype, self.bhnd = name, tuple(shape), dtype, bhnd
+    def __init__(self, name, shape, strides, dtype=torch.bfloat16, bhnd=None, rows=None):
+        self.name, self.shape, self.dtype, self.bhnd, self.rows = name, tuple(shape), dtype, bhnd, rows
         self._strides = _Strides(strides)
         self._strides.tensor = self
         self.device = "cuda"
@@ -82,8 +87,10 @@ class FakeTensor:
 
     def view(self, *shape):
         """A flat ``view(-1)`` or the 2-D ``view(rows, cols)`` of a contiguous tensor whose last dim is
-        ``cols`` (rows · cols = numel, checked by a recorded side condition); other views refused."""
-        if shape == (-1,):
+        ``cols`` (rows · cols = numel, checked by a recorded side condition); any other shape: a tensor of
+        that shape, strides unknown (see the module docstring)."""
+        if len(shape) == 1 and isinstance(shape[0], int) and shape[0] == -1:  # (not shape == (-1,): a tuple
+            # compares its items before its length, and comparing a Sym item branches the path)
             return FakeTensor(self.name, (self.numel(),), (1,), self.dtype)
         if len(shape) == 2 and isinstance(shape[1], int) and not isinstance(self.shape[-1], ts.Sym) \
                 and shape[1] == self.shape[-1]:
@@ -92,10 +99,23 @@ class FakeTensor:
             r.side.append((f"{self.name}.view{tuple(shape)}: rows · cols = numel",
                            _e(rows * shape[1]) == _e(self.numel()), tuple(r.path)))
             return FakeTensor(self.name, (rows, shape[1]), (shape[1], 1), self.dtype)
-        raise kx.Unsupported(f"view{shape} of a fake tensor of shape {self.shape}")
+        if len(shape) == 2:
+            raise kx.Unsupported(f"view{shape} of a fake tensor of shape {self.shape}")
+        return FakeTensor(self.name, shape, (None,) * len(shape), self.dtype)
+
+    def sum(self, dim):
+        return FakeTensor(self.name, self.shape[:dim] + self.shape[dim + 1:], (None,) * (len(self.shape) - 1),
+                          self.dtype)
 
     def copy_(self, other):
         return self
+
+
+def _numel(shape):
+    n = ts.Sym.lift(1)
+    for s in shape:
+        n = n * s
+    return n
 
 
 class FakeTorch:
@@ -115,17 +135,18 @@ class FakeTorch:
     def empty_like(self, t, **_):
         return self._next("empty_like")
 
-    def empty(self, *shape, **_):
-        return self._next("empty")
+    def empty(self, *shape, dtype=torch.bfloat16, **_):
+        t = self._next("empty")
+        if callable(t):
+            t = t(shape, dtype)
+        t.requested = _numel(shape)
+        return t
 
     def zeros(self, *shape, **_):
         """The next modelled tensor; ``requested``: the element count the host asked for (what a claim
         on the tensor's extent uses, rather than the model's shape)."""
         t = self._next("zeros")
-        n = ts.Sym.lift(1)
-        for s in shape:
-            n = n * s
-        t.requested = n
+        t.requested = _numel(shape)
         return t
 
     def __getattr__(self, name):
@@ -196,8 +217,9 @@ def rebind(fn, **names):
 
 class Launcher:
     """``kernel[grid](*args, **kw)`` from a host run by ``kernel_exec``; ``strides``: kernel parameter
-    name -> (tensor name, extent) of the integer arguments that are row strides (tracked by name in
-    address terms, ``triton_sym.STRIDES``)."""
+    name -> the pointer parameter whose rows it steps, for the integer arguments that are row strides
+    (tracked by name in address terms, ``triton_sym.STRIDES``, with the extent of the tensor passed there:
+    its ``rows``)."""
 
     def __init__(self, kernel, strides=None):
         self.kernel, self.strides = kernel, strides or {}
@@ -211,19 +233,19 @@ class Launcher:
             ts._ids, gs._ids = itertools.count(), itertools.count()
             terms = tuple(_e(g) for g in grid)
             r.base += [terms[0] <= 2 ** 31 - 1, terms[1] <= 65535]  # CUDA's grid limits (A-TRITON-LAUNCH)
-            bound = {}
-            for name, v in zip(self.params, args):
-                bound[name] = self._arg(name, v, r)
+            given = dict(zip(self.params, args))
+            bound = {name: self._arg(name, v, r, given) for name, v in given.items()}
             return kx.launch(self.kernel, terms)(**bound, **consts)
         return run
 
-    def _arg(self, name, v, r):
+    def _arg(self, name, v, r, given):
         if isinstance(v, FakeTensor):
             return ts.Ptr(v.name, dtype=ts.FLOAT32)
         if isinstance(v, ts.Sym) or (isinstance(v, int) and not isinstance(v, bool)):
             s = ts.arg(name, stride=name in self.strides)
             r.base.append(s.e == _e(v))
             if name in self.strides:
-                ts.STRIDES[name] = self.strides[name]
+                t = given[self.strides[name]]
+                ts.STRIDES[name] = (t.name, t.rows)
             return s
         return v

@@ -29,6 +29,23 @@ def _apps(e):
         todo += [z3.Z3_get_app_arg(ref, app, i) for i in range(n)]
 
 
+class _Substitution:
+    """``z3.substitute(f, *pairs)`` for a fixed list of pairs, its C arrays built (and the pairs' sorts
+    checked) once: per call, z3's wrapper spent most of the rewrite's time re-checking every pair."""
+
+    def __init__(self, pairs):
+        bad = [a for a, b in pairs if not a.sort().eq(b.sort())]
+        if bad:
+            raise ValueError(f"substitution of mismatching sorts: {bad}")
+        self.pairs, n = list(pairs), len(pairs)  # the pairs keep the arrays' terms alive
+        self.n, self.frm, self.to = n, (z3.z3.Ast * n)(), (z3.z3.Ast * n)()
+        for i, (a, b) in enumerate(self.pairs):
+            self.frm[i], self.to[i] = a.as_ast(), b.as_ast()
+
+    def __call__(self, f):
+        return z3.z3._to_expr_ref(z3.Z3_substitute(f.ctx.ref(), f.as_ast(), self.n, self.frm, self.to), f.ctx)
+
+
 def _ite_conditions(g):
     """The conditions of the ``If`` subterms of ``g``, each distinct subterm once (``_apps``' order)."""
     return [z3.BoolRef(z3.Z3_get_app_arg(ref, app, 0), g.ctx)  # holds a reference of its own
@@ -135,13 +152,14 @@ class Rewrite:
         if self.subs is None:
             defs = self.defs + [(z3.substitute(x, *self.args), z3.substitute(y, *self.args), q, r)
                                 for x, y, q, r in self.defs] if self.args else self.defs
-            self.subs = [(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs] + self.args
+            self.subs = _Substitution([(x / y, q) for x, y, q, _ in defs] + [(x % y, r) for x, y, _, r in defs]
+                                      + self.args)
         return self.subs
 
     def _fix(self, f):
         subs = self._substitutions()
         for _ in range(4):
-            g = z3.simplify(z3.substitute(f, *subs))
+            g = z3.simplify(subs(f))
             conds = {}
             for c in _ite_conditions(g):
                 v = self._decide(c)

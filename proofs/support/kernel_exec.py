@@ -75,6 +75,7 @@ class Path(NamedTuple):
     side: tuple  # (what, z3 Bool condition that must hold under hyps)
     result: Any
     counts: tuple = ()  # Count per ghost count the run bound (loops with a ``Loop.count``)
+    launched: tuple = ()  # the path conditions in force when the host launched the kernel (``launch``)
 
 
 class Loop(NamedTuple):
@@ -112,6 +113,7 @@ class _Run:
         self.loops = loops or {}
         self.walks = []  # per open symbolic loop: its _Walk (None for a loop without a count)
         self.counts = []
+        self.launched = ()
 
     def hyps(self):
         return self.base + ts.lane_domain() + self.path
@@ -445,6 +447,7 @@ def launch(fn, grid):
     """From a host function run by ``execute``: the kernel ``fn`` rebound as the run's target was, its
     program ids ranging over ``grid`` (z3 Int terms) — what ``fn[grid](...)`` launches."""
     _RUN.grid = tuple(grid)
+    _RUN.launched = tuple(_RUN.path)
     overrides, bind, memo = _RUN.rebind
     return _shim(overrides.get((fn.fn if _is_jit(fn) else fn).__name__, fn), overrides, memo, bind)
 
@@ -499,7 +502,7 @@ def execute(fn, args: dict, *, hyps=(), grid=(1, 1), loads=None, overrides=None,
             _RUN = None
         base = tuple(run.base + ts.lane_domain())
         paths.append(Path(base + tuple(run.path), base, tuple(run.accesses), tuple(run.side), result,
-                          tuple(run.counts)))
+                          tuple(run.counts), run.launched))
         todo += run.forks  # the other side of every branch first decided on this run
         if len(paths) > max_paths:
             raise Unsupported(f"more than {max_paths} paths")

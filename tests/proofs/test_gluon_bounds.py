@@ -3,7 +3,8 @@
 shim's own rules (the semaphores' ld.acquire / red.release address operands, an asm address it cannot
 read and a packed asm refused, a branch inside a Gluon loop, an access it has no claim
 for); the host's 2-D view checked; the symbolic host run launches the kernel with every partition (the
-dQ writer, deterministic or not, included), at D = 64 too; the records' head dims are the kernel modules', a
+dQ writer, deterministic or not, included), at D = 64 too, on each outcome of the backward's head split,
+whose S is shown to divide G before the claims use it; the records' head dims are the kernel modules', a
 D = 64 mutant is refuted at D = 64 and missed by the D = 128 run, a control must be refuted at each head dim,
 and a claim split by view kind needs both kinds. The obligation module is imported inside the tests, so that collecting
 this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
@@ -46,6 +47,8 @@ def test_every_gluon_obligation_has_controls():
     "KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride", "KER-BOUNDS-GLUON-BWD/dq-stage-no-wg-columns",
     "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past", "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past",
     "KER-BOUNDS-GLUON-BWD/q-ring-slot-mod-stages-plus-one", "KER-BOUNDS-GLUON-BWD/k-box-one-block-past",
+    "KER-BOUNDS-GLUON-BWD/h0-without-gs", "KER-BOUNDS-GLUON-BWD/partitions-whole-group",
+    "KER-BOUNDS-GLUON-BWD/partials-hkv-heads", "KER-BOUNDS-GLUON-BWD/epilogue-whole-group",
     "KER-BOUNDS-GLUON-BWD/d64-dq-half-of-d128", "KER-BOUNDS-GLUON-BWD/d64-dk-view-of-d128"])
 def test_obligation_outcome(oid):
     _module()
@@ -65,7 +68,11 @@ def test_controls_are_caught_where_planted():
              "KER-BOUNDS-GLUON-BWD/dq-reduce-one-block-past": "tma_reduce DQ_ACC",
              "KER-BOUNDS-GLUON-BWD/sem-one-qblock-past": "deterministic=True ld SEM",
              "KER-BOUNDS-GLUON-BWD/d64-dq-half-of-d128": "D=64 causal=False deterministic=True smem dq_smem[].slice1",
-             "KER-BOUNDS-GLUON-BWD/d64-dk-view-of-d128": "D=64 causal=False deterministic=True store DK"}
+             "KER-BOUNDS-GLUON-BWD/d64-dk-view-of-d128": "D=64 causal=False deterministic=True store DK",
+             # the head split: h0 is wrong only with two heads per CTA (not deterministic); the partials at S > 1
+             "KER-BOUNDS-GLUON-BWD/h0-without-gs": "deterministic=False tma_load Q",
+             "KER-BOUNDS-GLUON-BWD/partials-hkv-heads": "store DKP",
+             "KER-BOUNDS-GLUON-BWD/epilogue-whole-group": "store DKP"}
     for oid, at in where.items():
         ob = core.resolve_control(core.OBLIGATIONS[oid])
         out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
@@ -82,16 +89,35 @@ def test_controls_are_caught_where_planted():
     ("bwd", 128, True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
      {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-d64", "bwd-deterministic"])
 def test_the_host_run_launches_every_partition(kernel, D, det, parts, kinds):
-    """Every partition runs and records its accesses; the deterministic backward's writer reads (ld.acquire)
-    and writes (red.release) the semaphore tensor, the other writer never touches it."""
+    """Every partition runs and records its accesses, on every launch of the host call (the backward's: one for
+    S = 1, dK and dV stored into empty_like's tensors, one for S > 1, into the fp32 partials; head_splits'
+    parity is arithmetic, no branch); the deterministic backward's writer reads (ld.acquire) and writes
+    (red.release) the semaphore tensor, the other writer never touches it."""
     gb = _module()
     p, paths = gb._run(kernel, False, deterministic=det, D=D)
     launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
-    assert len(launched) == 1
-    seen = {a.where.split(">")[0] for a in launched[0].accesses}
-    assert parts <= seen, (kernel, seen)
-    assert {a.kind for a in launched[0].accesses} == kinds
-    assert ({a.tensor for a in launched[0].accesses if a.kind in ("ld", "red")} == {"SEM"}) == det
+    assert len(launched) == (1 if kernel == "fwd" else 2)
+    for x in launched:
+        seen = {a.where.split(">")[0] for a in x.accesses}
+        assert parts <= seen, (kernel, seen)
+        assert {a.kind for a in x.accesses} == kinds
+        assert ({a.tensor for a in x.accesses if a.kind in ("ld", "red")} == {"SEM"}) == det
+    if kernel == "bwd":
+        stores = [{a.tensor for a in x.accesses if a.kind == "store"} for x in launched]
+        assert sorted(map(sorted, stores)) == [["DK", "DV"]] * (len(launched) // 2) + [["DKP", "DVP"]] * (
+            len(launched) // 2)
+
+
+def test_the_split_is_shown_to_divide_the_group():
+    """G = S·GS is a fact only once each launch shows the S it passes is ≥ 1 and divides G: a head_splits
+    that gives two heads per CTA whatever G's parity (S = G // 2 for an odd G ≥ 5 leaves a remainder) is
+    refuted there, before any claim rests on the split."""
+    gb = _module()
+    over = {"head_splits": gb.kx.mutate(gb.gbwd.head_splits, "1 if deterministic else 2 - G % 2",
+                                        "1 if deterministic else 2")}
+    out = gb.check(core.Context({}, 60_000, False, False), "bwd", over, causal=(False,), deterministic=(False,),
+                   head_dims=(64,))
+    assert out.status == "refuted" and "SPLITS ≥ 1 divides G" in out.counterexample["access"], out
 
 
 def test_the_semaphore_asm_addresses_its_pointer_operand():
@@ -227,8 +253,8 @@ def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
 
 
 def test_the_records_head_dims_are_the_kernels():
-    """The backward record runs at every head dim gluon.bwd takes (read from the module, not a copy), the
-    forward at gluon.fwd's one; the audit's bounds say so."""
+    """Under --deep the backward record runs at every head dim gluon.bwd takes (read from the module, not a
+    copy), the quick run at d = 128; the forward at gluon.fwd's one in both; the audit's bounds say so."""
     gb = _module()
     from flashproof.kernels.attention import dispatch
     from flashproof.kernels.attention.gluon import bwd, fwd
@@ -237,7 +263,9 @@ def test_the_records_head_dims_are_the_kernels():
     assert set(bwd.HEAD_DIMS) == set(dispatch.GLUON_BWD_HEAD_DIMS) == {64, 128}
     assert gb.GLUON_MAX_ROWS == dispatch.GLUON_MAX_ROWS  # the hypothesis is the router's row bound
     for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
-        assert core.OBLIGATIONS[oid].bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
+        assert core.OBLIGATIONS[oid].deep_bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
+    assert core.OBLIGATIONS["KER-BOUNDS-GLUON-FWD"].bounds["D = Dv"] == [fwd.HEAD_DIM]
+    assert core.OBLIGATIONS["KER-BOUNDS-GLUON-BWD"].bounds["D = Dv"] == [128]
     with pytest.raises(ValueError, match="takes D in"):
         gb.check(core.Context({}, 60_000, False, False), "fwd", head_dims=(64,))
 
@@ -257,11 +285,12 @@ def test_a_d64_mutant_is_refuted_at_d64_and_missed_at_d128():
 
 
 def test_a_control_is_refuted_at_every_head_dim_or_fails():
-    """A control of the backward is checked at each D: its detail names both refutations, and a mutant caught
+    """A control of the backward is checked at each D of its run's bounds: its detail names both refutations
+    under --deep, and a mutant caught
     at one D only (run at both) is reported as that D's outcome, not as refuted."""
     gb = _module()
     ob = core.resolve_control(core.OBLIGATIONS["KER-BOUNDS-GLUON-BWD/dk-store-dv-row-stride"])
-    out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
+    out = ob.fn(core.Context(ob.deep_bounds, 60_000, True, False))  # --deep: both head dims
     assert out.status == "refuted" and out.detail.startswith("D = 64: ") and "; D = 128: " in out.detail
 
     def checker(ctx, overrides=None, head_dims=None):  # refutes at D = 64 only
@@ -283,3 +312,13 @@ def test_a_claim_split_by_view_kind_needs_both_kinds():
     out = gb._by_kind(pr, claim, [x >= 0], [], "T", flag)
     assert out.status == "refuted" and out.counterexample["access"].startswith("T [T_bhnd = False]"), out
     assert gb._by_kind(pr, claim, [x >= 1], [], "T", flag) is None
+
+
+def test_the_split_controls_run_at_both_head_dims():
+    """The head split's four controls exist and are checked at D = 64 and D = 128 (each mutant differs from the
+    kernel at both); h0 without GS only where a CTA has two heads (not deterministic: deterministic, GS = 1)."""
+    gb = _module()
+    split = {"h0-without-gs", "partitions-whole-group", "partials-hkv-heads", "epilogue-whole-group"}
+    assert split <= {c for _, _, _, ctls in gb.SUITE for c, _, _ in ctls}
+    assert all("head_dims" not in gb.ONLY.get(c, {}) for c in split)
+    assert gb.ONLY["h0-without-gs"] == dict(deterministic=(False,))

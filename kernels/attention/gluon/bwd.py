@@ -565,7 +565,7 @@ def head_splits(G, deterministic):
     32/8 flat (480 / 479 / 478, 514 / 515 / 517). Fewer heads per CTA shorten the longest CTAs (causal:
     key block 0 walks every query block of each of its heads), which the deterministic grid launches
     last (shortest first); the partial sums cost 2·splits·B·Hkv·N·D fp32 of memory and one pass."""
-    per_cta = 2 if not deterministic and G % 2 == 0 else 1
+    per_cta = 1 if deterministic else 2 - G % 2  # 2 when G is even (arithmetic: no branch on G)
     return G // per_cta
 
 

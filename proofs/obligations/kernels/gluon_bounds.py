@@ -12,25 +12,39 @@ deterministic one when ``prob.deterministic``) and every ``@gluon.jit`` helper (
 ``_apply_causal_mask``, ``_bwd_iter``, ``_dq_stage``, ``_bwd_dq_writer_det``, ``semaphore.acquire_wait`` /
 ``complete_release``), one arbitrary iteration per loop. Modelled (``gluon_host``): torch's allocations
 (out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
-dQ's fp32 accumulator, δ and the int32 semaphores contiguous), the row view's kind as a z3 Bool with
+dQ's fp32 accumulator, δ and the int32 semaphores contiguous; the backward's fp32 dK/dV partials as the
+contiguous tensor of the shape the host asks ``torch.empty`` for, row view "bhnd"; the partials' ``view``,
+``sum`` and the ``copy_`` into ``empty_like``'s dK, dV by shape only: torch's own ops, no access of theirs
+claimed), the row view's kind as a z3 Bool with
 ``layout.coords`` executed for each kind (the real ``row_view``'s accepting paths are exactly those two:
 KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
 its box (A-GLUON-TMA).
 
 Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule`` / ``gluon_bwd_rule``: Nq =
 Nk a multiple of 128, B·Hq·N ≤ 2^30), every row stride, each tensor's view kind, program ids, loop
-iterations; causal and not; the backward deterministic and not. Not symbolic: the head dim D = Dv, which
-fixes the kernels' tile shapes (constexprs): the host runs once per head dim the kernel takes,
-``HEAD_DIMS`` as read from the kernel modules — the forward at D = 128 (``gluon.fwd.HEAD_DIM``), the
-backward at D = 64 and at D = 128 (``gluon.bwd.HEAD_DIMS``), every claim below at each (each query's
-location names its D). A control is refuted at each head dim its mutant changes (``_per_d``).
+iterations; causal and not; the backward deterministic and not. The backward's head split: the host runs
+``head_splits`` itself (its parity test is arithmetic, 2 − G mod 2, so no branch), and the host's S = 1 test
+makes two launches per host call (dK, dV from ``empty_like``, or the (B, Hkv·S, N, D) partials), S = SPLITS
+staying a variable, every value of it the host can choose. On each launch ``_splits_divide`` proves S ≥ 1 divides G
+and the grid's second dim is at most B·Hkv·S (from the host's facts alone); then G = S·GS and program id pid1 = (b·Hkv + hk)·S + s, 0 ≤ s < S, are
+facts (``Problem.split``: GS*, bk*, s* exist for every program), and ``_defs`` gives the rewrite the
+kernel's divisions by S, GS and Hq / GS with their values. Not symbolic: the head dim D = Dv, which
+fixes the kernels' tile shapes (constexprs): the host runs once per head dim of the run's bounds, every
+claim below at each (each query's location names its D) — the forward at D = 128 (``gluon.fwd.HEAD_DIM``)
+always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``: the route where both kernels are
+Gluon) and under ``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from
+the kernel module). A control is refuted at each head dim of its run that its mutant changes (``_per_d``);
+the two D = 64-only controls run at D = 64 in both.
 Claims per access (see ``_claims``): TMA coordinates
 computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
 descriptor's global shape AND inside the rows (and columns) of its own (batch, head) — of the program's
-query block and warpgroup for Q, O and lse, 64 whole rows of one head of the program's group for dQ;
-pointer stores (lse, dK, dV) inside their tensor, in the program's (batch, head) rows and in the
-warpgroup's rows; the semaphores' ``ld.acquire`` / ``red.release`` one int32 of the program's group's
-(head, query block)s, inside the count the host allocated; every ``.index``/``.slice`` of shared memory
+query block and warpgroup for Q, O and lse; for the backward's Q, dO, lse, δ boxes and its dQ reduce-add
+(64 whole rows) one of the CTA's own query heads h0 … h0 + GS − 1, h0 = hk·G + s·GS, of batch b (not
+merely of the group: a wrong h0 inside the group is refuted); pointer stores (lse, dK, dV) inside their
+tensor, in the program's (batch, head) rows and in the warpgroup's rows — at S = 1 dK, dV of (b, hk), at
+S > 1 the partials' rows of (b, hk·S + s) in a (B, Hkv·S, N, D) buffer, inside the rows and columns the host
+allocated (its row stride the allocated width); the semaphores' ``ld.acquire`` / ``red.release`` one int32
+of the CTA's (head, query block)s, inside the count the host allocated; every ``.index``/``.slice`` of shared memory
 inside its allocation (the K tile's dQ column slice, D / 2 wide, among them), the dQ staging slice in
 the warpgroup's D / 2 columns (64 at D = 128, 32 at D = 64). Not claimed: the mbarrier
 protocol, the semaphores' ordering and forward progress (schedule properties, not bounds).
@@ -88,8 +102,15 @@ class Problem:
         if kernel == "fwd":  # grid (B·H, N / 128): program 0 is (b, h) batch-major; program 1 the query block
             self.hyps.append(I("pid0") == self.b * H + self.h)
             self.m = (N / 128) - 1 - I("pid1")  # the CTA's query block: heaviest (causal) first
-        else:  # grid (N / 128, B·Hkv): program 0 the key block, program 1 (b, kv head) batch-major
-            self.hyps.append(I("pid1") == self.b * self.Hkv.e + self.hk)
+        else:  # grid (N / 128, B·Hkv·S): program 0 the key block, program 1 (b, kv head, split), the split fastest
+            S = I("SPLITS")  # the kernel's argument: head_splits' choice on the host's path
+            self.S, self.GS, self.s, self.bk = S, I("GS*"), I("s*"), I("bk*")
+            # the CTA's GS = G / S query heads, from h0* (the split s* of the (b*, hk*) group)
+            self.h0 = self.hk * self.G.e + self.s * self.GS
+            # G = S·GS and the program's (bk*, s*): facts ``check`` adds once every launch of the host call is
+            # shown to pass an S ≥ 1 that divides G (then GS*, bk*, s* exist for every program of the grid)
+            self.split = [S >= 1, self.GS >= 1, self.s >= 0, self.s < S, self.bk >= 0, self.G.e == S * self.GS,
+                          self.bk == self.b * self.Hkv.e + self.hk, I("pid1") == self.bk * S + self.s]
             # the CTA's key block: deterministic and causal, the grid runs the key blocks last to first
             self.j = self.NB.e - 1 - I("pid0") if deterministic and causal else I("pid0")
             self.nqb = self.NB.e * 2  # 64-row query blocks: one dQ semaphore per (b, h, query block)
@@ -105,9 +126,21 @@ class Problem:
         rows = z3.If(flag, self.B.e * heads.e * self.N.e, self.B.e * self.N.e)
         self.hyps += [rs.e == width] if compact else [rs.e >= width, (rs.e * 2) % 16 == 0]
         self.hyps.append((rows - 1) * rs.e + width - 1 <= ts.SPAN_MAX)
-        t = gh.FakeTensor(name, (self.B, heads, self.N, D), (None, None, rs, 1), bhnd=flag)
+        t = gh.FakeTensor(name, (self.B, heads, self.N, D), (None, None, rs, 1), bhnd=flag, rows=rows)
         self.tensors[name] = (t, heads)
         return t
+
+    def partials(self, name):
+        """What ``torch.empty(B, H, N, D, dtype=float32)`` gives (``FakeTorch.empty`` calls it with the shape
+        the host asked for): a contiguous fp32 tensor of that shape, whose row view is "bhnd" (``row_view``'s
+        first case: H·N·D, N·D, D, 1 are its strides, 4·D a multiple of 16 bytes at D = 64, 128)."""
+        def make(shape, dtype):
+            B, H, N, D = shape
+            rs = (H * N * D, N * D, D, 1)
+            t = gh.FakeTensor(name, shape, rs, dtype, bhnd=z3.BoolVal(True), rows=(B * H * N).e)
+            self.tensors[name] = (t, H)
+            return t
+        return make
 
     def flat(self, name, heads, dims=3):
         shape = (self.B, heads, self.N) + ((self.D,) if dims == 4 else ())
@@ -150,14 +183,15 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D):
         out, dout = p.view_tensor("Out", p.H), p.view_tensor("DO", p.H)
         lse = p.flat("LSE", p.H)
         dk, dv = p.view_tensor("DK", p.Hkv, compact=True), p.view_tensor("DV", p.Hkv, compact=True)
-        strides = {"dk_rs": ("DK", z3.If(dk.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e)),
-                   "dv_rs": ("DV", z3.If(dv.bhnd, p.B.e * p.Hkv.e * p.N.e, p.B.e * p.N.e))}
+        strides = {"dk_rs": "dk_ptr", "dv_rs": "dv_ptr"}
         # the semaphores: (B, Hq, N / 64) int32 in deterministic mode, else one unused int32
         n_sem = p.B * p.H * (p.NB * 2) if deterministic else ts.Sym.lift(1)
         sem = gh.FakeTensor("SEM", (n_sem,), (1,), dtype=torch.int32)
         p.tensors["SEM"] = (sem, p.H)
+        # S = 1: dK, dV as empty_like gives them; S > 1: the fp32 partials (empty), then empty_like's dK, dV
+        # (torch's sum of the partials copied in: no kernel access) and dQ
         made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)],
-                "zeros": [p.flat("DQ_ACC", p.H, 4), sem]}
+                "empty": [p.partials("DKP"), p.partials("DVP")], "zeros": [p.flat("DQ_ACC", p.H, 4), sem]}
         bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
         fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
     delta = p.flat("DELTA", p.H)
@@ -227,12 +261,24 @@ def _claims(kernel, p: Problem, acc):
         first = p.b * pb + p.hk * ph + p.j * 128 + _wg(acc.where) * 64
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
         return z3.And(safe, row >= first, row < first + 64, col >= p.hk * ch, col < p.hk * ch + D)
-    if acc.kind in ("ld", "red") and acc.tensor == "SEM":  # one int32 of the group's (head, query block)s
+    if acc.kind == "store" and acc.tensor in ("DKP", "DVP"):  # S > 1: the partials, rows of head hk·S + s
+        off, rs = acc.off, ("dk_rs" if acc.tensor == "DKP" else "dv_rs")
+        if off.lin is None or set(off.lin) - {None, rs}:
+            return z3.BoolVal(False)
+        nb, heads, n, cols = (ts.Sym.lift(x).e for x in p.tensors[acc.tensor][0].shape)  # what the host allocated
+        row, col = off.lin.get(rs, z3.IntVal(0)), off.lin.get(None, z3.IntVal(0))
+        # this warpgroup's 64 keys of key block j in the (b, hk·S + s) rows of a (B, Hkv·S, N, D) buffer; inside
+        # the allocation's rows and columns, its row stride the allocated width
+        first = (p.b * Hkv * p.S + p.hk * p.S + p.s) * N + p.j * 128 + _wg(acc.where) * 64
+        safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
+        return z3.And(safe, row >= first, row < first + 64, col >= 0, col < D, row < nb * heads * n, col < cols,
+                      z3.Int(rs) == cols)
+    if acc.kind in ("ld", "red") and acc.tensor == "SEM":  # one int32 of the CTA's (head, query block)s
         off, width = acc.off
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
-        lo = (p.b * H + p.hk * G) * p.nqb
+        lo = (p.b * H + p.h0) * p.nqb
         n = ts.Sym.lift(p.tensors["SEM"][0].requested).e  # what the host allocated
-        return z3.And(safe, width == 1, off.e >= 0, off.e < n, off.e >= lo, off.e < lo + G * p.nqb)
+        return z3.And(safe, width == 1, off.e >= 0, off.e < n, off.e >= lo, off.e < lo + p.GS * p.nqb)
     return z3.BoolVal(False)  # an access this obligation has no claim for: refuted, never passed
 
 
@@ -240,14 +286,14 @@ def _own_box(kernel, p, acc, cs, desc):
     """The box lies in the rows (and columns) of its own (batch, head)."""
     name, N, G, D = acc.tensor, p.N.e, p.G.e, p.D
     H = G * p.Hkv.e
-    if len(cs) == 1:  # lse / δ (B, Hq, N) flat, bwd: the 64 rows of one head of the group, aligned
+    if len(cs) == 1:  # lse / δ (B, Hq, N) flat, bwd: the 64 rows of one of the CTA's heads, aligned
         r, blk = cs[0].e, desc.block_shape[0]
-        lo = (p.b * H + p.hk * G) * N
-        return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0)
+        lo = (p.b * H + p.h0) * N
+        return z3.And(r >= lo, r + blk <= lo + p.GS * N, (r - lo) % blk == 0)
     (r, c), (blk, cols) = [x.e for x in cs], desc.block_shape
-    if name == "DQ_ACC":  # bwd's dQ reduce-add, (B·Hq·N, D): 64 whole rows of one head of the group
-        lo = (p.b * H + p.hk * G) * N
-        return z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0, c == 0, cols == D)
+    if name == "DQ_ACC":  # bwd's dQ reduce-add, (B·Hq·N, D): 64 whole rows of one of the CTA's heads
+        lo = (p.b * H + p.h0) * N
+        return z3.And(r >= lo, r + blk <= lo + p.GS * N, (r - lo) % blk == 0, c == 0, cols == D)
     pb, ph, ch = p.coords(name)
     t = p.tensors[name][0]
     if kernel == "fwd":
@@ -260,13 +306,24 @@ def _own_box(kernel, p, acc, cs, desc):
         return z3.And(r == seg + p.m * 128 + _wg(acc.where) * 64, c == head * ch)  # O: this warpgroup's rows
     if name in ("K", "V"):  # bwd: the program's key block of (b, hk)
         return z3.And(r == p.b * pb + p.hk * ph + p.j * 128, c == p.hk * ch)
-    # Q, dO: one head of the group: bhnd rows of heads hk·G … hk·G + G − 1 (a 64-aligned box never
-    # straddles two heads, N being a multiple of 128); bnhd rows of batch b, the group's columns
-    lo = p.b * pb + p.hk * G * ph
-    bhnd = z3.And(r >= lo, r + blk <= lo + G * N, (r - lo) % blk == 0, c == 0)
-    bnhd = z3.And(r >= p.b * pb, r + blk <= p.b * pb + N, c >= p.hk * G * D, c + cols <= (p.hk * G + G) * D,
+    # Q, dO: one of the CTA's heads: bhnd rows of heads h0 … h0 + GS − 1 (a 64-aligned box never
+    # straddles two heads, N being a multiple of 128); bnhd rows of batch b, those heads' columns
+    lo = p.b * pb + p.h0 * ph
+    bhnd = z3.And(r >= lo, r + blk <= lo + p.GS * N, (r - lo) % blk == 0, c == 0)
+    bnhd = z3.And(r >= p.b * pb, r + blk <= p.b * pb + N, c >= p.h0 * D, c + cols <= (p.h0 + p.GS) * D,
                   c % D == 0)
     return z3.If(t.bhnd, bhnd, bnhd)
+
+
+def _term_key(x):
+    """The z3 term ids of an access's offset (Sym, or a list / tuple of them and ints): equal keys, equal
+    claims."""
+    if isinstance(x, (list, tuple)):
+        return tuple(_term_key(y) for y in x)
+    if isinstance(x, ts.Sym):
+        lin = None if x.lin is None else tuple(sorted((str(k), v.get_id()) for k, v in x.lin.items()))
+        return x.e.get_id(), x.safe if isinstance(x.safe, bool) else x.safe.get_id(), lin
+    return x
 
 
 def _by_kind(pr, claim, base, path, where, flag):
@@ -290,12 +347,16 @@ def _kind_flag(p, acc):
     None (lse, δ, the dQ accumulator, the semaphores: flat; shared memory)."""
     if acc.kind == "smem" or acc.tensor not in p.tensors:
         return None
-    return p.tensors[acc.tensor][0].bhnd
+    flag = p.tensors[acc.tensor][0].bhnd
+    return None if flag is None or z3.is_true(flag) else flag  # the partials: "bhnd" always
 
 
 def _params(kernel):
+    """The kernel arguments the rewrite replaces by what the host passed: all but SPLITS, which stays a
+    variable (the divisions by it are ``_defs``', whatever head_splits chose; its value is a fact of the
+    launch)."""
     fn = (gfwd._attn_fwd_ws if kernel == "fwd" else gbwd._attn_bwd_ws).fn
-    return fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    return tuple(a for a in fn.__code__.co_varnames[:fn.__code__.co_argcount] if a != "SPLITS")
 
 
 def _defs(kernel, p):
@@ -303,9 +364,36 @@ def _defs(kernel, p):
     I = z3.Int
     if kernel == "fwd":  # b = bh // H, h = bh % H, hk = h // GROUPS
         return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
-    # Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv; the loops over G·n_iter: (head, query block) = (it // n_iter,
-    # it % n_iter)
-    return [(I("Hq"), I("G"), p.Hkv.e, z3.IntVal(0)), (I("pid1"), p.Hkv.e, p.b, p.hk)] + gs.SPLITS
+    # bk = bs // SPLITS (and s = bs − bk·SPLITS), Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv, GS = G // SPLITS;
+    # the epilogue: Hq // GS = Hkv·S, b = bs // (Hq // GS), hk·S + s = bs % (Hq // GS); the loops over
+    # GS·n_iter: (head, query block) = (it // n_iter, it % n_iter)
+    S, Hkv, zero = p.S, p.Hkv.e, z3.IntVal(0)
+    return [(I("pid1"), S, p.bk, p.s), (p.bk, Hkv, p.b, p.hk), (I("Hq"), I("G"), Hkv, zero), (I("G"), S, p.GS, zero),
+            (I("Hq"), p.GS, Hkv * S, zero), (I("pid1"), Hkv * S, p.b, p.hk * S + p.s)] + gs.SPLITS
+
+
+#: the tensors whose claims rest on the facts of one launch (the host's choice between dK, dV and their partials)
+_LAUNCH_OWN = ("DK", "DV", "DKP", "DVP")
+
+
+def _splits_divide(pr, p, paths, dec, facts, run):
+    """On each launch of the host call (bwd): the SPLITS it passes is ≥ 1 and divides G, and the grid's second
+    dim is at most B·Hkv·SPLITS, asked under the problem's sign facts, the launch's SPLITS argument and grid
+    and its host branches alone (not ``p.split``, which this discharges: given it, GS* = G / SPLITS and the
+    program's bk*, s* with b* < B, hk* < Hkv exist for every program id of the grid)."""
+    if not getattr(p, "split", None):
+        return None
+    rw0 = Rewrite(list(facts), [], dec, (), facts)
+    pid1 = z3.Int("pid1")
+    for path in {tuple(f.get_id() for f in x.launched): x for x in paths}.values():
+        (value,) = [f.arg(1) for f in path.base if z3.is_eq(f) and f.arg(0).eq(p.S)]
+        (grid,) = [f.arg(1) for f in path.base if z3.is_lt(f) and f.arg(0).eq(pid1)]
+        claim = rw0(z3.And(value >= 1, p.G.e % value == 0, grid <= p.B.e * p.Hkv.e * value))
+        bad = pr.prove(claim, z3.BoolVal(True), facts, [rw0(f) for f in path.launched],
+                       f"{run} head_splits: SPLITS ≥ 1 divides G, grid ≤ B·Hkv·SPLITS")
+        if bad:
+            return bad
+    return None
 
 
 def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(False,), head_dims=None):
@@ -322,33 +410,59 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
     for D, cz, det in [(D, c, d) for D in head_dims for d in deterministic for c in causal]:
         n0 = pr.n
         p, paths = _run(kernel, cz, overrides, det, D=D)
-        paths = [x for x in paths if not isinstance(x.result, kx.Rejected)]
+        # the launches with the dK, dV partials (S > 1) first: at S = 1 a mutant of the split is the kernel
+        # itself, and its divisions left unrewritten there are only slow to prove
+        paths = sorted((x for x in paths if not isinstance(x.result, kx.Rejected)),
+                       key=lambda x: not any(a.tensor in ("DKP", "DVP") for a in x.accesses))
         if not paths:
             continue
-        # the facts every path has (the paths of one host call differ only by the lane domains of
-        # aranges inside a branch, which no access uses): asking each path's claims under these alone
-        # (fewer hypotheses: sound) lets the paths share the queries of the accesses they share
+        run = f"{kernel} D={D} causal={cz} deterministic={det}"  # names the head dim each query is asked at
+        # the facts every path has (the paths of one host call differ by the host's branches before the
+        # launch — head_splits' — with the facts of that launch (its SPLITS, dK/dV and grid), and by the lane
+        # domains of aranges inside a branch, which no access uses): asking each path's claims under these
+        # alone (fewer hypotheses: sound) lets the paths share the queries of the accesses they share
         common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
-        rw = Rewrite([f for f in paths[0].base if f.get_id() in common], _defs(kernel, p),
-                     _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000))), _params(kernel),
-                     p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)])
+        split = getattr(p, "split", [])
+        facts = p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)]
+        dec = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000)))
+        bad = _splits_divide(pr, p, paths, dec, facts, run)
+        if bad:
+            return bad
+        rw = Rewrite([f for f in paths[0].base if f.get_id() in common] + split, _defs(kernel, p), dec,
+                     _params(kernel), facts + split[:5])
         base = [rw(f) for f in rw.base]
         alive.append(base)
         bad = rw.lemmas(pr)
         if bad:
             return bad
-        run = f"{kernel} D={D} causal={cz} deterministic={det}"  # names the head dim each query is asked at
+        claims = {}  # (kind, tensor, where, offset's terms) -> (the rewritten claim, the offset: kept alive)
+        launches = {}  # the host's branches before the launch -> the facts every path of that launch has
+        for x in paths:
+            ids = {f.get_id() for f in x.base}
+            key = tuple(f.get_id() for f in x.launched)
+            launches[key] = launches[key] & ids if key in launches else ids
         for path in paths:
             launched[D] += 1
+            host = {f.get_id() for f in path.launched}
+            # the launch's own facts (its SPLITS, dK/dV, grid), asked only with the dK, dV stores, which
+            # depend on them
+            mine = launches[tuple(f.get_id() for f in path.launched)] - common
+            own = [rw(f) for f in path.base if f.get_id() in mine] + [rw(f) for f in path.launched]
+            alive.append(own)
             for what, cond, at in path.side:
-                asked = (rw(cond), [rw(f) for f in at])
+                asked = (rw(cond), [rw(f) for f in at if f.get_id() not in host])
                 alive.append(asked)
                 bad = pr.prove(asked[0], true, base, asked[1], f"{run} {what}")
                 if bad:
                     return bad
             for acc in path.accesses:
                 where = f"{run} {acc.kind} {acc.tensor} at {acc.where}"
-                asked = (rw(_claims(kernel, p, acc)), [rw(f) for f in acc.path])
+                at = own + [rw(f) for f in acc.path] if acc.tensor in _LAUNCH_OWN else \
+                    [rw(f) for f in acc.path if f.get_id() not in host]
+                key = (acc.kind, acc.tensor, acc.where, _term_key(acc.off))
+                if key not in claims:  # an access the paths share: one claim term (its rewrite and queries memoised)
+                    claims[key] = (rw(_claims(kernel, p, acc)), acc.off)
+                asked = (claims[key][0], at)
                 alive.append(asked)
                 flag = _kind_flag(p, acc)
                 bad = pr.prove(asked[0], true, base, asked[1], where) if flag is None else \
@@ -414,6 +528,23 @@ SUITE = (
         ("k-box-one-block-past", ("_attn_bwd_ws", "layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)",
                                   "layout.head_rc(b, hk, seq_row0 + BN, k_pb, k_ph, k_ch)"),
          "backward: the CTA's K box one key block further on, past the head's keys for the last block"),
+        # the head split (S = head_splits(G, deterministic) CTAs per (batch, KV head), GS = G / S heads each)
+        ("h0-without-gs", ("_attn_bwd_ws", "h0 = hk * G + (bs - bk * SPLITS) * GS",
+                           "h0 = hk * G + (bs - bk * SPLITS)"),
+         "backward: the CTA's first query head hk·G + s, without the factor GS: with two heads per CTA (not "
+         "deterministic, G even) split s walks heads hk·G + s, hk·G + s + 1, the next split's first head among them "
+         "(inside the group: refuted by the claims on the CTA's own heads)"),
+        ("partitions-whole-group", ("_attn_bwd_ws", "n_iter, n_qblk, GS, N_CTX", "n_iter, n_qblk, G, N_CTX"),
+         "backward: the partitions given the group's G instead of the CTA's GS, so each CTA walks G heads from its "
+         "h0 (past the group for s ≥ 1) and the epilogue decomposes its program id with Hq / G"),
+        ("partials-hkv-heads", ("backward", "torch.empty(B, Hkv * S, N, D,", "torch.empty(B, Hkv, N, D,"),
+         "backward host: the dK/dV partials allocated with Hkv heads instead of Hkv·S: the CTAs of splits s ≥ 1 "
+         "(and of KV heads past Hkv / S) store past the buffer's rows"),
+        ("epilogue-whole-group", ("_attn_bwd_ws", "            Hq, dk_ptr, dk_pb", "            Hq // SPLITS, dk_ptr, dk_pb"),
+         "backward: the epilogue's head decomposition with the group's G instead of GS (the partitions keep GS): "
+         "its Hq argument, which only the epilogue reads, given as Hq / SPLITS, so it computes Hkv = Hq / SPLITS / GS "
+         "= Hq / G and stores the dK/dV partials of program (b, hk, s) at the rows of program id b·Hkv + hk·S + s "
+         "read as (batch, KV head) with Hkv heads"),
         # D = 64 only: at D = 128 each mutant is the kernel itself (64 = D / 2, 128 = D)
         ("d64-dq-half-of-d128", ("_bwd_consumer", "DQW: gl.constexpr = D // 2", "DQW: gl.constexpr = 64"),
          "backward at D = 64: each warpgroup's dQ columns taken 64 wide (D = 128's half): warpgroup 0 stages its "
@@ -430,17 +561,29 @@ SUITE = (
 #: the head dims where the mutant differs from the kernel (the d64- controls: D = 64 only). Every other
 #: control is checked at each D of its record's ``HEAD_DIMS`` and must be refuted at each.
 ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qblock-past": dict(deterministic=(True,)),
+        "h0-without-gs": dict(deterministic=(False,)),  # deterministic, GS = 1: the mutant is the kernel
         "d64-dq-half-of-d128": dict(head_dims=(64,)), "d64-dk-view-of-d128": dict(head_dims=(64,))}
 
-#: per record (``HEAD_DIMS``: the head dims read from the kernel modules)
-BOUNDS = {kernel: {"D = Dv": list(HEAD_DIMS[kernel]), "N": "128·NB, NB symbolic",
-                   "B, Hkv, GROUPS, row strides, view kinds": "symbolic", "causal": [False, True],
-                   **({"deterministic": [False, True]} if kernel == "bwd" else {})} for kernel in HEAD_DIMS}
+#: the head dims the quick run checks each record at: the forward's one, the backward's d = 128 (the route on
+#: which both kernels are Gluon); ``--deep`` checks every one the kernel takes (``HEAD_DIMS``), so the backward at
+#: d = 64 too (measured 2026-12-02: the record and its controls at both head dims doubled make prove's Gluon
+#: share to ~32 s of CPU, over its 60 s limit on 2 cores)
+QUICK_HEAD_DIMS = {"fwd": HEAD_DIMS["fwd"], "bwd": (128,)}
+
+
+def _bounds(kernel, dims):
+    return {"D = Dv": list(dims), "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
+            "causal": [False, True], **({"deterministic": [False, True]} if kernel == "bwd" else {})}
+
+
+#: per record: the quick run's bounds and --deep's (``HEAD_DIMS``: the head dims read from the kernel modules)
+BOUNDS = {kernel: _bounds(kernel, QUICK_HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
+DEEP_BOUNDS = {kernel: _bounds(kernel, HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
 WHY = {"fwd": "every size and stride gluon_rule admits is symbolic; D = Dv = 128 (gluon.fwd.HEAD_DIM) is the only "
               "head dim it routes to the Gluon forward",
        "bwd": "every size and stride gluon_bwd_rule admits is symbolic; the head dim is not: the record runs the host "
-              f"once per head dim the backward takes, D = Dv in gluon.bwd.HEAD_DIMS = {HEAD_DIMS['bwd']}, every claim "
-              "at each"}
+              f"once per head dim, every claim at each: D = Dv = {QUICK_HEAD_DIMS['bwd'][0]} in the quick run, every "
+              f"one the backward takes (gluon.bwd.HEAD_DIMS = {HEAD_DIMS['bwd']}) under --deep"}
 
 
 def _per_d(ctx, checker, over, only, dims):
@@ -461,18 +604,19 @@ def _register(ob_id, kernel, config, controls):
         return check(ctx, kernel, overrides, **{**config, **kw})
 
     def run(ctx):
-        return checker(ctx)
+        return checker(ctx, head_dims=tuple(ctx.bounds["D = Dv"]))
     run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
     run.__doc__ = {"KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
-                   "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition, each head dim): every access in "
-                                           "its own (b, h)."}[ob_id]
-    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS[kernel], assumptions=ASSUME, scope="unbounded",
+                   "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition, each head dim of the run's "
+                                           "bounds): every access in its own (b, h)."}[ob_id]
+    obligation(ob_id, checks=["KER-BOUNDS"], bounds=BOUNDS[kernel], deep_bounds=DEEP_BOUNDS[kernel], assumptions=ASSUME,
+               scope="unbounded",
                why_unbounded=WHY[kernel])(run)
     for ctl, (fn_name, old, new), bug in controls:
         def mutant(ctx, fn_name=fn_name, old=old, new=new, only=ONLY.get(ctl, {})):
             over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
             only = dict(only)
-            return _per_d(ctx, checker, over, only, only.pop("head_dims", HEAD_DIMS[kernel]))
+            return _per_d(ctx, checker, over, only, only.pop("head_dims", tuple(ctx.bounds["D = Dv"])))
         mutant.__name__ = mutant.__qualname__ = f"control_{run.__name__}_{ctl.replace('-', '_')}"
         control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
 
