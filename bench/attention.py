@@ -228,7 +228,7 @@ def bench_one(shape, providers, tokens, width, do_bwd, rounds=3):
         torch.cuda.synchronize()
 
     def clock(unit):
-        name, (fn, out, _, _) = unit
+        fn, out = unit
         try:
             fwd = do_bench(lambda: fn(q, k, v), warmup=25, rep=100, return_mode="median")
             bwd = math.nan
@@ -240,8 +240,8 @@ def bench_one(shape, providers, tokens, width, do_bwd, rounds=3):
         torch.cuda.synchronize()
         return fwd, bwd
 
-    times = interleaved({name: (name, r) for name, r in ready.items()}, rounds, clock)
-    for name, (fn, out, err, note) in ready.items():
+    times = interleaved({name: r[:2] for name, r in ready.items()}, rounds, clock)
+    for name, (_, _, err, note) in ready.items():
         failed = [t for pair in times[name] for t in pair if isinstance(t, str)]
         if failed:
             rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan, failed[0], **tag)

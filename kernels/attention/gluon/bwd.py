@@ -36,7 +36,7 @@ and GQA 4, causal and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s
 non-causal, 8k causal, GQA 64/8 8k causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic
 backward; 0.91 / 0.99 / 0.99 / 0.73 of cuDNN's). (Called directly then; the router took it after.)
 
-Grid: (N / BLOCK_N, B·Hkv), the key block fastest: the CTAs resident at once are the key blocks of
+Grid: (N / BLOCK_N, B·Hkv·SPLITS), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
 fastest, which launches every head's heaviest causal block first, read 4-8 % slower non-causal and
 no faster causal on the H200: BENCHMARKS.md, 2026-12-01 17:06 UTC; it lived until 2c9d53b.)  One CTA = one key block of BLOCK_N = 128 keys of
@@ -49,8 +49,7 @@ dV partial sums into an fp32 (B, Hkv·SPLITS, N, D) buffer (head hk·SPLITS + s:
 decomposition of its program id, with G / SPLITS as the group) and the host sums the SPLITS partials in
 torch's fixed order (deterministic). Why: causal, key block 0 walks every query block of each of its
 heads, so with the whole group per CTA the longest CTAs ran 2·G·N/64 iterations; the deterministic grid
-launches them last, and their tail cost 15–25 % at GQA 64/8 (BENCHMARKS.md, 2026-12-02: deterministic
-64/8 8k causal 383 → 462 TFLOP/s, 0.79 → 0.96 of cuDNN; not deterministic 462 → 483). Iteration it is query
+launches them last (the measurements: ``head_splits``). Iteration it is query
 block t = it % n_iter of head g = it // n_iter (the heads outermost): one counter drives the ring
 slots and phases and the dS buffers on both sides, so nothing restarts between heads. Heads outermost,
 the resident CTAs of one (batch, KV head) add into the dQ of one or two query heads at a time, which
@@ -470,7 +469,7 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     h0 = hk * G + (bs - bk * SPLITS) * GS  # the CTA's first query head
     k_row, k_col = layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)  # row views: (b, hk, seq_row0)
     v_row, v_col = layout.head_rc(b, hk, seq_row0, v_pb, v_ph, v_ch)
-    q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the group's first query head
+    q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the CTA's first query head
     do_row0, do_col0 = layout.head_rc(b, h0, 0, do_pb, do_ph, do_ch)
     vec_row0 = (b * Hq + h0) * N_CTX
     n_qblk = N_CTX // BM
