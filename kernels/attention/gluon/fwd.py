@@ -228,13 +228,17 @@ def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_
 def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
                  q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, o_pb, o_ph, o_ch,  # row views (layout.Coords)
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr):
+                 CONSUMER_REGS: gl.constexpr, QBLK_FAST: gl.constexpr):
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
 
-    bh = gl.program_id(0)
-    start_m = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (causal) query blocks first
+    if QBLK_FAST:  # A/B (temporary): grid (N / BLOCK_M, B*H), the query blocks of one head fastest
+        bh = gl.program_id(1)
+        start_m = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        bh = gl.program_id(0)
+        start_m = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (causal) query blocks first
 
     row_in_seq = start_m * BLOCK_M
     b = bh // H
@@ -309,5 +313,5 @@ def forward(q, k, v, prob, route=None):
     descs, views = _descs(q, k, v, out)
     _attn_fwd_ws[(B * H, N // BLOCK_M)](*descs, lse, float(prob.scale), N, H, prob.groups, *views,
                                         HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
-                                        CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
+                                        CONSUMER_REGS=CONSUMER_REGS, QBLK_FAST=False, num_warps=4, maxnreg=MAXNREG)
     return out, lse
