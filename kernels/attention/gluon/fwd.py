@@ -18,8 +18,16 @@ asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 d
   in flight; release K_j; softmax of S_j (row max, 2^(s·c − m), α, l) while P·V runs; wait;
   release V_{j−1}; O ·= α. Only warpgroup-local barriers inside the loop.
 - Causal (Nq = Nk, so top-left and bottom-right alignment agree): key blocks above the
-  diagonal are never visited, only the diagonal block is masked, and the grid starts the
-  query blocks with the most keys first.
+  diagonal are never visited, only the diagonal block is masked, and the grid starts each
+  head's query blocks with the most keys first.
+- Grid (N / 128, B·H), the query blocks of one head fastest: the CTAs resident at once (one per
+  SM) are the query blocks of one to a few heads, which stream the same K and V, so those reads
+  hit L2 (a head's K and V: 8 MiB at N = 16k, d = 128). With the heads fastest (the grid until
+  commit 93e2611, where it lived as an A/B constexpr) the resident CTAs belonged to up to 132 heads
+  whose K and V (128 MB at 4k) overflow the 50 MB L2. H200, 2026-12-02 14:36 UTC (BENCHMARKS.md,
+  session 20 call 1; bf16, d = 128, 16k tokens, H = 16; TFLOP/s, heads fastest → query blocks
+  fastest, bitwise equal outputs): 456 / 512 / 546 / 581 / 538 → 540 / 585 / 603 / 625 / 636 at
+  N = 2k / 4k / 8k / 16k / 32k; causal 465 / 525 / 566 → 505 / 552 / 604 at 4k / 8k / 16k.
 - Epilogue: O / l through the dead Q slot and a TMA store; lse = (m + log2 l)·ln 2.
 
 The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(s)·c = rowmax(s·c));
@@ -228,17 +236,13 @@ def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_
 def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
                  q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, o_pb, o_ph, o_ch,  # row views (layout.Coords)
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, QBLK_FAST: gl.constexpr):
+                 CONSUMER_REGS: gl.constexpr):
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
 
-    if QBLK_FAST:  # A/B (temporary): grid (N / BLOCK_M, B*H), the query blocks of one head fastest
-        bh = gl.program_id(1)
-        start_m = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        bh = gl.program_id(0)
-        start_m = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (causal) query blocks first
+    bh = gl.program_id(1)  # grid (N / BLOCK_M, B·H): the query blocks of one head fastest (L2: module docstring)
+    start_m = gl.num_programs(0) - 1 - gl.program_id(0)  # each head's heaviest (causal) query blocks first
 
     row_in_seq = start_m * BLOCK_M
     b = bh // H
@@ -311,7 +315,7 @@ def forward(q, k, v, prob, route=None):
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
     descs, views = _descs(q, k, v, out)
-    _attn_fwd_ws[(B * H, N // BLOCK_M)](*descs, lse, float(prob.scale), N, H, prob.groups, *views,
+    _attn_fwd_ws[(N // BLOCK_M, B * H)](*descs, lse, float(prob.scale), N, H, prob.groups, *views,
                                         HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
-                                        CONSUMER_REGS=CONSUMER_REGS, QBLK_FAST=False, num_warps=4, maxnreg=MAXNREG)
+                                        CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

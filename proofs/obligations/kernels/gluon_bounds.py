@@ -99,9 +99,9 @@ class Problem:
         # the router's row bound (GLUON_MAX_ROWS; at D = 128 also what a device's memory allows)
         self.hyps = self.signs + [B * H * N <= GLUON_MAX_ROWS,
                                   self.h == self.hk * self.G.e + self.g]
-        if kernel == "fwd":  # grid (B·H, N / 128): program 0 is (b, h) batch-major; program 1 the query block
-            self.hyps.append(I("pid0") == self.b * H + self.h)
-            self.m = (N / 128) - 1 - I("pid1")  # the CTA's query block: heaviest (causal) first
+        if kernel == "fwd":  # grid (N / 128, B·H): program 0 the query block; program 1 is (b, h) batch-major
+            self.hyps.append(I("pid1") == self.b * H + self.h)
+            self.m = (N / 128) - 1 - I("pid0")  # the CTA's query block: each head's heaviest (causal) first
         else:  # grid (N / 128, B·Hkv·S): program 0 the key block, program 1 (b, kv head, split), the split fastest
             S = I("SPLITS")  # the kernel's argument: head_splits' choice on the host's path
             self.S, self.GS, self.s, self.bk = S, I("GS*"), I("s*"), I("bk*")
@@ -362,8 +362,8 @@ def _params(kernel):
 def _defs(kernel, p):
     """The divisions of program ids the kernel computes, with their values (see ``gluon_rewrite.Rewrite``)."""
     I = z3.Int
-    if kernel == "fwd":  # b = bh // H, h = bh % H, hk = h // GROUPS
-        return [(I("pid0"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
+    if kernel == "fwd":  # b = bh // H, h = bh % H (bh = pid1), hk = h // GROUPS
+        return [(I("pid1"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
     # bk = bs // SPLITS (and s = bs − bk·SPLITS), Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv, GS = G // SPLITS;
     # the epilogue: Hq // GS = Hkv·S, b = bs // (Hq // GS), hk·S + s = bs % (Hq // GS); the loops over
     # GS·n_iter: (head, query block) = (it // n_iter, it % n_iter)
@@ -480,7 +480,7 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
 
 # ------------------------------------------------------------------------------------ registration
 
-_MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd,
+_MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd, "forward": gfwd,
             "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_attn_bwd_ws": gbwd, "_bwd_load_partition": gbwd,
             "_bwd_consumer": gbwd, "_bwd_iter": gbwd, "_dq_stage": gbwd, "_bwd_dq_writer": gbwd,
             "_bwd_dq_writer_det": gbwd, "backward": gbwd}
@@ -499,7 +499,11 @@ SUITE = (
          "forward: the producer's K/V ring slot j mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
         ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
                          "return (qd, kd, vd, od), (*qc, *qc, *vc, *oc)"),
-         "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"))),
+         "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"),
+        ("grid-heads-fastest", ("forward", "_attn_fwd_ws[(N // BLOCK_M, B * H)]", "_attn_fwd_ws[(B * H, N // BLOCK_M)]"),
+         "forward host: the grid launched heads fastest (the order before commit 93e2611) to the kernel that reads "
+         "program 1 as (b, h) and program 0 as the query block: with B·H > N / 128 the query blocks run past the "
+         "sequence"))),
     ("KER-BOUNDS-GLUON-BWD", "bwd", dict(deterministic=(True, False)), (
         ("dk-store-dv-row-stride", ("_bwd_consumer", "gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1)",
                                     "gl.store(dk_blk + gl.expand_dims(r * dv_rs, 1)"),
