@@ -62,7 +62,7 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("gluon_bnhd", (2, 4, 4, 1024, 1024, 128, 128), {"noncontig": True, "gluon": True}),
     ("gluon_bnhd_gqa4_causal", (2, 8, 2, 1024, 1024, 128, 128), {"noncontig": True, "causal": True, "gluon": True}),
     ("gluon_packed_qkv_causal", (2, 4, 4, 1024, 1024, 128, 128), {"packed": True, "causal": True, "gluon": True}),
-    # d = 64: the Triton forward, then the Gluon backward (dispatch.gluon_bwd_rule)
+    # d = 64: the Gluon forward and backward at their other head dim (dispatch.GLUON_HEAD_DIMS)
     ("gluon_d64", (2, 4, 4, 2048, 2048, 64, 64), {"gluon": True}),
     ("gluon_d64_causal_gqa4", (2, 8, 2, 1024, 1024, 64, 64), {"causal": True, "gluon": True}),
     ("gluon_d64_huge_logits", (1, 2, 2, 256, 256, 64, 64), {"scale": 4.0, "gluon": True}),
@@ -144,12 +144,11 @@ def _backend():
 
 def expected_plan(shape, dname, causal):
     """(forward, backward) the router must plan for a ``gluon`` case of the default call on this GPU
-    (deterministic=False: the Gluon backward, GQA included; the Gluon forward at d = 128 only)."""
+    (deterministic=False; GQA included: both Gluon at d = 64 and 128)."""
     if dname == "fp32" or torch.cuda.get_device_capability() != (9, 0):
         return ("triton", "triton")
-    d = shape[5]
-    return ("gluon" if d == dispatch.GLUON_HEAD_DIM else "triton",
-            "gluon" if d in dispatch.GLUON_BWD_HEAD_DIMS else "triton")
+    kernel = "gluon" if shape[5] in dispatch.GLUON_HEAD_DIMS else "triton"
+    return kernel, kernel
 
 
 def check_case(cid, shape, opt, dname, seed=0):

@@ -156,9 +156,9 @@ assumption("A-GLUON-DEVICE-MEMORY", "the Gluon kernels' tensors fit a device", s
 q's elements are distinct memory (row_view admits no overlapping rows), so B·Hq·N·128·2 bytes ≤ the device's
 memory ≤ 2^38 bytes (an H200 has 141 GB), i.e. B·Hq·N ≤ 2^30. The Gluon kernels compute row indices (b·H + h)·N
 + n in int32 (the lse offset, the backward's δ/lse rows, the TMA row coordinates): this is what keeps them
-below 2^31. Checked by the router: dispatch.gluon_rule and gluon_bwd_rule refuse a call with B·Hq·N > 2^30
+below 2^31. Checked by the router: dispatch.gluon_rule refuses a call with B·Hq·N > 2^30
 (GLUON_MAX_ROWS), so the Gluon kernels never run beyond it (tests/kernels/test_kernel_dispatch.py); the
-obligations assume it. (At head dim 64, which only the backward takes, a device could hold 2^31 rows of q:
+obligations assume it. (At head dim 64 a device could hold 2^31 rows of q:
 there the bound is the router's check alone.)
 """)
 

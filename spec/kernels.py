@@ -57,10 +57,10 @@ below the kernels' source semantics (what Triton compiles them to: shared memory
 nothing is claimed (A-TRITON-CODEGEN).
 The Gluon kernels (the default route on an H200), run from their hosts (gluon.fwd.forward, gluon.bwd.backward,
 executed with the row-view builder, the host's allocations and views and the launch line) for every shape
-dispatch.gluon_rule (forward) and dispatch.gluon_bwd_rule (backward) admit (symbolic batch, heads with GQA, N =
+dispatch.gluon_rule admits (symbolic batch, heads with GQA, N =
 128·NB, each tensor's row-view kind and row stride; causal and not; the backward deterministic and not) at each
-head dim the kernel takes, one host run per head dim — the forward at D = Dv = 128, the backward at D = Dv = 64
-and at D = Dv = 128 (gluon.bwd.HEAD_DIMS; no other head dim is claimed) —, every partition of warp_specialize
+head dim the kernel takes, one host run per head dim — each kernel at D = Dv = 64 and at D = Dv = 128 (gluon.fwd.HEAD_DIMS,
+gluon.bwd.HEAD_DIMS; no other head dim is claimed) —, every partition of warp_specialize
 (the consumer warpgroups, the TMA producer and the backward's dQ writer) and every helper, one arbitrary loop
 iteration: every TMA box — loads, stores and the backward's dQ reduce-add — has int32 coordinates computed
 without wrap-around and lies inside its descriptor's global shape and inside the rows and columns of its own

@@ -92,9 +92,8 @@ def _gluon_strategy():
 def test_gluon_profile_draws_only_calls_the_hopper_kernels_take(spec):
     """Every problem of ``--profile gluon`` is routed to the Gluon kernels on an sm_90 GPU: the
     validated call of the built problem, in bf16 and with the leaves the campaign hands the kernel
-    ((B, N, H, D) transposed views under ``noncontig``), plans the Gluon backward for an H200 (the
-    default call, deterministic=False), after the Gluon forward at d = 128 and the Triton forward at
-    d = 64 (where the Gluon forward is not routed)."""
+    ((B, N, H, D) transposed views under ``noncontig``), plans the Gluon forward and backward for an H200
+    (the default call, deterministic=False) at both head dims."""
     import torch
 
     from flashproof.fuzz.problem import build
@@ -107,8 +106,8 @@ def test_gluon_profile_draws_only_calls_the_hopper_kernels_take(spec):
         q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     prob = validate(q, k, v, causal=spec.causal, window=spec.window, scale=p.scale, requires_grad=True)
     route = dispatch.plan(prob, dispatch.Device("cuda", (9, 0), False, True, True))
-    want = ("gluon" if spec.d == dispatch.GLUON_HEAD_DIM else "triton", "gluon")
-    assert spec.d in dispatch.GLUON_BWD_HEAD_DIMS and (route.forward, route.backward) == want, (spec, route.reasons)
+    assert spec.d in dispatch.GLUON_HEAD_DIMS and (route.forward, route.backward) == ("gluon", "gluon"), (
+        spec, route.reasons)
 
 
 def test_gluon_profile_reaches_its_families():

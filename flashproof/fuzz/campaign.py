@@ -70,8 +70,8 @@ PROFILES = {
     "ci": dict(max_nq=40, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2, max_work=120_000),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
                 lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=GPU_ORACLE_WORK, launches=8),
-    # the shapes our Hopper kernels take (kernels/attention/dispatch.gluon_rule: d = 128, and
-    # gluon_bwd_rule: the backward at d = 64 too; Nq = Nk a multiple of 128, no window/mask/varlen, q/k/v
+    # the shapes our Hopper kernels take (kernels/attention/dispatch.gluon_rule: d = 64 and
+    # 128, Nq = Nk a multiple of 128, no window/mask/varlen, q/k/v
     # contiguous or (B, N, H, D) transposed views; GQA groups up to 8), with the families that keep them
     # so; on a GPU without sm_90, or with special_lengths drawn, the same problems go to the Triton kernels
     "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,

@@ -16,9 +16,8 @@ Rules (each choice is recorded in ``Plan.reasons``):
   and the Gluon backward (GQA included: one CTA per KV head's key block loops over the group's query
   heads; ``deterministic=True`` orders its dQ adds by semaphores, bitwise repeatable). A call it
   cannot take raises with the rule that failed: it never runs another kernel in its place.
-* ``backend="auto"`` (the default): Gluon forward and backward where ``gluon_rule`` accepts the call;
-  the Triton forward and the Gluon backward where only ``gluon_bwd_rule`` does (d = 64: the Gluon
-  forward measured slower than Triton's there); else Triton for CUDA tensors, else torch (CPU
+* ``backend="auto"`` (the default): Gluon forward and backward where ``gluon_rule`` accepts the call
+  (both kernels take the same calls: d = 64 and 128); else Triton for CUDA tensors, else torch (CPU
   tensors, float64, triton not installed).
 * An additive float bias (a float ``attn_mask`` with values other than 0 and −inf; one of 0 / −inf
   entries arrives here as a boolean mask) runs on the torch and Triton kernels (the Triton kernels
@@ -39,17 +38,14 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["Device", "Plan", "BackendUnavailable", "plan", "device_of", "gluon_rule", "gluon_bwd_rule", "BACKENDS",
-           "TUNINGS"]
+__all__ = ["Device", "Plan", "BackendUnavailable", "plan", "device_of", "gluon_rule", "BACKENDS", "TUNINGS"]
 
 BACKENDS = ("auto", "gluon", "triton", "torch")
 TUNINGS = ("autotune", "first")
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 GLUON_DTYPES = (torch.float16, torch.bfloat16)
-#: the only head dim the Gluon forward takes: at d = 64 it measured slower than Triton's
-GLUON_HEAD_DIM = 128
-#: the head dims the Gluon backward takes (D = Dv); at d = 64 it runs after the Triton forward
-GLUON_BWD_HEAD_DIMS = (64, 128)
+#: the head dims the Gluon forward and backward take (D = Dv): gluon.fwd.HEAD_DIMS, gluon.bwd.HEAD_DIMS
+GLUON_HEAD_DIMS = (64, 128)
 #: Gluon's query/key block: Nq = Nk must be a multiple of it
 GLUON_BLOCK = 128
 #: the most rows B·Hq·N of q the Gluon kernels take: they form row indices (b·Hq + h)·N + n in int32,
@@ -144,25 +140,15 @@ def triton_rule(p, d: Device) -> str | None:
 
 
 def gluon_rule(p, d: Device) -> str | None:
-    """None if the Gluon forward computes this call on ``d``, else the first rule it breaks."""
-    return _gluon_rule(p, d, (GLUON_HEAD_DIM,), "the Gluon forward takes")
-
-
-def gluon_bwd_rule(p, d: Device) -> str | None:
-    """None if the Gluon backward computes this call's gradients on ``d``, else the first rule it breaks
-    (``gluon_rule``'s, with the head dims ``GLUON_BWD_HEAD_DIMS``)."""
-    return _gluon_rule(p, d, GLUON_BWD_HEAD_DIMS, "the Gluon backward takes")
-
-
-def _gluon_rule(p, d: Device, head_dims: tuple, kernel: str) -> str | None:
+    """None if the Gluon forward and backward compute this call on ``d``, else the first rule it breaks."""
     if not d.gluon:
         return "Gluon is not available (triton >= 3.6 with triton.experimental.gluon)"
     if d.interpreter or d.kind != "cuda" or d.capability != (9, 0):
         return "the Gluon kernels run on an sm_90 GPU only (no interpreter)"
     if p.dtype not in GLUON_DTYPES:
         return f"dtype {p.dtype}: the Gluon kernels take fp16/bf16"
-    if p.D != p.Dv or p.D not in head_dims:
-        return f"head dim D={p.D}, Dv={p.Dv}: {kernel} D = Dv = {' or '.join(map(str, head_dims))}"
+    if p.D != p.Dv or p.D not in GLUON_HEAD_DIMS:
+        return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {' or '.join(map(str, GLUON_HEAD_DIMS))}"
     if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
         return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
     if p.B * p.Hq > MAX_GRID_Y or p.Nq // GLUON_BLOCK > MAX_GRID_Y:
@@ -215,8 +201,5 @@ def plan(problem, device: Device) -> Plan:
         return Plan("torch", "torch", False, p.tuning, (f"auto: torch ({why})",))
     why_gluon = gluon_rule(p, d)
     if why_gluon:
-        if gluon_bwd_rule(p, d) is None:
-            return Plan("triton", "gluon", fma, p.tuning, (f"auto: Triton forward (not Gluon: {why_gluon})",
-                                                           f"auto: Gluon backward (d = {p.D} on sm_90)"))
         return Plan("triton", "triton", fma, p.tuning, (f"auto: Triton forward and backward (not Gluon: {why_gluon})",))
-    return Plan("gluon", "gluon", False, p.tuning, ("auto: Gluon forward and backward (dense d = 128 on sm_90)",))
+    return Plan("gluon", "gluon", False, p.tuning, (f"auto: Gluon forward and backward (dense d = {p.D} on sm_90)",))

@@ -50,11 +50,10 @@ ROWS = [
         ("gluon", "gluon", False)),
     Row("auto_h200_fp32_triton", H200, {"dtype": torch.float32}, {}, ("triton", "triton", False)),
     Row("auto_h200_fp64_torch", H200, {"dtype": torch.float64}, {}, ("torch", "torch", False)),
-    Row("auto_h200_d64_triton_forward_gluon_backward", H200, {"D": 64}, {}, ("triton", "gluon", True)),
-    Row("auto_h200_d64_causal_gqa_gluon_backward", H200, {"D": 64, "Hq": 8, "Hkv": 1}, {"causal": True},
-        ("triton", "gluon", True)),
-    Row("auto_h200_d64_deterministic_gluon_backward", H200, {"D": 64}, {"deterministic": True},
-        ("triton", "gluon", True)),
+    Row("auto_h200_d64_gluon", H200, {"D": 64}, {}, ("gluon", "gluon", False)),
+    Row("auto_h200_d64_causal_gqa_gluon", H200, {"D": 64, "Hq": 8, "Hkv": 1}, {"causal": True},
+        ("gluon", "gluon", False)),
+    Row("auto_h200_d64_deterministic_gluon", H200, {"D": 64}, {"deterministic": True}, ("gluon", "gluon", False)),
     Row("auto_h200_d64_fp32_triton", H200, {"D": 64, "dtype": torch.float32}, {}, ("triton", "triton", False)),
     Row("auto_h200_d64_ragged_triton", H200, {"D": 64, "N": 200}, {}, ("triton", "triton", True)),
     Row("auto_h200_d96_triton", H200, {"D": 96}, {}, ("triton", "triton", True)),
@@ -84,7 +83,8 @@ ROWS = [
     Row("gluon_h200_deterministic", H200, {}, {"backend": "gluon", "deterministic": True}, ("gluon", "gluon", False)),
     Row("gluon_h200_deterministic_without_grad", H200, {"grad": False}, {"backend": "gluon", "deterministic": True},
         ("gluon", "gluon", False)),
-    Row("gluon_h200_d64_raises", H200, {"D": 64}, {"backend": "gluon"}, "the Gluon forward takes D = Dv = 128"),
+    Row("gluon_h200_d64", H200, {"D": 64}, {"backend": "gluon"}, ("gluon", "gluon", False)),
+    Row("gluon_h200_d96_raises", H200, {"D": 96}, {"backend": "gluon"}, "the Gluon kernels take D = Dv = 64 or 128"),
     Row("triton_h200_d64_stays_triton", H200, {"D": 64}, {"backend": "triton"}, ("triton", "triton", True)),
     Row("gluon_a100_raises", A100, {}, {"backend": "gluon"}, "sm_90"),
     Row("gluon_interpreter_raises", CPU_INTERPRETER, {}, {"backend": "gluon"}, "sm_90"),
@@ -216,8 +216,7 @@ def test_the_causal_flag_gluon_reads(kw, causal):
 def test_the_rules_constants_match_the_gluon_kernels():
     pytest.importorskip("triton")
     from flashproof.kernels.attention.gluon import bwd, fwd
-    assert dispatch.GLUON_HEAD_DIM == fwd.HEAD_DIM
-    assert dispatch.GLUON_BWD_HEAD_DIMS == bwd.HEAD_DIMS
+    assert dispatch.GLUON_HEAD_DIMS == fwd.HEAD_DIMS == bwd.HEAD_DIMS
     assert dispatch.GLUON_BLOCK == fwd.BLOCK_M == fwd.BLOCK_N == bwd.BLOCK_N
 
 
@@ -246,7 +245,7 @@ def test_no_kernel_is_launched_with_more_programs_than_a_grid_dim_takes():
     assert dispatch.MAX_GRID_Y == 65535
     assert dispatch.triton_rule(at._replace(B=2 ** 14 - 1), H200) is None
     assert dispatch.gluon_rule(at._replace(B=2 ** 14 - 1), H200) is None
-    for rule in (dispatch.triton_rule, dispatch.gluon_rule, dispatch.gluon_bwd_rule):
+    for rule in (dispatch.triton_rule, dispatch.gluon_rule):
         why = rule(at, H200)
         assert why and "65535" in why and "65536" in why
     assert plan(at, H200)[:2] == ("torch", "torch")

@@ -254,20 +254,21 @@ def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
 
 def test_the_records_head_dims_are_the_kernels():
     """Under --deep the backward record runs at every head dim gluon.bwd takes (read from the module, not a
-    copy), the quick run at d = 128; the forward at gluon.fwd's one in both; the audit's bounds say so."""
+    copy), the quick run at d = 128; the forward at every head dim gluon.fwd takes in both; the audit's bounds
+    say so."""
     gb = _module()
     from flashproof.kernels.attention import dispatch
     from flashproof.kernels.attention.gluon import bwd, fwd
 
-    assert gb.HEAD_DIMS == {"fwd": (fwd.HEAD_DIM,), "bwd": tuple(bwd.HEAD_DIMS)}
-    assert set(bwd.HEAD_DIMS) == set(dispatch.GLUON_BWD_HEAD_DIMS) == {64, 128}
+    assert gb.HEAD_DIMS == {"fwd": tuple(fwd.HEAD_DIMS), "bwd": tuple(bwd.HEAD_DIMS)}
+    assert set(fwd.HEAD_DIMS) == set(bwd.HEAD_DIMS) == set(dispatch.GLUON_HEAD_DIMS) == {64, 128}
     assert gb.GLUON_MAX_ROWS == dispatch.GLUON_MAX_ROWS  # the hypothesis is the router's row bound
     for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
         assert core.OBLIGATIONS[oid].deep_bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
-    assert core.OBLIGATIONS["KER-BOUNDS-GLUON-FWD"].bounds["D = Dv"] == [fwd.HEAD_DIM]
+    assert core.OBLIGATIONS["KER-BOUNDS-GLUON-FWD"].bounds["D = Dv"] == list(fwd.HEAD_DIMS)
     assert core.OBLIGATIONS["KER-BOUNDS-GLUON-BWD"].bounds["D = Dv"] == [128]
     with pytest.raises(ValueError, match="takes D in"):
-        gb.check(core.Context({}, 60_000, False, False), "fwd", head_dims=(64,))
+        gb.check(core.Context({}, 60_000, False, False), "fwd", head_dims=(96,))
 
 
 def test_a_d64_mutant_is_refuted_at_d64_and_missed_at_d128():

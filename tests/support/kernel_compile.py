@@ -145,14 +145,12 @@ def _gluon_signature(fn, typed: dict, consts: dict) -> dict:
 
 
 def compile_gluon(compiled: list) -> list:
-    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not; the backward with
+    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not × each head dim; the backward with
     G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
     TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add`` and its wait
     in the PTX, no register fp32 atomic or reduction left; deterministic=True: the semaphore's acquire
     spin and release increment and the wait for the add's completion); no spills. Layouts and group sizes are runtime
     arguments (``_gluon_signature``)."""
-    from triton.experimental.gluon import language as gl
-
     from flashproof.kernels.attention.gluon import bwd as GB
     from flashproof.kernels.attention.gluon import fwd as G
     from flashproof.kernels.attention.gluon.common import gl_dtype
@@ -164,15 +162,15 @@ def compile_gluon(compiled: list) -> list:
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
         _no_spills(asm)
 
-    for dt, causal in variants:
-        gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dt]
-        qdesc, kvdesc = ([rows, G.HEAD_DIM] for rows in (G.BLOCK_M_WG, G.BLOCK_N))
-        desc = {n: f"tensordesc<{dt}[{b[0]}, {b[1]}],{gl.NVMMASharedLayout.get_default_for(b, gdt)!r}>"
-                for n, b in (("q_desc", qdesc), ("k_desc", kvdesc), ("v_desc", kvdesc), ("o_desc", qdesc))}
-        consts = dict(HEAD_DIM=G.HEAD_DIM, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
+    for (dt, causal), D in ((v, hd) for v in variants for hd in G.HEAD_DIMS):  # each head dim it takes
+        q_layout, kv_layout = G.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]), D)
+        qd = f"tensordesc<{dt}[{G.BLOCK_M_WG}, {D}],{q_layout!r}>"
+        kd = f"tensordesc<{dt}[{G.BLOCK_N}, {D}],{kv_layout!r}>"
+        desc = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "o_desc": qd}
+        consts = dict(HEAD_DIM=D, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
                       CONSUMER_REGS=G.CONSUMER_REGS)
         sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
-        compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/{dt}/causal={causal}", compiled,
+        compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/d{D}/{dt}/causal={causal}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
     def bwd_check(asm, det):
         ptx = asm["ptx"]

@@ -1,6 +1,6 @@
 """Warp-specialised Hopper backward (sm_90) in Gluon: the backward of the calls the Gluon forward takes,
 GQA included (``dispatch.plan`` says which), ``deterministic=True`` too (its dQ adds ordered below),
-and of the same calls at head dim 64, after the Triton forward (``dispatch.gluon_bwd_rule``).
+at head dim 64 and 128 (``dispatch.gluon_rule``).
 
 Head dim: the kernel reads D from its descriptors (D = 64 or 128; ``HEAD_DIMS``). At D = 64 the same
 schedule runs with half-width tiles (each warpgroup's dQ half is 64 × 32). H200, 2026-12-02 00:50 UTC
@@ -129,7 +129,7 @@ if AVAILABLE:
 
 BLOCK_M = 64  # query rows per iteration
 BLOCK_N = 128  # keys per CTA (two consumer warpgroups of 64)
-HEAD_DIMS = (64, 128)  # the head dims this backward takes (D = Dv): dispatch.GLUON_BWD_HEAD_DIMS
+HEAD_DIMS = (64, 128)  # the head dims this backward takes (D = Dv): dispatch.GLUON_HEAD_DIMS
 NUM_STAGES = 2  # Q/dO ring slots (at d = 64, 3 and 4 slots measured no faster: BENCHMARKS.md, 2026-12-02)
 MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
 CONSUMER_REGS = 240
@@ -571,7 +571,7 @@ def head_splits(G, deterministic):
 def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     """(dq, dk, dv) shaped like (q, k, v): q (B, Hq, N, D), k, v (B, Hkv, N, D), D in HEAD_DIMS, each in
     its input's layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the
-    router sends here (``dispatch.gluon_bwd_rule``; deterministic or not; Hq = G·Hkv). δ = rowsum(out · dout) −
+    router sends here (``dispatch.gluon_rule``; deterministic or not; Hq = G·Hkv). δ = rowsum(out · dout) −
     dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
     from ..triton.host import delta as _delta
 

@@ -28,6 +28,11 @@ asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 d
   session 20 call 1; bf16, d = 128, 16k tokens, H = 16; TFLOP/s, heads fastest → query blocks
   fastest, bitwise equal outputs): 456 / 512 / 546 / 581 / 538 → 540 / 585 / 603 / 625 / 636 at
   N = 2k / 4k / 8k / 16k / 32k; causal 465 / 525 / 566 → 505 / 552 / 604 at 4k / 8k / 16k.
+- Head dim D = 64 or 128 (``HEAD_DIMS``; the tiles' widths, read from the descriptors). At D = 64 the
+  heads-fastest grid measured slower than the Triton forward; with this grid, in the same run (d = 64,
+  H = 32, TFLOP/s, Gluon with 2 / 3 / 4 ring slots vs Triton vs cuDNN): 440 / 437 / 432 vs 422 vs 451
+  at 4k, 451 / 443 / 445 vs 428 vs 454 at 8k, 452 / 452 / 449 vs 433 vs 451 at 16k, 401 / 395 / 393
+  vs 394 vs 425 at 8k causal, so the router sends d = 64 here too, with 2 slots.
 - Epilogue: O / l through the dead Q slot and a TMA store; lse = (m + log2 l)·ln 2.
 
 The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(s)·c = rowmax(s·c));
@@ -52,8 +57,8 @@ if AVAILABLE:
 BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
 BLOCK_M_WG = 64
 BLOCK_N = 128  # keys per block
-HEAD_DIM = 128  # the only head dim routed here (dispatch.GLUON_HEAD_DIM): at d = 64 it measured slower than Triton
-NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB (3 stages measured no faster)
+HEAD_DIMS = (64, 128)  # the head dims this forward takes (D = Dv; dispatch.GLUON_HEAD_DIMS): see the docstring
+NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB at d = 128 (3 stages measured no faster; at d = 64 neither 3 nor 4)
 MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
 CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
 
@@ -293,20 +298,24 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
         ], [4, 1], [CONSUMER_REGS, 24])
 
 
+def desc_layouts(gdt, D):
+    """(Q/O tile layout, K/V tile layout) at head dim D — shared with compile_check."""
+    return (gl.NVMMASharedLayout.get_default_for([BLOCK_M_WG, D], gdt),
+            gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gdt))
+
+
 def _descs(q, k, v, o):
     """TMA descriptors over the row views of q, k, v, o (``layout.row_view``: (B·H·N, D) or (B·N, H·D),
     each tensor its own) and their (per_batch, per_head, col_per_head), in that order."""
-    dt = gl_dtype(q.dtype)
-    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M_WG, HEAD_DIM], dt)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dt)
+    q_layout, kv_layout = desc_layouts(gl_dtype(q.dtype), q.shape[-1])
     (qd, qc), (kd, kc), (vd, vc), (od, oc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
         (q, BLOCK_M_WG, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (o, BLOCK_M_WG, q_layout)))
     return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)
 
 
 def forward(q, k, v, prob, route=None):
-    """q (B, H, N, 128), k, v (B, Hkv, N, 128) fp16/bf16, each contiguous or a (B, N, H, D) transposed
-    view (``layout.py``) -> (out (B, H, N, 128), lse (B, H, N) fp32 contiguous), for a call that
+    """q (B, H, N, D), k, v (B, Hkv, N, D) fp16/bf16, D in HEAD_DIMS, each contiguous or a (B, N, H, D)
+    transposed view (``layout.py``) -> (out (B, H, N, D), lse (B, H, N) fp32 contiguous), for a call that
     ``dispatch.gluon_rule`` accepts. out is laid out as ``torch.empty_like(q)`` (q's strides when q is
     dense, e.g. a (B, N, H, D) transposed view; else compact in q's stride order, e.g. (B, N, H, D) for
     a packed QKV slice), what ``op.py`` returns (no copy).
@@ -316,6 +325,6 @@ def forward(q, k, v, prob, route=None):
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
     descs, views = _descs(q, k, v, out)
     _attn_fwd_ws[(N // BLOCK_M, B * H)](*descs, lse, float(prob.scale), N, H, prob.groups, *views,
-                                        HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
+                                        HEAD_DIM=D, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
                                         CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

@@ -20,7 +20,7 @@ claimed), the row view's kind as a z3 Bool with
 KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
 its box (A-GLUON-TMA).
 
-Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule`` / ``gluon_bwd_rule``: Nq =
+Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule``: Nq =
 Nk a multiple of 128, B·Hq·N ≤ 2^30), every row stride, each tensor's view kind, program ids, loop
 iterations; causal and not; the backward deterministic and not. The backward's head split: the host runs
 ``head_splits`` itself (its parity test is arithmetic, 2 − G mod 2, so no branch), and the host's S = 1 test
@@ -30,8 +30,8 @@ and the grid's second dim is at most B·Hkv·S (from the host's facts alone); th
 facts (``Problem.split``: GS*, bk*, s* exist for every program), and ``_defs`` gives the rewrite the
 kernel's divisions by S, GS and Hq / GS with their values. Not symbolic: the head dim D = Dv, which
 fixes the kernels' tile shapes (constexprs): the host runs once per head dim of the run's bounds, every
-claim below at each (each query's location names its D) — the forward at D = 128 (``gluon.fwd.HEAD_DIM``)
-always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``: the route where both kernels are
+claim below at each (each query's location names its D) — the forward at D = 64 and 128
+(``gluon.fwd.HEAD_DIMS``) always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``: the route where both kernels are
 Gluon) and under ``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from
 the kernel module). A control is refuted at each head dim of its run that its mutant changes (``_per_d``);
 the two D = 64-only controls run at D = 64 in both.
@@ -67,10 +67,9 @@ from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
           "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-SOLVER-TRUST"]
-#: the head dims each record is checked at, read from the kernel modules (one host run per D): the forward
-#: takes D = 128 only (dispatch.GLUON_HEAD_DIM), the backward every D in its HEAD_DIMS (64 and 128:
-#: dispatch.GLUON_BWD_HEAD_DIMS; at 64 it runs after the Triton forward)
-HEAD_DIMS = {"fwd": (gfwd.HEAD_DIM,), "bwd": tuple(gbwd.HEAD_DIMS)}
+#: the head dims each record is checked at, read from the kernel modules (one host run per D): every D in
+#: each kernel's HEAD_DIMS (64 and 128: dispatch.GLUON_HEAD_DIMS)
+HEAD_DIMS = {"fwd": tuple(gfwd.HEAD_DIMS), "bwd": tuple(gbwd.HEAD_DIMS)}
 I32_MAX = 2 ** 31 - 1
 #: the router's row bound B·Hq·N ≤ 2^30, both Gluon rules (dispatch.GLUON_MAX_ROWS, A-GLUON-DEVICE-MEMORY; proofs/
 #: does not import the router: tests/proofs/test_gluon_bounds.py pins the two equal)
@@ -568,10 +567,10 @@ ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qbloc
         "h0-without-gs": dict(deterministic=(False,)),  # deterministic, GS = 1: the mutant is the kernel
         "d64-dq-half-of-d128": dict(head_dims=(64,)), "d64-dk-view-of-d128": dict(head_dims=(64,))}
 
-#: the head dims the quick run checks each record at: the forward's one, the backward's d = 128 (the route on
-#: which both kernels are Gluon); ``--deep`` checks every one the kernel takes (``HEAD_DIMS``), so the backward at
-#: d = 64 too (measured 2026-12-02: the record and its controls at both head dims doubled make prove's Gluon
-#: share to ~32 s of CPU, over its 60 s limit on 2 cores)
+#: the head dims the quick run checks each record at: the forward at both (its record and controls take ~3 s of
+#: CPU a head dim), the backward at d = 128; ``--deep`` checks every one the kernel takes (``HEAD_DIMS``), so the
+#: backward at d = 64 too (measured 2026-12-02: the backward's record and controls at both head dims make prove's
+#: Gluon share ~32 s of CPU, over its 60 s limit on 2 cores)
 QUICK_HEAD_DIMS = {"fwd": HEAD_DIMS["fwd"], "bwd": (128,)}
 
 
@@ -583,9 +582,10 @@ def _bounds(kernel, dims):
 #: per record: the quick run's bounds and --deep's (``HEAD_DIMS``: the head dims read from the kernel modules)
 BOUNDS = {kernel: _bounds(kernel, QUICK_HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
 DEEP_BOUNDS = {kernel: _bounds(kernel, HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
-WHY = {"fwd": "every size and stride gluon_rule admits is symbolic; D = Dv = 128 (gluon.fwd.HEAD_DIM) is the only "
-              "head dim it routes to the Gluon forward",
-       "bwd": "every size and stride gluon_bwd_rule admits is symbolic; the head dim is not: the record runs the host "
+WHY = {"fwd": "every size and stride gluon_rule admits is symbolic; the head dim is not: the record runs the host "
+              f"once per head dim, every claim at each: D = Dv = {' and '.join(map(str, HEAD_DIMS['fwd']))} "
+              "(gluon.fwd.HEAD_DIMS), every one the forward takes",
+       "bwd": "every size and stride gluon_rule admits is symbolic; the head dim is not: the record runs the host "
               f"once per head dim, every claim at each: D = Dv = {QUICK_HEAD_DIMS['bwd'][0]} in the quick run, every "
               f"one the backward takes (gluon.bwd.HEAD_DIMS = {HEAD_DIMS['bwd']}) under --deep"}
 

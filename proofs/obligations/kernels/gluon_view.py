@@ -64,8 +64,8 @@ def check_view(ctx, overrides=None):
 
 
 VIEW_BOUNDS = {"B, H, N, D, strides": "symbolic", "itemsize": 2}
-VIEW_WHY = ("B, H, N, D and the four strides are symbolic; fp16/bf16 (itemsize 2) are the only dtypes gluon_rule and "
-            "gluon_bwd_rule take")
+VIEW_WHY = ("B, H, N, D and the four strides are symbolic; fp16/bf16 (itemsize 2) are the only dtypes gluon_rule "
+            "takes")
 
 
 @obligation("KER-BOUNDS-GLUON-VIEW", checks=["KER-BOUNDS"], bounds=VIEW_BOUNDS, assumptions=ASSUME, scope="unbounded",
