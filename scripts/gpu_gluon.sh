@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Hopper (Gluon) kernels on one H200, in under 6 minutes:  bash scripts/gpu_gluon.sh OUTDIR
 #   (a) lab/gpu_check.py's gluon_* cases (GQA 4 and 8 causal and not, (B, N, H, D) views, packed QKV
-#       slices, the older Gluon cases) in bf16 and fp16 against the float64 oracle, the router's plan
+#       slices, d = 64, the older Gluon cases) in bf16 and fp16 against the float64 oracle, the router's plan
 #       and the results' layouts asserted;
 #   (b) flashproof fuzz --kernel triton-atomic --profile gluon (GQA up to 8, (B, N, H, D) views), bf16
 #       and fp16, three hypothesis seeds each;
@@ -43,6 +43,7 @@ declare -A CASEGROUPS=(
   [older]=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat
   [gqa]=gluon_gqa4,gluon_gqa8_causal,gluon_gqa8
   [layout]=gluon_bnhd,gluon_bnhd_gqa4_causal,gluon_packed_qkv_causal
+  [d64]=gluon_d64,gluon_d64_causal_gqa4,gluon_d64_huge_logits,gluon_d64_bnhd_gqa8_causal
 )
 for dt in bf16 fp16; do
   for g in "${!CASEGROUPS[@]}"; do
