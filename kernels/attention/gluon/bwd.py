@@ -195,7 +195,7 @@ def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q
 
 @_jit
 def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem,
-                       dq_full, dq_empty, sem_grp, BN: gl.constexpr):
+                       dq_full, dq_empty, sem_grp, BN: gl.constexpr, w0, nw):
     """The deterministic dQ writer: as ``_bwd_dq_writer``, but the reduce-adds into each dQ tile (one
     per key block that reads it) come in a fixed order, so the fp32 sums are bitwise repeatable.
     sem_grp[g·n_qblk + qb] (int32, zeroed by the host) counts the adds done into the tile of (head
@@ -208,7 +208,7 @@ def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_
     fastest), as FA3's deterministic mode does."""
     BM: gl.constexpr = dq_smem.type.shape[1]
     j = seq_row0 // BN
-    for it in range(G * n_iter):
+    for it in range(w0, G * n_iter, nw):  # A/B (temporary): nw writer warps, writer w0 takes iterations w0 + nw·k
         g = it // n_iter
         t = it - g * n_iter
         qb = (i0 + t) % n_qblk
@@ -230,9 +230,9 @@ def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do
                             ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
                             q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
                             v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w0, nw):
     _bwd_dq_writer_det(False, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
-                       sem_grp, k_smem.type.shape[0])
+                       sem_grp, k_smem.type.shape[0], w0, nw)
 
 
 @_jit
@@ -240,9 +240,9 @@ def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, 
                               ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G,
                               N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
                               v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph,
-                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w0, nw):
     _bwd_dq_writer_det(True, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
-                       sem_grp, k_smem.type.shape[0])
+                       sem_grp, k_smem.type.shape[0], w0, nw)
 
 
 # ----------------------------------------------------------------------------------------
@@ -444,7 +444,8 @@ def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, 
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, sm_scale,
                  N_CTX, Hq, G, SPLITS, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
                  dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr,
+                 DET_WRITERS: gl.constexpr = 1):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
     (B, Hq, N, D) accumulator."""
@@ -520,13 +521,24 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
     regs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS]
+    zero = n_iter * 0  # partition arguments must be IR values, not Python ints
     if DETERMINISTIC:
-        if CAUSAL:
+        if DET_WRITERS == 2:
+            regs2: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS, PRODUCER_REGS]
+            if CAUSAL:
+                gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
+                                    (_bwd_dq_writer_det_causal, args + (zero, zero + 2)),
+                                    (_bwd_dq_writer_det_causal, args + (zero + 1, zero + 2))], [4, 1, 1, 1], regs2)
+            else:
+                gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
+                                    (_bwd_dq_writer_det_full, args + (zero, zero + 2)),
+                                    (_bwd_dq_writer_det_full, args + (zero + 1, zero + 2))], [4, 1, 1, 1], regs2)
+        elif CAUSAL:
             gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
-                                (_bwd_dq_writer_det_causal, args)], [4, 1, 1], regs)
+                                (_bwd_dq_writer_det_causal, args + (zero, zero + 1))], [4, 1, 1], regs)
         else:
             gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
-                                (_bwd_dq_writer_det_full, args)], [4, 1, 1], regs)
+                                (_bwd_dq_writer_det_full, args + (zero, zero + 1))], [4, 1, 1], regs)
     elif CAUSAL:
         gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
                             (_bwd_dq_writer, args)], [4, 1, 1], regs)
