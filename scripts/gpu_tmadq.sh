@@ -6,7 +6,7 @@
 #       float64 oracle, through the router (deterministic=False); and det_check: gluon/bwd.py's backward
 #       with deterministic=True, called directly (the router's deterministic=True on sm_90), against the
 #       same oracle and tolerance rule (gpu_check's case builder and dense formula) at G = 1 and GQA,
-#       causal and not, bf16 and fp16, each repeated 20 times and required bitwise equal;
+#       d = 128 and 64, causal and not, bf16 and fp16, each repeated 20 times and required bitwise equal;
 #   (b) alone on the GPU afterwards: flashproof bench, ours vs SDPA cuDNN, at d = 128 bf16, 16k tokens,
 #       width 2048: N = 4k / 8k / 16k non-causal, 8k causal, GQA 64/8 and 32/8 8k causal; then
 #       det_time: the Gluon backward deterministic and not, and cuDNN's, at 4k / 16k non-causal, 8k
@@ -146,7 +146,8 @@ def timing():
 
 if mode == "check":
     res = [check(cid, shape, c, dn) for dn in ("bf16", "fp16") for cid, shape in
-           (("det_g1", (2, 4, 4, 1024, 1024, 128, 128)), ("det_gqa4", (1, 8, 2, 1024, 1024, 128, 128)))
+           (("det_g1", (2, 4, 4, 1024, 1024, 128, 128)), ("det_gqa4", (1, 8, 2, 1024, 1024, 128, 128)),
+            ("det_g1_d64", (2, 4, 4, 1024, 1024, 64, 64)), ("det_gqa8_d64", (1, 16, 2, 1024, 1024, 64, 64)))
            for c in (False, True)]
     for r in res:
         print(("PASS " if r["passed"] else "FAIL ") + json.dumps(r), flush=True)

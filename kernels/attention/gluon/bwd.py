@@ -22,15 +22,18 @@ non-causal, 8k causal, GQA 64/8 8k causal): 515 / 532 / 547 / 485 / 406 TFLOP/s 
 registers (inline PTX), which were deleted (they lived until commit d18a356); one scalar fp32 atomic
 per element before those (406 / 428 / 428 / 397 at 4k / 8k / 16k / 8k causal) lived until 62d839a.
 
-Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_dq_writer_det``): the
-writer adds into each dQ tile in a fixed order of key blocks, kept by one int32 semaphore per (batch,
+Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_dq_writer_det``): two
+writer warps (staging buffer w, iterations it ≡ w mod 2, each) add into each dQ tile in a fixed order of key blocks, kept by one int32 semaphore per (batch,
 head, query block) in global memory (``semaphore.py``: acquire spin, add, wait for the add's
 completion, release increment), so dQ is bitwise repeatable; dK, dV are per-CTA sums in registers,
 repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0, 1, ... (no wrap);
 causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
 writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch
-order, as FA3's deterministic mode does). Only the writer warp waits; the consumers run ahead until
-both staging buffers are full. The router sends deterministic=True calls here. H200, 2026-12-01
+order, as FA3's deterministic mode does). Only the writer warps wait; the consumers run ahead until
+both staging buffers are full. One writer warp (until commit b331ebf, where two were an A/B
+constexpr) held the consumers back at d = 64: H200, 2026-12-02 15:06 UTC (BENCHMARKS.md), one →
+two writers, TFLOP/s: 353 → 367 / 401 → 413 / 420 → 431 at d = 64, 4k / 8k / 16k; 468 → 485 / 504 →
+525 at d = 128, 4k / 8k; causal and GQA within 1 %; dQ, dK, dV bitwise the same. The router sends deterministic=True calls here. H200, 2026-12-01
 19:55 UTC (scripts/gpu_tmadq.sh): bitwise equal over 20 runs and within the tolerance rule at G = 1
 and GQA 4, causal and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s at 4k, 16k
 non-causal, 8k causal, GQA 64/8 8k causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic
@@ -69,7 +72,7 @@ Partitions (``gl.warp_specialize``):
   NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
   per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
   pointer registers of those loads were what made the consumers spill.
-* 1 dQ writer warp (24 registers), ``_bwd_dq_writer``: per iteration it waits dq_full[buf] (one
+* 1 dQ writer warp (24 registers; 2 when deterministic), ``_bwd_dq_writer``: per iteration it waits dq_full[buf] (one
   arrival per consumer warpgroup), issues the reduce-add of staging buffer buf, waits until the copy
   has read it (``tma.store_wait(0)``) and arrives on dq_empty[buf], which the consumers wait on
   (ring-slot phases) before they write that buffer again. Shared memory: 225.6 KiB of the 227 KiB a
@@ -131,7 +134,7 @@ BLOCK_M = 64  # query rows per iteration
 BLOCK_N = 128  # keys per CTA (two consumer warpgroups of 64)
 HEAD_DIMS = (64, 128)  # the head dims this backward takes (D = Dv): dispatch.GLUON_HEAD_DIMS
 NUM_STAGES = 2  # Q/dO ring slots (at d = 64, 3 and 4 slots measured no faster: BENCHMARKS.md, 2026-12-02)
-MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used)
+MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (9 warps used, 10 deterministic)
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
 # ----------------------------------------------------------------------------------------
@@ -195,9 +198,10 @@ def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q
 
 @_jit
 def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem,
-                       dq_full, dq_empty, sem_grp, BN: gl.constexpr, w0, nw):
-    """The deterministic dQ writer: as ``_bwd_dq_writer``, but the reduce-adds into each dQ tile (one
-    per key block that reads it) come in a fixed order, so the fp32 sums are bitwise repeatable.
+                       dq_full, dq_empty, sem_grp, BN: gl.constexpr, w):
+    """The deterministic dQ writer w (two warps, w = 0, 1; writer w takes the iterations it ≡ w mod 2,
+    i.e. staging buffer w): as ``_bwd_dq_writer``, but the reduce-adds into each dQ tile (one per key
+    block that reads it) come in a fixed order, so the fp32 sums are bitwise repeatable.
     sem_grp[g·n_qblk + qb] (int32, zeroed by the host) counts the adds done into the tile of (head
     h0 + g, query block qb); this key block j waits until it equals its rank, adds, waits for the add
     to COMPLETE and increments it (``semaphore``). Ranks: non-causal, ascending j (rank j; every key
@@ -205,24 +209,27 @@ def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_
     (rank qb // 2 − j among the key blocks 0 .. qb // 2 that reach qb; the grid launches the key
     blocks last to first, shortest first). Either way a writer waits only on key blocks launched
     before its own — the forward-progress argument assumes CTAs start in launch order (key block
-    fastest), as FA3's deterministic mode does."""
+    fastest), as FA3's deterministic mode does. Two writers: one add's chain (the acquire spin, the
+    reduce-add, its completion, the release) is longer than a consumer iteration at d = 64, so one
+    writer held the consumers back; with two, the chains of consecutive tiles overlap (the order of
+    the adds into each tile, hence every bit, is the same: BENCHMARKS.md, 2026-12-02 15:06 UTC)."""
     BM: gl.constexpr = dq_smem.type.shape[1]
     j = seq_row0 // BN
-    for it in range(w0, G * n_iter, nw):  # A/B (temporary): nw writer warps, writer w0 takes iterations w0 + nw·k
-        g = it // n_iter
-        t = it - g * n_iter
+    half = n_iter // 2  # n_iter is even (N / 64 query blocks; causal, from the diagonal block 2j)
+    for k in range(G * half):  # the consumers' iteration it = 2k + w: query block t of head g
+        g = k // half
+        t = 2 * (k - g * half) + w
         qb = (i0 + t) % n_qblk
-        buf = it % 2
-        mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+        mbarrier.wait(dq_full.index(w), k & 1)  # buffer w's (it // 2)-th = k-th fill
         if CAUSAL:
             rank = qb // 2 - j
         else:
             rank = j
         sem = sem_grp + g * n_qblk + qb
         acquire_wait(sem, rank)
-        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(w))
         complete_release(sem)
-        mbarrier.arrive(dq_empty.index(buf), count=1)
+        mbarrier.arrive(dq_empty.index(w), count=1)
 
 
 @_jit
@@ -230,9 +237,9 @@ def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do
                             ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
                             q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
                             v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w0, nw):
+                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
     _bwd_dq_writer_det(False, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
-                       sem_grp, k_smem.type.shape[0], w0, nw)
+                       sem_grp, k_smem.type.shape[0], w)
 
 
 @_jit
@@ -240,9 +247,9 @@ def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, 
                               ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G,
                               N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
                               v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph,
-                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w0, nw):
+                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
     _bwd_dq_writer_det(True, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
-                       sem_grp, k_smem.type.shape[0], w0, nw)
+                       sem_grp, k_smem.type.shape[0], w)
 
 
 # ----------------------------------------------------------------------------------------
@@ -444,8 +451,7 @@ def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, 
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, sm_scale,
                  N_CTX, Hq, G, SPLITS, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
                  dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr,
-                 DET_WRITERS: gl.constexpr = 1):
+                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
     (B, Hq, N, D) accumulator."""
@@ -521,24 +527,17 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
     regs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS]
-    zero = n_iter * 0  # partition arguments must be IR values, not Python ints
-    if DETERMINISTIC:
-        if DET_WRITERS == 2:
-            regs2: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS, PRODUCER_REGS]
-            if CAUSAL:
-                gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
-                                    (_bwd_dq_writer_det_causal, args + (zero, zero + 2)),
-                                    (_bwd_dq_writer_det_causal, args + (zero + 1, zero + 2))], [4, 1, 1, 1], regs2)
-            else:
-                gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
-                                    (_bwd_dq_writer_det_full, args + (zero, zero + 2)),
-                                    (_bwd_dq_writer_det_full, args + (zero + 1, zero + 2))], [4, 1, 1, 1], regs2)
-        elif CAUSAL:
+    if DETERMINISTIC:  # two dQ writers (_bwd_dq_writer_det), w = 0 and 1: IR values, not Python ints
+        w0 = n_iter * 0
+        wregs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS, PRODUCER_REGS]
+        if CAUSAL:
             gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
-                                (_bwd_dq_writer_det_causal, args + (zero, zero + 1))], [4, 1, 1], regs)
+                                (_bwd_dq_writer_det_causal, args + (w0,)),
+                                (_bwd_dq_writer_det_causal, args + (w0 + 1,))], [4, 1, 1, 1], wregs)
         else:
             gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
-                                (_bwd_dq_writer_det_full, args + (zero, zero + 1))], [4, 1, 1], regs)
+                                (_bwd_dq_writer_det_full, args + (w0,)),
+                                (_bwd_dq_writer_det_full, args + (w0 + 1,))], [4, 1, 1, 1], wregs)
     elif CAUSAL:
         gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
                             (_bwd_dq_writer, args)], [4, 1, 1], regs)
