@@ -41,8 +41,10 @@ _ids = itertools.count()
 
 
 def _fits(e, wide):
-    r32 = z3.And(e >= I32[0], e <= I32[1])
-    r64 = z3.And(e >= I64[0], e <= I64[1])
+    """z3 Bool: ``e`` lies in the range of its width (i64 when ``wide``; a z3 Bool picks per value). Only
+    the ranges the width can take are built: these terms are made for every integer operation."""
+    r32 = None if wide is True else z3.And(e >= I32[0], e <= I32[1])
+    r64 = None if wide is False else z3.And(e >= I64[0], e <= I64[1])
     if wide is True:
         return r64
     if wide is False:
@@ -302,16 +304,17 @@ def _address_fits(lin, wide):
     In i32, or over strides of several tensors, the exact check applies."""
     keys = [k for k in lin if k is not None]
     owners = {STRIDES[k][0] for k in keys if k in STRIDES}
-    exact = _fits(sum((v * z3.Int(k) if k is not None else v) for k, v in lin.items()), wide)
-    if len(owners) != 1 or any(k not in STRIDES for k in keys):
+    linear = len(owners) == 1 and all(k in STRIDES for k in keys)
+    # the exact check is built only where it is returned: an i64 address over one tensor needs none
+    exact = None if linear and wide is True else \
+        _fits(sum((v * z3.Int(k) if k is not None else v) for k, v in lin.items()), wide)
+    if not linear or wide is False:
         return exact
     c = lin.get(None, z3.IntVal(0))
     lin_ok = z3.And(c >= -SPAN_MAX, c <= SPAN_MAX,
                     *[z3.Or(z3.And(lin[k] >= 0, lin[k] <= STRIDES[k][1] - 1), z3.Int(k) == 0) for k in keys])
     if wide is True:
         return lin_ok
-    if wide is False:
-        return exact
     return z3.If(wide, lin_ok, exact)
 
 

@@ -64,6 +64,9 @@ from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.support import gluon_host as gh, gluon_sym as gs, kernel_exec as kx, triton_sym as ts
 from flashproof.proofs.support.gluon_rewrite import Rewrite
 from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
+# the whole claim of an access first, capped at 1 s, its conjuncts after only when it is not unsat; the
+# solver's base-facts check keeps the full timeout (``bounds._WholeFirst``)
+from flashproof.proofs.obligations.kernels.bounds import _WholeFirst as _Prover
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
           "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-SOLVER-TRUST"]
@@ -197,25 +200,6 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D):
     with mock.patch.object(thost, "delta", lambda *a, **kw: delta):
         paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,))
     return p, paths
-
-
-class _Prover(_PartsProver):
-    """bounds._Prover, asked the whole claim of an access first (one query, at most ``WHOLE_MS``);
-    only when that is not unsat, conjunct by conjunct with the full timeout (so a failure names the
-    conjunct that fails). Either way the same claim is proved or not."""
-
-    WHOLE_MS = 1000
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.whole = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, self.WHOLE_MS)))
-
-    def prove(self, claim, premise, base, path, where):
-        bkey, pkey = tuple(h.get_id() for h in base), tuple(h.get_id() for h in path)
-        if self.whole._ask(claim, premise, base, path, bkey, pkey).status == "proved":
-            self.n += 1
-            return None
-        return super().prove(claim, premise, base, path, where)
 
 
 def _fits32(c):
