@@ -35,7 +35,11 @@
     out.link.hash = location.hash;
     out.link.target_open = !!(target && target.querySelector("details").open);
     out.link.group_open = !!(target && target.closest("details.group").open);
-    document.fonts.ready.then(function () {
+    // ask for KaTeX's main face: a face loads only once laid-out text uses it (formulas in closed
+    // <details> are not laid out) and fonts.ready waits only for loads already started, so whether it
+    // had loaded by now depended on timing; loaded here, its status says whether the vendored file is
+    // reachable and valid ("error" otherwise)
+    document.fonts.load("1em KaTeX_Main").catch(function () {}).then(function () { return document.fonts.ready; }).then(function () {
       var faces = [];
       document.fonts.forEach(function (f) { if (/^"?KaTeX/.test(f.family)) { faces.push(f.family + ":" + f.status); } });
       out.fonts = faces;
