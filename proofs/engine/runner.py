@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import importlib
 import multiprocessing as mp
 import time
 import traceback
@@ -51,6 +52,27 @@ CROSS_WALL_FACTOR = 4.0
 #: KER-BOUNDS-DKDV asks 1785 distinct queries (≈ 80 s of cvc5 CPU for the easy ones) and 14 that
 #: need the slices (≈ 5–10 s each), which did not fit in 180 s
 CROSS_CPU_FACTOR = 5.0
+
+
+#: modules that workers would otherwise import after the fork, each in every worker that reaches them
+#: (≈ 6 s of CPU over a full run, found by diffing ``sys.modules`` around each obligation): the engine's
+#: ``smt`` (``core.fresh_solver`` imports it on first use; 192 records), sympy's own lazy imports
+#: (``Add.flatten`` imports ``sympy.tensor.tensor`` and with it ``sympy.combinatorics``, 40–70 ms, in
+#: 43 records; ``is_ge`` ``sympy.assumptions.wrapper``; ``simplify`` ``sympy.physics.units``, which
+#: brings ``sympy.physics.matrices``, ≈ 220 ms, in 11) and Bitwuzla (the floating-point error-model
+#: records). ``execute`` imports them once in the parent before forking (≈ 0.3 s): the same modules,
+#: the same code run, so no outcome changes; one that fails to import is left to the worker that
+#: needs it (where its error is that record's, as before).
+PRELOAD = ("flashproof.proofs.engine.smt", "sympy.tensor.tensor", "sympy.combinatorics", "sympy.assumptions.wrapper",
+           "sympy.physics.units", "bitwuzla")
+
+
+def _preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 — not ours to report here: the worker that imports it reports it
+            pass
 
 
 def command_for(ob_id: str, deep: bool) -> str:
@@ -280,6 +302,8 @@ def execute(obs: list[Obligation], *, all_obs: dict, jobs: int = 2, timeout: flo
     history = cache.load_timings(cache_dir) if cache_dir is not None else {}
     queue.sort(key=lambda q: -history.get(q[1].id, 1.0))
     running: dict = {}  # conn -> state dict
+    if queue:
+        _preload()  # before the freeze: the preloaded modules' objects are frozen too
     # Objects that exist before the forks (every imported module: torch and triton too, which the kernel
     # index obligations import) go to the permanent generation: a child's garbage collections then skip
     # them (the allocation-heavy counting obligations ran 5x slower scanning torch's object graph).

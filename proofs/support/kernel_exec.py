@@ -266,9 +266,12 @@ def _fresh_like(name, val):
     return ts.Sym(z3.FreshInt(name), val.wide)
 
 
-def subterms(e):
-    """Every distinct subterm of the z3 term ``e`` (itself included), each once."""
-    todo, seen = [e], set()
+def subterms(e, seen=None):
+    """Every distinct subterm of the z3 term ``e`` (itself included), each once; with ``seen`` (a set of
+    term ids, updated), only those not in it (and not below one in it: a walk that put a term there
+    also yielded everything under it), so walks of several terms sharing one set yield each subterm
+    of all of them once."""
+    todo, seen = [e], set() if seen is None else seen
     while todo:
         x = todo.pop()
         if x.get_id() in seen:

@@ -83,10 +83,12 @@ def _lemma_queries():
     ]
 
 
-def _apps(e, G, out):
-    """The arguments of every application of G in e."""
+def _apps(e, G, out, seen=None):
+    """The arguments of every application of G in e (added to ``out`` by id, in the walk's order). With
+    ``seen`` (shared by the calls for one G over several formulas), the subterms an earlier call walked
+    are skipped: their applications are in ``out`` already, so ``out`` (keys and order) is the same."""
     g = G.decl() if hasattr(G, "decl") else G
-    for x in kx.subterms(e):
+    for x in kx.subterms(e, seen):
         if z3.is_app(x) and x.decl().eq(g):
             out[x.arg(0).get_id()] = x.arg(0)
     return out
@@ -119,9 +121,9 @@ def _instances(counts, C, formulas):
     argument of each ghost count in ``formulas`` and at C."""
     facts = []
     for cnt in counts:
-        args = {C.get_id(): C}
-        for e in formulas:
-            _apps(e, cnt.G, args)
+        args, seen = {C.get_id(): C}, set()
+        for e in formulas:  # the formulas share most of their terms: each walked once
+            _apps(e, cnt.G, args, seen)
         at = lambda x: z3.substitute(cnt.flag, (cnt.pos, x))  # noqa: E731
         xs = list(args.values())
         for x in xs:
@@ -133,9 +135,9 @@ def _instances(counts, C, formulas):
                                                                        cnt.G(y) - cnt.G(x) <= y - x)))  # RANGE
     if len(counts) == 2:  # DISJOINT (premise checked: no column in both passes)
         a, b = counts
-        xs = {}
+        xs, seen_a, seen_b = {}, set(), set()
         for e in formulas:
-            _apps(e, a.G, xs), _apps(e, b.G, xs)
+            _apps(e, a.G, xs, seen_a), _apps(e, b.G, xs, seen_b)
         xs[C.get_id()] = C
         facts += [z3.Implies(x >= 0, a.G(x) + b.G(x) <= x) for x in xs.values()]
     return facts
