@@ -49,7 +49,7 @@ STRIDED = [Shape(128, 8192, c, None, "bnhd") for c in (False, True)]
 STANDARD = ANCHORS + GQA + STRIDED
 LAYOUTS = ("bhnd", "bnhd")
 #: "ours": the default call (backend="auto", deterministic=False: on sm_90 the Gluon kernels for the dense
-#: d = 128 shapes, with the backward's dQ by fp32 TMA bulk reduce-adds, 5 N²d products; else Triton);
+#: d = 64 and 128 shapes, with the backward's dQ by fp32 TMA bulk reduce-adds, 5 N²d products; else Triton);
 #: "ours-det": deterministic=True (bitwise reproducible: on sm_90 the Gluon backward with ordered dQ adds,
 #: else the Triton two-kernel backward, 7 products)
 PROVIDERS = ("ours", "ours-det", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flex")
