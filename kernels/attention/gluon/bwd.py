@@ -22,22 +22,22 @@ non-causal, 8k causal, GQA 64/8 8k causal): 515 / 532 / 547 / 485 / 406 TFLOP/s 
 registers (inline PTX), which were deleted (they lived until commit d18a356); one scalar fp32 atomic
 per element before those (406 / 428 / 428 / 397 at 4k / 8k / 16k / 8k causal) lived until 62d839a.
 
-Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_dq_writer_det``): two
-writer warps (staging buffer w, iterations it ≡ w mod 2, each) add into each dQ tile in a fixed order of key blocks, kept by one int32 semaphore per (batch,
-head, query block) in global memory (``semaphore.py``: acquire spin, add, wait for the add's
-completion, release increment), so dQ is bitwise repeatable; dK, dV are per-CTA sums in registers,
-repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0, 1, ... (no wrap);
-causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
-writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch
-order, as FA3's deterministic mode does). Only the writer warps wait; the consumers run ahead until
-both staging buffers are full. One writer warp (until commit b331ebf, where two were an A/B
-constexpr) held the consumers back at d = 64: H200, 2026-12-02 15:06 UTC (BENCHMARKS.md), one →
-two writers, TFLOP/s: 353 → 367 / 401 → 413 / 420 → 431 at d = 64, 4k / 8k / 16k; 468 → 485 / 504 →
-525 at d = 128, 4k / 8k; causal and GQA within 1 %; dQ, dK, dV bitwise the same. The router sends deterministic=True calls here. H200, 2026-12-01
-19:55 UTC (scripts/gpu_tmadq.sh): bitwise equal over 20 runs and within the tolerance rule at G = 1
-and GQA 4, causal and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s at 4k, 16k
-non-causal, 8k causal, GQA 64/8 8k causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic
-backward; 0.91 / 0.99 / 0.99 / 0.73 of cuDNN's). (Called directly then; the router took it after.)
+Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_dq_writer_det``): two writer
+warps (staging buffer w, iterations it ≡ w mod 2, each) add into each dQ tile in a fixed order of key blocks,
+kept by one int32 semaphore per (batch, head, query block) in global memory (``semaphore.py``: acquire spin,
+add, wait for the add's completion, release increment), so dQ is bitwise repeatable; dK, dV are per-CTA sums
+in registers, repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0, 1, ... (no
+wrap); causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
+writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch order,
+as FA3's deterministic mode does). Only the writer warps wait; the consumers run ahead until both staging
+buffers are full. One writer warp (until commit b331ebf, where two were an A/B constexpr) held the consumers
+back at d = 64: H200, 2026-12-02 15:06 UTC (BENCHMARKS.md), one → two writers, TFLOP/s: 353 → 367 / 401 → 413
+/ 420 → 431 at d = 64, 4k / 8k / 16k; 468 → 485 / 504 → 525 at d = 128, 4k / 8k; causal and GQA within 1 %;
+dQ, dK, dV bitwise the same. The router sends deterministic=True calls here. H200, 2026-12-01 19:55 UTC
+(scripts/gpu_tmadq.sh): bitwise equal over 20 runs and within the tolerance rule at G = 1 and GQA 4, causal
+and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s at 4k, 16k non-causal, 8k causal, GQA 64/8 8k
+causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic backward; 0.91 / 0.99 / 0.99 / 0.73 of cuDNN's).
+(Called directly then; the router took it after.)
 
 Grid: (N / BLOCK_N, B·Hkv·SPLITS), the key block fastest: the CTAs resident at once are the key blocks of
 one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads

@@ -8,7 +8,8 @@ functions ``gluon.fwd.forward`` and ``gluon.bwd.backward`` themselves (``_descs`
 the dQ accumulator's 2-D view, the semaphore allocation, the launch line with its argument order and
 grid) and, launched from there, ``_attn_fwd_ws`` / ``_attn_bwd_ws`` whole: every partition they pass to
 ``gl.warp_specialize`` (both consumer warpgroups, the producer warp, the backward's dQ writer — the
-deterministic one when ``prob.deterministic``) and every ``@gluon.jit`` helper (``_attn_iter``,
+two deterministic ones, writer w = 0 and 1, when ``prob.deterministic``) and every ``@gluon.jit`` helper
+(``_attn_iter``,
 ``_apply_causal_mask``, ``_bwd_iter``, ``_dq_stage``, ``_bwd_dq_writer_det``, ``semaphore.acquire_wait`` /
 ``complete_release``), one arbitrary iteration per loop. Modelled (``gluon_host``): torch's allocations
 (out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
@@ -31,8 +32,7 @@ facts (``Problem.split``: GS*, bk*, s* exist for every program), and ``_defs`` g
 kernel's divisions by S, GS and Hq / GS with their values. Not symbolic: the head dim D = Dv, which
 fixes the kernels' tile shapes (constexprs): the host runs once per head dim of the run's bounds, every
 claim below at each (each query's location names its D) — the forward at D = 64 and 128
-(``gluon.fwd.HEAD_DIMS``) always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``: the route where both kernels are
-Gluon) and under ``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from
+(``gluon.fwd.HEAD_DIMS``) always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``) and under ``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from
 the kernel module). A control is refuted at each head dim of its run that its mutant changes (``_per_d``);
 the two D = 64-only controls run at D = 64 in both.
 Claims per access (see ``_claims``): TMA coordinates
