@@ -148,7 +148,8 @@ def gluon_rule(p, d: Device) -> str | None:
     if p.dtype not in GLUON_DTYPES:
         return f"dtype {p.dtype}: the Gluon kernels take fp16/bf16"
     if p.D != p.Dv or p.D not in GLUON_HEAD_DIMS:
-        return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {' or '.join(map(str, GLUON_HEAD_DIMS))}"
+        dims = " or ".join(map(str, GLUON_HEAD_DIMS))
+        return f"head dim D={p.D}, Dv={p.Dv}: the Gluon kernels take D = Dv = {dims}"
     if p.Nq != p.Nk or p.Nq == 0 or p.Nq % GLUON_BLOCK:
         return f"lengths Nq={p.Nq}, Nk={p.Nk}: the Gluon kernels need Nq = Nk, a multiple of {GLUON_BLOCK}"
     if p.B * p.Hq > MAX_GRID_Y or p.Nq // GLUON_BLOCK > MAX_GRID_Y:

@@ -16,6 +16,8 @@ _DATA_PTRS = {"Q", "K", "V", "DO", "DK", "DQ", "O"}
 _F32_PTRS = {"LSE", "DELTA", "DLSE", "DS"}
 #: the arguments each kernel takes as tensor descriptors when USE_DESC (the Triton host's launches)
 _STREAMED = {"attn_fwd": ("Q", "K", "V"), "attn_bwd_dkdv": ("Q", "DO"), "attn_bwd_dq": ("K", "V")}
+#: the Gluon kernels' element types by the names of their variants
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def _signature(fn, dt, consts):
@@ -145,15 +147,15 @@ def _gluon_signature(fn, typed: dict, consts: dict) -> dict:
 
 
 def compile_gluon(compiled: list) -> list:
-    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not × each head dim; the backward with
-    G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
+    """The warp-specialised Gluon forward and backward (fp16/bf16 × causal or not × each head dim; the backward
+    with G = 1 and a GQA group) down to sm_90 cubins: the register split (setmaxnreg); the backward's dQ by
     TMA bulk tensor reduce-add (``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add`` and its wait
     in the PTX, no register fp32 atomic or reduction left; deterministic=True: the semaphore's acquire
     spin and release increment and the wait for the add's completion); no spills. Layouts and group sizes are runtime
     arguments (``_gluon_signature``)."""
     from flashproof.kernels.attention.gluon import bwd as GB
     from flashproof.kernels.attention.gluon import fwd as G
-    from flashproof.kernels.attention.gluon.common import gl_dtype
+    from flashproof.kernels.attention.gluon.common import desc_layouts, gl_dtype
     failures = []
     variants = [("bf16", False), ("bf16", True), ("fp16", False), ("fp16", True)]  # (dtype, causal)
 
@@ -163,7 +165,7 @@ def compile_gluon(compiled: list) -> list:
         _no_spills(asm)
 
     for (dt, causal), D in ((v, hd) for v in variants for hd in G.HEAD_DIMS):  # each head dim it takes
-        q_layout, kv_layout = G.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]), D)
+        q_layout, kv_layout = desc_layouts(gl_dtype(TORCH_DTYPES[dt]), D, G.BLOCK_M_WG, G.BLOCK_N)
         qd = f"tensordesc<{dt}[{G.BLOCK_M_WG}, {D}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{G.BLOCK_N}, {D}],{kv_layout!r}>"
         desc = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "o_desc": qd}
@@ -193,7 +195,7 @@ def compile_gluon(compiled: list) -> list:
     # a group split over CTAs (SPLITS > 1: dK, dV go to fp32 partial sums) as well
     for (dt, causal), group, det, D in ((v, g, d, hd) for v in variants for g in ("gqa", "G=1", "split")
                                         for d in (False, True) for hd in GB.HEAD_DIMS):
-        q_layout, kv_layout = GB.desc_layouts(gl_dtype({"bf16": torch.bfloat16, "fp16": torch.float16}[dt]), D)
+        q_layout, kv_layout = desc_layouts(gl_dtype(TORCH_DTYPES[dt]), D, GB.BLOCK_M, GB.BLOCK_N)
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {D}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {D}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"

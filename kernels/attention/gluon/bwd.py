@@ -72,7 +72,8 @@ Partitions (``gl.warp_specialize``):
   NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
   per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
   pointer registers of those loads were what made the consumers spill.
-* 1 dQ writer warp (24 registers; 2 when deterministic), ``_bwd_dq_writer``: per iteration it waits dq_full[buf] (one
+* 1 dQ writer warp (24 registers), ``_bwd_dq_writer`` (deterministic: two, ``_bwd_dq_writer_det``, one per
+  staging buffer): per iteration it waits dq_full[buf] (one
   arrival per consumer warpgroup), issues the reduce-add of staging buffer buf, waits until the copy
   has read it (``tma.store_wait(0)``) and arrives on dq_empty[buf], which the consumers wait on
   (ring-slot phases) before they write that buffer again. Shared memory: 225.6 KiB of the 227 KiB a
@@ -120,7 +121,7 @@ from __future__ import annotations
 import torch
 
 from . import layout
-from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor, tma_reduce_add
+from .common import AVAILABLE, desc_layouts, gl_dtype, jit as _jit, row_descriptor, tma_reduce_add
 from .semaphore import acquire_wait, complete_release
 
 if AVAILABLE:
@@ -549,12 +550,6 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
 # ----------------------------------------------------------------------------------------
 # Host side.
 # ----------------------------------------------------------------------------------------
-def desc_layouts(gdt, D):
-    """(Q/dO tile layout, K/V tile layout) at head dim D — shared with compile_check."""
-    return (gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gdt),
-            gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gdt))
-
-
 def vec_layout():
     """lse / delta tiles: 1-D fp32 blocks of BLOCK_M (unswizzled)."""
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
@@ -593,7 +588,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     lse = lse.contiguous()
     delta = _delta(out, dout, lse, dlse)  # (B, Hq, N) contiguous, like lse
     gdt = gl_dtype(q.dtype)
-    q_layout, kv_layout = desc_layouts(gdt, D)
+    q_layout, kv_layout = desc_layouts(gdt, D, BLOCK_M, BLOCK_N)
     (qd, qc), (kd, kc), (vd, vc), (dod, doc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
         (q, BLOCK_M, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (dout, BLOCK_M, q_layout)))
     # dK, dV laid out as empty_like gives (the input's strides when it is dense, else compact in its

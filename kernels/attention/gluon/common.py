@@ -47,6 +47,14 @@ def gl_dtype(dtype):
     return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
 
 
+def desc_layouts(gdt, D, q_rows: int, kv_rows: int):
+    """The shared-memory layouts (Q-side tile, K/V tile) of (q_rows, D) and (kv_rows, D) boxes of element
+    type ``gdt``: the forward's Q/O and K/V tiles, the backward's Q/dO and K/V tiles (and
+    tests/support/kernel_compile.py's signatures of both)."""
+    return (gl.NVMMASharedLayout.get_default_for([q_rows, D], gdt),
+            gl.NVMMASharedLayout.get_default_for([kv_rows, D], gdt))
+
+
 def row_descriptor(t, block_rows: int, smem_layout):
     """(TMA descriptor, Coords) of a (B, H, N, D) tensor ``t`` read in place through its row view
     (``layout.row_view``), in boxes of (block_rows, D); raises naming the strides when none fits (the

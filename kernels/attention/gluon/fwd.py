@@ -47,7 +47,7 @@ from __future__ import annotations
 import torch
 
 from . import layout
-from .common import AVAILABLE, gl_dtype, jit as _jit, row_descriptor
+from .common import AVAILABLE, desc_layouts, gl_dtype, jit as _jit, row_descriptor
 
 if AVAILABLE:
     from triton.experimental.gluon import language as gl
@@ -58,7 +58,8 @@ BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
 BLOCK_M_WG = 64
 BLOCK_N = 128  # keys per block
 HEAD_DIMS = (64, 128)  # the head dims this forward takes (D = Dv; dispatch.GLUON_HEAD_DIMS): see the docstring
-NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB at d = 128 (3 stages measured no faster; at d = 64 neither 3 nor 4)
+NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB at d = 128 (3 stages measured no
+#                faster; at d = 64 neither 3 nor 4)
 MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
 CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
 
@@ -298,16 +299,10 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
         ], [4, 1], [CONSUMER_REGS, 24])
 
 
-def desc_layouts(gdt, D):
-    """(Q/O tile layout, K/V tile layout) at head dim D — shared with compile_check."""
-    return (gl.NVMMASharedLayout.get_default_for([BLOCK_M_WG, D], gdt),
-            gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gdt))
-
-
 def _descs(q, k, v, o):
     """TMA descriptors over the row views of q, k, v, o (``layout.row_view``: (B·H·N, D) or (B·N, H·D),
     each tensor its own) and their (per_batch, per_head, col_per_head), in that order."""
-    q_layout, kv_layout = desc_layouts(gl_dtype(q.dtype), q.shape[-1])
+    q_layout, kv_layout = desc_layouts(gl_dtype(q.dtype), q.shape[-1], BLOCK_M_WG, BLOCK_N)
     (qd, qc), (kd, kc), (vd, vc), (od, oc) = (row_descriptor(t, rows, lay) for t, rows, lay in (
         (q, BLOCK_M_WG, q_layout), (k, BLOCK_N, kv_layout), (v, BLOCK_N, kv_layout), (o, BLOCK_M_WG, q_layout)))
     return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)

@@ -32,8 +32,9 @@ facts (``Problem.split``: GS*, bk*, s* exist for every program), and ``_defs`` g
 kernel's divisions by S, GS and Hq / GS with their values. Not symbolic: the head dim D = Dv, which
 fixes the kernels' tile shapes (constexprs): the host runs once per head dim of the run's bounds, every
 claim below at each (each query's location names its D) — the forward at D = 64 and 128
-(``gluon.fwd.HEAD_DIMS``) always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``) and under ``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from
-the kernel module). A control is refuted at each head dim of its run that its mutant changes (``_per_d``);
+(``gluon.fwd.HEAD_DIMS``) always; the backward at D = 128 in the quick run (``QUICK_HEAD_DIMS``) and under
+``--deep`` at every head dim it takes, D = 64 and 128 (``gluon.bwd.HEAD_DIMS``, read from the kernel
+module). A control is refuted at each head dim of its run that its mutant changes (``_per_d``);
 the two D = 64-only controls run at D = 64 in both.
 Claims per access (see ``_claims``): TMA coordinates
 computed without wrap-around and inside int32, each box (loads, stores, the dQ reduce-add) inside its
