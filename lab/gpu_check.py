@@ -67,6 +67,17 @@ CASES = [  # id, (B, Hq, Hkv, Nq, Nk, D, Dv), options
     ("gluon_d64_causal_gqa4", (2, 8, 2, 1024, 1024, 64, 64), {"causal": True, "gluon": True}),
     ("gluon_d64_huge_logits", (1, 2, 2, 256, 256, 64, 64), {"scale": 4.0, "gluon": True}),
     ("gluon_d64_bnhd_gqa8_causal", (1, 16, 2, 1024, 1024, 64, 64), {"noncontig": True, "causal": True, "gluon": True}),
+    # block-sparse with 128 x 128 tiles: the Gluon kernels walk the lists; "holes" empties query tile 1 (its rows
+    # allow nothing: out 0, lse -inf) and key tile 2 (its CTA's list is empty: dK, dV 0) in every head
+    ("gluon_block_sparse", (2, 4, 4, 1024, 1024, 128, 128), {"tiles": (128, 128), "holes": True, "gluon": True}),
+    ("gluon_block_sparse_causal_gqa4", (2, 8, 2, 1024, 1024, 128, 128),
+     {"tiles": (128, 128), "holes": True, "causal": True, "gluon": True}),
+    ("gluon_block_sparse_d64_causal", (1, 4, 4, 2048, 2048, 64, 64),
+     {"tiles": (128, 128), "holes": True, "causal": True, "gluon": True}),
+    ("gluon_block_sparse_d64_gqa8_heads_shared", (1, 16, 2, 1024, 1024, 64, 64),
+     {"tiles": (128, 128), "tile_heads": 1, "gluon": True}),
+    ("gluon_block_sparse_bnhd_causal", (2, 4, 4, 1024, 1024, 128, 128),
+     {"tiles": (128, 128), "noncontig": True, "causal": True, "gluon": True}),
 ]
 #: run right after determinism (earlier GPU runs ran out of time before reaching them)
 PRIORITY = ("determinism", "huge_logits", "poison")
@@ -102,7 +113,9 @@ def _build(cid, shape, opt, dtype, seed):
         kw["mask"], allowed = mask.to(DEVICE), allowed & mask
     if "tiles" in opt:
         bq, bk = opt["tiles"]
-        t = torch.rand(1, Hq, -(-nq // bq), -(-nk // bk), generator=gen) < 0.4
+        t = torch.rand(1, opt.get("tile_heads", Hq), -(-nq // bq), -(-nk // bk), generator=gen) < 0.4
+        if opt.get("holes"):
+            t[:, :, 1], t[:, :, :, 2] = False, False
         kw["mask"] = BlockSparseMask(t.to(DEVICE), bq, bk)
         allowed = allowed & t.repeat_interleave(bq, 2)[:, :, :nq].repeat_interleave(bk, 3)[..., :nk]
     if prob.cu_seqlens_q is not None:

@@ -325,7 +325,7 @@ def sparse_breakdown(rows, frac=0.1, dims=(128,), deadline=None):
 
             def plan():
                 prob = validate(q, k, v, causal=causal, mask=bm, backend="triton")
-                at._tile_plan(prob, B, H, n, n, cache=plan_lists.WalkListCache())  # a fresh cache: built
+                at.tile_lists(prob, B, H, n, n, cache=plan_lists.WalkListCache())  # a fresh cache: built
             rows.append(dict(part="sparse", d=d, n=n, causal=causal, variant="plan-build",
                              step_ms=do_bench(plan, warmup=5, rep=20, return_mode="median")))
             print(rows[-1], flush=True)

@@ -88,6 +88,20 @@ def _sparse_rows(log: pathlib.Path) -> list:
     return rows
 
 
+def _sparse_row(r: dict) -> dict:
+    """A bench.json block-sparse row (``bench.attention.bench_sparse``) in the curated form: the fields of
+    ``_sparse_rows`` plus the captured (graphed) wall-clock and its ratio when the capture ran."""
+    row = {"d": r["d"], "n": r["n"], "causal": r["causal"], "tiles_present": r["tiles_present"],
+           "dense_ms": r["dense_ms"], "sparse_ms": r["sparse_ms"], "ratio": r["sparse_ms"] / r["dense_ms"],
+           "gpu_time_ratio": r["sparse_gpu_ms"] / r["dense_gpu_ms"]}
+    if "sparse_graphed_ms" in r:
+        row.update(dense_graphed_ms=r["dense_graphed_ms"], sparse_graphed_ms=r["sparse_graphed_ms"],
+                   graphed_ratio=r["sparse_graphed_ms"] / r["dense_graphed_ms"])
+    elif "graphed_error" in r:
+        row["graphed_error"] = r["graphed_error"]
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True)
@@ -108,7 +122,9 @@ def main(argv=None) -> int:
         bj = a.bench / "bench" / "bench.json"
         b = json.loads((bj if bj.exists() else a.bench / "bench.json").read_text())
         meta = b["meta"]
-        doc["bench"] = {"rows": b["rows"], "sparse": _sparse_rows(a.bench / "bench.log")}
+        # the block-sparse rows: in bench.json since the graphed rows (session 21), else the table of bench.log
+        doc["bench"] = {"rows": b["rows"], "sparse": [_sparse_row(r) for r in b["sparse"]] if "sparse" in b
+                        else _sparse_rows(a.bench / "bench.log")}
     if a.check:
         doc["check"] = _check(a.check, a.verdict_file)
         if meta is None:

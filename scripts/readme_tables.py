@@ -61,12 +61,16 @@ def render(path: pathlib.Path, doc: dict) -> str:
                    + " | ".join(_cell(by.get((d, n, c, p))) for p, _ in have) + " |")
     sparse = doc["bench"].get("sparse") or []
     if sparse:
-        out += ["", "Block-sparse forward + backward against the dense call (fraction of 128×128 tiles present):", "",
-                "| d | N | causal | tiles present | dense ms | block-sparse ms | wall-clock ratio | GPU-time ratio |",
-                "|---|---|---|---|---|---|---|---|"]
+        graphed = any("graphed_ratio" in s for s in sparse)
+        out += ["", "Block-sparse forward + backward against the dense call (fraction of 128×128 tiles present"
+                + ("; graphed: the call wrapped by `torch.cuda.make_graphed_callables`, launches captured" if graphed
+                   else "") + "):", "",
+                "| d | N | causal | tiles present | dense ms | block-sparse ms | wall-clock ratio | GPU-time ratio |"
+                + (" graphed ratio |" if graphed else ""), "|---|---|---|---|---|---|---|---|" + ("---|" if graphed else "")]
         for s in sparse:
             out.append(f"| {s['d']} | {s['n']} | {'yes' if s['causal'] else 'no'} | {s['tiles_present']:.3f} | "
-                       f"{s['dense_ms']:.3f} | {s['sparse_ms']:.3f} | {s['ratio']:.3f} | {s['gpu_time_ratio']:.3f} |")
+                       f"{s['dense_ms']:.3f} | {s['sparse_ms']:.3f} | {s['ratio']:.3f} | {s['gpu_time_ratio']:.3f} |"
+                       + (f" {s['graphed_ratio']:.3f} |" if "graphed_ratio" in s else " - |" if graphed else ""))
     out += ["", END]
     return "\n".join(out)
 

@@ -177,7 +177,10 @@ loop by induction) and proves the bound on the counts, that every entry it write
 width and that the partial ones go to slots [0, n_partial), the full ones to [n_partial, n_partial +
 n_full); what stays assumed is that every one of those slots is written (and the order and uniqueness,
 which KER-TILES uses). tests/kernels/test_kernel_walk_lists.py checks the lists against brute-force
-enumeration of every pair.
+enumeration of every pair. The Gluon records (KER-BOUNDS-GLUON-FWD, -BWD) use the same statement and no more:
+the program's row's counts ≥ 0 summing to at most the width, every count at most the width, the entries at
+slots below the sum columns below the width, every other entry (past the counts: the lists are torch.empty's)
+unspecified.
 """)
 
 assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""

@@ -74,7 +74,19 @@ backward's semaphore loads and adds (inline PTX ld.acquire / red.release) addres
 (head, query block) semaphores, inside the tensor the host allocates; every shared-memory ring index and slice lies inside
 its allocation, each warpgroup's dQ staging in its own D/2 columns (and its D/2-column slice of the K tile
 inside it); and layout.row_view, executed on symbolic shapes and strides, maps every element of a tensor it
-accepts to its own view cell. Their int32 row indices rest on the row bound B·Hq·N ≤ 2^30
+accepts to its own view cell. The same for their block-sparse calls (SPARSE: 128 × 128 tiles, no dense mask,
+causal or not, never deterministic; the backward with one query head per CTA, S = G): the hosts run with the
+walk lists tile_lists returns, int32 contiguous (B, Hq, N/128, 2) counts and (B, Hq, N/128, N/128) entries, and
+every list read — the counts and entries of the query tile's KV list in the forward (its kernel top and
+producer), of the key tile's Q list in the backward (its kernel top, producer and dQ writer) — addresses an
+element of its list tensor inside the program's own row ((b, h, query tile) of the KV lists, (b, h0, key
+tile) of the Q lists), given only what A-KER-PLAN-LISTS says of the values (the row's two counts ≥ 0 summing to
+at most its width, every count in the tensor at most the width, the entries at slots below the sum tiles
+0 … N/128 − 1; an entry past the counts is unspecified); and under those values every TMA box and store of the
+block-sparse path meets the claims above (the K/V boxes at the listed tile, the Q, dO, lse, δ boxes and the dQ
+reduce-add at 64-row block 2·entry + t mod 2, the forward's out and lse of a query block with an empty list).
+The block-sparse calls at D = 128 in the quick run (the backward's non-causal ones), at both head dims, causal
+and not, under --deep. Their int32 row indices rest on the row bound B·Hq·N ≤ 2^30
 (A-GLUON-DEVICE-MEMORY), which the router checks (both rules). Not covered there: the synchronisation (mbarrier
 phases, the staging buffers' full/empty protocol), the semaphores' ordering and forward progress (a schedule
 property, not a bounds claim: that dQ is bitwise repeatable is measured on the GPU, not proved), which pairs the

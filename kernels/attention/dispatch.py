@@ -17,7 +17,8 @@ Rules (each choice is recorded in ``Plan.reasons``):
   heads; ``deterministic=True`` orders its dQ adds by semaphores, bitwise repeatable). A call it
   cannot take raises with the rule that failed: it never runs another kernel in its place.
 * ``backend="auto"`` (the default): Gluon forward and backward where ``gluon_rule`` accepts the call
-  (both kernels take the same calls: d = 64 and 128); else Triton for CUDA tensors, else torch (CPU
+  (both kernels take the same calls: d = 64 and 128, dense, causal, or block-sparse with 128 × 128
+  tiles and no dense mask, not deterministic); else Triton for CUDA tensors, else torch (CPU
   tensors, float64, triton not installed).
 * An additive float bias (a float ``attn_mask`` with values other than 0 and −inf; one of 0 / −inf
   entries arrives here as a boolean mask) runs on the torch and Triton kernels (the Triton kernels
@@ -159,8 +160,15 @@ def gluon_rule(p, d: Device) -> str | None:
     if p.B * p.Hq * p.Nq > GLUON_MAX_ROWS:
         return (f"B*Hq*N = {p.B}*{p.Hq}*{p.Nq} = {p.B * p.Hq * p.Nq} rows: the Gluon kernels index rows in int32 "
                 f"and take at most {GLUON_MAX_ROWS} (2^30) rows of q")
-    if p.mask is not None or p.tiles is not None or p.seqlens is not None or p.bias is not None:
-        return "mask / bias / block-sparse / varlen: the Gluon kernels take dense or causal calls only"
+    if p.mask is not None or p.seqlens is not None or p.bias is not None:
+        return "mask / bias / varlen: the Gluon kernels take dense, causal or block-sparse (tiles only) calls"
+    if p.tiles is not None:
+        t = p.tiles
+        if (t.block_q, t.block_k) != (GLUON_BLOCK, GLUON_BLOCK):
+            return (f"block-sparse tiles of {t.block_q} x {t.block_k}: the Gluon kernels walk "
+                    f"{GLUON_BLOCK} x {GLUON_BLOCK} tiles")
+        if p.deterministic:
+            return "block-sparse with deterministic=True: the Gluon backward orders its dQ adds for dense calls only"
     if p.window not in ((None, None), (None, 0)):
         return f"window {p.window}: the Gluon kernels take no window (causal only)"
     if p.bugs:

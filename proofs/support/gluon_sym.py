@@ -8,7 +8,9 @@ What each construct becomes (addresses only; floating-point work is ``Data``):
   arange remembers which dim of L's parent its lanes run along (``LANE_DIM``). ``gl.expand_dims(x, 1)``
   is ``x[:, None]``, ``gl.expand_dims(x, 0)`` is ``x[None, :]`` (refused when the axis is not the one the
   SliceLayout removed, which LANE_DIM tells).
-* ``gl.store`` and pointer arithmetic: ``triton_sym``'s (recorded by ``kernel_exec.record_access``).
+* ``gl.store`` and pointer arithmetic: ``triton_sym``'s (recorded by ``kernel_exec.record_access``);
+  ``gl.load`` (the block-sparse walk lists' scalar reads) likewise, its value the run's model of the
+  tensor (``kernel_exec.execute``'s ``loads``), If(mask, value, other) when masked.
 * ``gl.allocate_shared_memory(dtype, shape, layout)``: a ``SMem`` of that shape, named by the variable the
   calling line assigns (``dq_smem = …``); ``.index(i)`` and ``.slice(start, length, dim)`` are recorded as
   accesses of kind ``"smem"`` (names ``dq_smem.index``, ``dq_smem[].slice1``): (first, last, extent), the
@@ -217,6 +219,10 @@ class _GL:
         return GData(_Type(shape, layout))
 
     @staticmethod
+    def full(shape, value, dtype=None, layout=None):
+        return GData(_Type(shape, layout))
+
+    @staticmethod
     def full_like(x, *_, **__):
         return GData(getattr(x, "type", None))
 
@@ -233,6 +239,24 @@ class _GL:
         return GData()
 
     log2 = exp2
+
+    @staticmethod
+    def load(ptr, mask=None, other=None, **_):
+        """A pointer load (the block-sparse walk lists' scalar reads), recorded as ``tl.load`` is (kind
+        "load", with its mask; ``where`` names the partition); its value is what the run's model of that
+        tensor gives (``kernel_exec.execute``'s ``loads``), else data. With a mask, a masked-off lane holds
+        ``other``: If(mask, value, other) (a data mask, or a mask without ``other``, is refused for an
+        integer value: the lane's value would be undefined)."""
+        v = kx.record_access("load", ptr, mask)
+        run = kx._RUN
+        run.accesses[-1] = run.accesses[-1]._replace(where=f"{partition()}>{run.accesses[-1].where}")
+        if mask is None or not isinstance(v, ts.Sym):
+            return v
+        if not (isinstance(mask, ts.Bool) and mask.exact) or other is None or isinstance(other, float):
+            raise kx.Unsupported("a masked integer load without an exact mask and an integer `other`")
+        o = ts.Sym.lift(other)
+        e = z3.If(mask.e, v.e, o.e)
+        return ts.Sym(e, ts._or(v.wide, o.wide), ts._and(v.safe, o.safe, mask.safe), "own", v.axes | o.axes | mask.axes)
 
     @staticmethod
     def store(ptr, value, mask=None, **_):
@@ -352,12 +376,16 @@ def _loop(lo, hi, step, frame):
         LOOP_FACTS[t.decl().name()] = (t >= 0, v.e < hi.e)
     else:
         # range(A·B): the iteration it = q·B + r, q in [0, A), r in [0, B), a change of variables onto
-        # [0, A·B) exactly when B > 0 (a side claim below); the kernel's it // B and it % B are then q
-        # and r (``SPLITS``: a rewrite with its lemma, see ``gluon_rewrite``)
+        # [0, A·B) exactly when B > 0 or both ranges are empty (A ≥ 0 ≥ B: a side claim below); the
+        # kernel's it // B and it % B are then q and r (``SPLITS``: a rewrite with its lemma, see
+        # ``gluon_rewrite``)
         A, B = split
         q, r = z3.Int(f"giter{n}q"), z3.Int(f"giter{n}r")
         facts = (q >= 0, q < A, r >= 0, r < B)
-        run.side.append((f"the range A·B of the loop at {kx._where_frame(frame)} has B > 0", B > 0, tuple(run.path)))
+        # exact also when the range is empty with B ≤ 0 and A ≥ 0 (A·B ≤ 0, no r < B: a block-sparse walk of
+        # n_iter = 0 query blocks)
+        run.side.append((f"the range A·B of the loop at {kx._where_frame(frame)} has B > 0 (or is empty: A ≥ 0, "
+                         "B ≤ 0)", z3.Or(B > 0, A >= 0), tuple(run.path)))
         v = ts.Sym(q * B + r, wide, safe)
         run.path += list(facts)
         LOOP_FACTS[q.decl().name()] = LOOP_FACTS[r.decl().name()] = facts

@@ -27,6 +27,13 @@ def _qkv(B=1, Hq=2, Hkv=2, N=256, Nk=None, D=128, dtype=torch.bfloat16, grad=Tru
     return mk(B, Hq, N, D), mk(B, Hkv, Nk, D), mk(B, Hkv, Nk, D)
 
 
+def _tiles(block=128, N=256, dense=None):
+    """A block-sparse mask over N × N of block × block tiles, every other tile present."""
+    t = N // block
+    tiles = (torch.arange(t)[:, None] + torch.arange(t)[None, :]) % 2 == 0
+    return BlockSparseMask(tiles[None, None], block, block, dense)
+
+
 class Row(NamedTuple):
     id: str
     device: Device
@@ -62,8 +69,17 @@ ROWS = [
     Row("auto_h200_nq_ne_nk_triton", H200, {"Nk": 384}, {}, ("triton", "triton", True)),
     Row("auto_h200_window_triton", H200, {}, {"window": (16, 0)}, ("triton", "triton", True)),
     Row("auto_h200_mask_triton", H200, {}, {"mask": torch.ones(256, 256, dtype=torch.bool)}, ("triton", "triton", True)),
-    Row("auto_h200_block_sparse_triton", H200, {},
-        {"mask": BlockSparseMask(torch.ones(1, 1, 2, 2, dtype=torch.bool), 128, 128)}, ("triton", "triton", True)),
+    Row("auto_h200_block_sparse_gluon", H200, {}, {"mask": _tiles()}, ("gluon", "gluon", False)),
+    Row("auto_h200_block_sparse_causal_gqa_d64_gluon", H200, {"D": 64, "Hq": 4, "Hkv": 2},
+        {"mask": _tiles(), "causal": True}, ("gluon", "gluon", False)),
+    Row("auto_h200_block_sparse_64_tiles_triton", H200, {}, {"mask": _tiles(64)}, ("triton", "triton", True)),
+    Row("auto_h200_block_sparse_dense_mask_triton", H200, {},
+        {"mask": _tiles(dense=torch.ones(256, 256, dtype=torch.bool))}, ("triton", "triton", True)),
+    Row("auto_h200_block_sparse_deterministic_triton", H200, {}, {"mask": _tiles(), "deterministic": True},
+        ("triton", "triton", True)),
+    Row("auto_h200_block_sparse_window_triton", H200, {}, {"mask": _tiles(), "window": (100, 0)},
+        ("triton", "triton", True)),
+    Row("auto_h200_block_sparse_ragged_triton", H200, {"N": 200}, {"mask": _tiles()}, ("triton", "triton", True)),
     Row("auto_h200_negative_scale_triton_no_fma", H200, {}, {"scale": -0.1}, ("triton", "triton", False)),
     Row("auto_h200_bugs_triton", H200, {}, {"bugs": frozenset({"no_alpha"})}, ("triton", "triton", True)),
     Row("auto_a100_triton", A100, {}, {}, ("triton", "triton", True)),
@@ -89,6 +105,13 @@ ROWS = [
     Row("gluon_a100_raises", A100, {}, {"backend": "gluon"}, "sm_90"),
     Row("gluon_interpreter_raises", CPU_INTERPRETER, {}, {"backend": "gluon"}, "sm_90"),
     Row("gluon_window_raises", H200, {}, {"backend": "gluon", "window": (3, 0)}, "window"),
+    Row("gluon_block_sparse", H200, {}, {"backend": "gluon", "mask": _tiles(), "causal": True},
+        ("gluon", "gluon", False)),
+    Row("gluon_block_sparse_64_tiles_raises", H200, {}, {"backend": "gluon", "mask": _tiles(64)}, "128 x 128 tiles"),
+    Row("gluon_block_sparse_dense_mask_raises", H200, {},
+        {"backend": "gluon", "mask": _tiles(dense=torch.ones(256, 256, dtype=torch.bool))}, "mask / bias / varlen"),
+    Row("gluon_block_sparse_deterministic_raises", H200, {}, {"backend": "gluon", "mask": _tiles(),
+                                                              "deterministic": True}, "deterministic=True"),
     # backend="torch" anywhere
     Row("torch_h200", H200, {}, {"backend": "torch"}, ("torch", "torch", False)),
     Row("torch_cpu", CPU, {"dtype": torch.float64}, {"backend": "torch"}, ("torch", "torch", False)),

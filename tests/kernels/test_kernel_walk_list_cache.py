@@ -57,7 +57,7 @@ def _assert_bitwise(got, want):
 def _lists(tiles, cache, names=("KV", "Q")):
     q = torch.zeros(1, 2, N, 8)
     prob = validate(q, q, q, mask=BlockSparseMask(tiles, BLOCK, BLOCK), backend="triton")
-    return at._tile_plan(prob, 1, 2, N, N, names, cache=cache)
+    return at.tile_lists(prob, 1, 2, N, N, names, cache=cache)
 
 
 def _fresh(tiles):

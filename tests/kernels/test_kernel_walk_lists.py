@@ -73,7 +73,7 @@ def test_all_tiles_present_lists_match_brute_force(Nq, Nk, causal, window):
     TQ, TK = -(-Nq // 16), -(-Nk // 16)
     tiles = torch.ones(1, 1, TQ, TK, dtype=torch.bool)
     prob = _prob(tiles, Nq, Nk, causal, window)
-    _check_lists(at._tile_plan(prob, 1, 1, Nq, Nk), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 1)
+    _check_lists(at.tile_lists(prob, 1, 1, Nq, Nk), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 1)
 
 
 @pytest.mark.parametrize("shape", [(2, 3), (1, 3), (2, 1)], ids=["per_head", "broadcast_batch", "broadcast_head"])
@@ -88,7 +88,7 @@ def test_random_tiles_with_broadcast_dims(shape):
         k = torch.zeros(B, Hq, Nk, 8)
         prob = validate(q, k, k, window=(30, 10), mask=BlockSparseMask(tiles, 16, 16), backend="triton",
                         deterministic=True)
-    _check_lists(at._tile_plan(prob, B, Hq, Nq, Nk), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), B, Hq)
+    _check_lists(at.tile_lists(prob, B, Hq, Nq, Nk), tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), B, Hq)
 
 
 def test_dense_mask_makes_no_tile_full_and_mixed_tile_sizes():
@@ -96,7 +96,7 @@ def test_dense_mask_makes_no_tile_full_and_mixed_tile_sizes():
     tiles = torch.rand(1, 1, 3, 3, generator=torch.Generator().manual_seed(2)) < 0.7
     for dense in (None, torch.ones(Nq, Nk, dtype=torch.bool)):
         prob = _prob(tiles, Nq, Nk, causal=True, dense=dense, bq=16, bk=32)
-        plan = at._tile_plan(prob, 1, 1, Nq, Nk)
+        plan = at.tile_lists(prob, 1, 1, Nq, Nk)
         _check_lists(plan, tiles, *_brute(prob, 3, 3, Nq, Nk, 16, 32), 1, 1)
         if dense is not None:
             assert (plan["KV_NUM"][..., 1] == 0).all() and (plan["Q_NUM"][..., 1] == 0).all()
@@ -108,7 +108,7 @@ def test_long_rows_take_several_chunks():
     TQ, TK = 3, -(-Nk // 16)
     tiles = torch.rand(1, 2, TQ, TK, generator=torch.Generator().manual_seed(4)) < 0.6
     prob = _prob(tiles, Nq, Nk, window=(200, 5))
-    lists = at._tile_plan(prob, 1, 2, Nq, Nk, block=4, cache=plan.WalkListCache())  # fresh: built with block=4
+    lists = at.tile_lists(prob, 1, 2, Nq, Nk, block=4, cache=plan.WalkListCache())  # fresh: built with block=4
     _check_lists(lists, tiles, *_brute(prob, TQ, TK, Nq, Nk, 16, 16), 1, 2)
 
 

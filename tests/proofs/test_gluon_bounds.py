@@ -6,9 +6,12 @@ for); the host's 2-D view checked; the symbolic host run launches the kernel wit
 dQ writer, deterministic or not, included), at D = 64 too, on each outcome of the backward's head split,
 whose S is shown to divide G before the claims use it; the records' head dims are the kernel modules', a
 D = 64 mutant is refuted at D = 64 and missed by the D = 128 run, a control must be refuted at each head dim,
-and a claim split by view kind needs both kinds. The obligation module is imported inside the tests, so that collecting
-this file registers nothing (tests/proofs/test_kernel_index_obligations.py counts the KER- obligations
-it imports)."""
+and a claim split by view kind needs both kinds; block-sparse: the host runs launch the sparse partitions, which
+read the walk lists the fake tile_lists gives, the records check those calls where their bounds say
+(A-KER-PLAN-LISTS among their assumptions), a list read one slot past the counts is refuted through the
+unspecified entry it returns, a masked gl.load holds ``other`` where masked. The obligation module is imported
+inside the tests, so that collecting this file registers nothing (tests/proofs/test_kernel_index_obligations.py
+counts the KER- obligations it imports)."""
 from __future__ import annotations
 
 import importlib
@@ -72,36 +75,59 @@ def test_controls_are_caught_where_planted():
              # the head split: h0 is wrong only with two heads per CTA (not deterministic); the partials at S > 1
              "KER-BOUNDS-GLUON-BWD/h0-without-gs": "deterministic=False tma_load Q",
              "KER-BOUNDS-GLUON-BWD/partials-hkv-heads": "store DKP",
-             "KER-BOUNDS-GLUON-BWD/epilogue-whole-group": "store DKP"}
+             "KER-BOUNDS-GLUON-BWD/epilogue-whole-group": "store DKP",
+             # block-sparse: each list read outside the program's row is refuted at the read itself (a list read's
+             # claim is asked before the side conditions its value feeds); a bad box at the box
+             "KER-BOUNDS-GLUON-FWD/sparse-kv-list-row-next-head": "sparse=True load KV_NUM at >_attn_fwd_ws",
+             "KER-BOUNDS-GLUON-FWD/sparse-kv-list-one-past-count":
+                 "sparse=True load KV_IDX at _attn_load_partition_sparse",
+             "KER-BOUNDS-GLUON-BWD/sparse-q-block-t-not-mod-2": "sparse=True tma_load Q at _bwd_load_partition_sparse",
+             "KER-BOUNDS-GLUON-BWD/sparse-dq-writer-list-slot-t": "sparse=True load Q_IDX at _bwd_dq_writer_sparse",
+             "KER-BOUNDS-GLUON-BWD/sparse-q-list-row-of-kv-head": "sparse=True load Q_NUM at >_attn_bwd_ws"}
     for oid, at in where.items():
         ob = core.resolve_control(core.OBLIGATIONS[oid])
         out = ob.fn(core.Context(ob.bounds, 60_000, False, False))
         assert out.status == "refuted" and at in out.counterexample["access"], (oid, out.counterexample.get("access"))
 
 
-@pytest.mark.parametrize("kernel, D, det, parts, kinds", [
-    ("fwd", 128, False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
+@pytest.mark.parametrize("kernel, D, det, sparse, parts, kinds", [
+    ("fwd", 128, False, False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
      {"tma_load", "tma_store", "smem", "store"}),
-    ("bwd", 128, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
+    ("fwd", 128, False, True, {"_attn_consumer_wg0_sparse", "_attn_consumer_wg1_sparse", "_attn_load_partition_sparse"},
+     {"tma_load", "tma_store", "smem", "store", "load"}),
+    ("bwd", 128, False, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_dense"},
      {"tma_load", "tma_reduce", "smem", "store"}),
-    ("bwd", 64, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer"},
+    ("bwd", 64, False, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_dense"},
      {"tma_load", "tma_reduce", "smem", "store"}),
-    ("bwd", 128, True, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
-     {"tma_load", "tma_reduce", "smem", "store", "ld", "red"})], ids=["fwd", "bwd", "bwd-d64", "bwd-deterministic"])
-def test_the_host_run_launches_every_partition(kernel, D, det, parts, kinds):
+    ("bwd", 128, True, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_det_full"},
+     {"tma_load", "tma_reduce", "smem", "store", "ld", "red"}),
+    ("bwd", 128, False, True, {"_bwd_wg0_sparse", "_bwd_wg1_sparse", "_bwd_load_partition_sparse",
+                               "_bwd_dq_writer_sparse"}, {"tma_load", "tma_reduce", "smem", "store", "load"})],
+    ids=["fwd", "fwd-sparse", "bwd", "bwd-d64", "bwd-deterministic", "bwd-sparse"])
+def test_the_host_run_launches_every_partition(kernel, D, det, sparse, parts, kinds):
     """Every partition runs and records its accesses, on every launch of the host call (the backward's: one for
     S = 1, dK and dV stored into empty_like's tensors, one for S > 1, into the fp32 partials; head_splits'
-    parity is arithmetic, no branch); the deterministic backward's writer reads (ld.acquire) and writes
-    (red.release) the semaphore tensor, the other writer never touches it."""
+    parity is arithmetic, no branch; block-sparse, S = G: G = 1 or not); the deterministic backward's writer
+    reads (ld.acquire) and writes (red.release) the semaphore tensor, the other writer never touches it; the
+    block-sparse calls read the walk lists the host's tile_lists gave (the forward's KV lists: its consumers
+    branch on an empty list, so two paths; the backward's Q lists), by the kernel's top and the loader (and the
+    backward's dQ writer)."""
     gb = _module()
-    p, paths = gb._run(kernel, False, deterministic=det, D=D)
+    p, paths = gb._run(kernel, False, deterministic=det, D=D, sparse=sparse)
     launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
-    assert len(launched) == (1 if kernel == "fwd" else 2)
+    assert len(launched) == (1 if kernel == "fwd" and not sparse else 2)
+    lists = {"fwd": {"KV_NUM", "KV_IDX"}, "bwd": {"Q_NUM", "Q_IDX"}}[kernel] if sparse else set()
+    assert set(p.lists) == lists
     for x in launched:
         seen = {a.where.split(">")[0] for a in x.accesses}
         assert parts <= seen, (kernel, seen)
         assert {a.kind for a in x.accesses} == kinds
         assert ({a.tensor for a in x.accesses if a.kind in ("ld", "red")} == {"SEM"}) == det
+        assert {a.tensor for a in x.accesses if a.kind == "load"} == lists
+        if sparse:  # the entries: the forward's kernel top (its first tile, col0) and loader; the backward's two
+            readers = {a.where.split(">")[0] for a in x.accesses if a.kind == "load" and a.tensor.endswith("_IDX")}
+            assert readers == ({"", "_attn_load_partition_sparse"} if kernel == "fwd" else
+                               {"_bwd_load_partition_sparse", "_bwd_dq_writer_sparse"}), readers
     if kernel == "bwd":
         stores = [{a.tensor for a in x.accesses if a.kind == "store"} for x in launched]
         assert sorted(map(sorted, stores)) == [["DK", "DV"]] * (len(launched) // 2) + [["DKP", "DVP"]] * (
@@ -263,6 +289,7 @@ def test_the_records_head_dims_are_the_kernels():
     assert gb.HEAD_DIMS == {"fwd": tuple(fwd.HEAD_DIMS), "bwd": tuple(bwd.HEAD_DIMS)}
     assert set(fwd.HEAD_DIMS) == set(bwd.HEAD_DIMS) == set(dispatch.GLUON_HEAD_DIMS) == {64, 128}
     assert gb.GLUON_MAX_ROWS == dispatch.GLUON_MAX_ROWS  # the hypothesis is the router's row bound
+    assert gb.TILE == dispatch.GLUON_BLOCK  # the block-sparse tiles the router admits
     for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
         assert core.OBLIGATIONS[oid].deep_bounds["D = Dv"] == list(gb.HEAD_DIMS[kernel]), oid
     assert core.OBLIGATIONS["KER-BOUNDS-GLUON-FWD"].bounds["D = Dv"] == list(fwd.HEAD_DIMS)
@@ -323,3 +350,61 @@ def test_the_split_controls_run_at_both_head_dims():
     assert split <= {c for _, _, _, ctls in gb.SUITE for c, _, _ in ctls}
     assert all("head_dims" not in gb.ONLY.get(c, {}) for c in split)
     assert gb.ONLY["h0-without-gs"] == dict(deterministic=(False,))
+
+
+def test_the_block_sparse_calls_run_where_the_bounds_say():
+    """The block-sparse calls: the quick run at D = 128, the backward's non-causal only; --deep at every head dim,
+    causal and not; A-KER-PLAN-LISTS among both records' assumptions."""
+    gb = _module()
+    for oid, kernel in (("KER-BOUNDS-GLUON-FWD", "fwd"), ("KER-BOUNDS-GLUON-BWD", "bwd")):
+        ob = core.OBLIGATIONS[oid]
+        assert ob.bounds[gb.SPARSE_KEY] == [128] and ob.deep_bounds[gb.SPARSE_KEY] == list(gb.HEAD_DIMS[kernel])
+        assert ob.bounds[gb.SPARSE_CAUSAL_KEY] == ([False, True] if kernel == "fwd" else [False])
+        assert ob.deep_bounds[gb.SPARSE_CAUSAL_KEY] == [False, True]
+        assert "A-KER-PLAN-LISTS" in ob.assumptions
+    with pytest.raises(ValueError, match="no deterministic block-sparse"):
+        gb._run("bwd", False, deterministic=True, D=128, sparse=True)
+
+
+def test_a_list_entry_past_the_counts_is_unspecified():
+    """A-KER-PLAN-LISTS bounds the entries below the row's counts only: with the counts below the row's width (so
+    that slot n_partial + n_full is still in the row), the producer reading one slot past its count is refuted at
+    the K box the unspecified entry places, not at the read; the kernel itself is proved under the same facts."""
+    gb = _module()
+    from unittest import mock
+
+    orig = gb.Problem.tile_lists
+
+    def short(self, *a, **kw):
+        out = orig(self, *a, **kw)
+        gb.kx._RUN.base += [L.n_part + L.n_full < L.C for L in self.lists.values()]
+        return out
+
+    over = {"_attn_load": gb.kx.mutate(gb.gfwd._attn_load, "kv = gl.load(kv_idx + j)", "kv = gl.load(kv_idx + j + 1)")}
+    one = dict(causal=(False,), head_dims=(128,), sparse_dims=(128,), dense=False)
+    ctx = core.Context({}, 60_000, False, False)
+    with mock.patch.object(gb.Problem, "tile_lists", short):
+        out = gb.check(ctx, "fwd", over, **one)
+        assert out.status == "refuted" and "sparse=True tma_load K at _attn_load" in out.counterexample["access"], out
+        assert gb.check(ctx, "fwd", None, **one).status == "proved"
+
+
+def test_a_masked_gluon_load_holds_other_where_masked():
+    """gl.load(ptr, mask=m, other=o) of a modelled tensor is If(m, value, o) (the forward's first listed tile,
+    read only for a non-empty list); a masked integer load without ``other`` is refused."""
+    from flashproof.proofs.support import gluon_sym as gs, kernel_exec as kx, triton_sym as ts
+
+    n = ts.arg("n")
+    loads = {"L": lambda off, run: ts.Sym(z3.Int("v"), False)}
+
+    def body(L, n):
+        return gs.GL.load(L + 3, mask=n > 0, other=0)
+
+    (path,) = kx.execute(body, dict(L=ts.Ptr("L"), n=n), loads=loads)
+    (a,) = path.accesses
+    assert (a.kind, a.tensor) == ("load", "L") and a.mask is not None
+    s = z3.Solver()
+    s.add(z3.Not(path.result.e == z3.If(n.e > 0, z3.Int("v"), 0)))
+    assert s.check() == z3.unsat
+    with pytest.raises(kx.Unsupported, match="masked integer load"):
+        kx.execute(lambda L, n: gs.GL.load(L, mask=n > 0), dict(L=ts.Ptr("L"), n=n), loads=loads)

@@ -164,16 +164,19 @@ def compile_gluon(compiled: list) -> list:
         assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{G.CONSUMER_REGS};", ptx), "no consumer register raise"
         _no_spills(asm)
 
-    for (dt, causal), D in ((v, hd) for v in variants for hd in G.HEAD_DIMS):  # each head dim it takes
+    # each head dim it takes, dense and block-sparse (SPARSE: the walk lists' int32 counts and tiles)
+    for (dt, causal), D, sparse in ((v, hd, sp) for v in variants for hd in G.HEAD_DIMS for sp in (False, True)):
         q_layout, kv_layout = desc_layouts(gl_dtype(TORCH_DTYPES[dt]), D, G.BLOCK_M_WG, G.BLOCK_N)
         qd = f"tensordesc<{dt}[{G.BLOCK_M_WG}, {D}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{G.BLOCK_N}, {D}],{kv_layout!r}>"
         desc = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "o_desc": qd}
-        consts = dict(HEAD_DIM=D, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal,
+        consts = dict(HEAD_DIM=D, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal, SPARSE=sparse,
                       CONSUMER_REGS=G.CONSUMER_REGS)
-        sig = _gluon_signature(G._attn_fwd_ws, {**desc, "lse_ptr": "*fp32", "sm_scale": "fp32"}, consts)
-        compile_sm90(G._attn_fwd_ws, sig, consts, f"gluon_fwd/d{D}/{dt}/causal={causal}", compiled,
-                     failures, gluon=True, options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
+        typed = {**desc, "lse_ptr": "*fp32", "kv_num": "*i32", "kv_idx": "*i32", "sm_scale": "fp32"}
+        sig = _gluon_signature(G._attn_fwd_ws, typed, consts)
+        name = f"gluon_fwd/d{D}/{dt}/causal={causal}" + ("/sparse" if sparse else "")
+        compile_sm90(G._attn_fwd_ws, sig, consts, name, compiled, failures, gluon=True,
+                     options={"num_warps": 4, "maxnreg": G.MAXNREG}, check=fwd_check)
     def bwd_check(asm, det):
         ptx = asm["ptx"]
         if det:  # the ordered writer: acquire spin, completion wait, release increment
@@ -193,20 +196,24 @@ def compile_gluon(compiled: list) -> list:
     # with SPLITS = 1)
     # and each head dim the backward takes (GB.HEAD_DIMS)
     # a group split over CTAs (SPLITS > 1: dK, dV go to fp32 partial sums) as well
-    for (dt, causal), group, det, D in ((v, g, d, hd) for v in variants for g in ("gqa", "G=1", "split")
-                                        for d in (False, True) for hd in GB.HEAD_DIMS):
+    # and block-sparse (never deterministic; one query head per CTA: G = 1, or GQA's fp32 partials)
+    cases = [(v, g, d, hd) for v in variants for g in ("gqa", "G=1", "split") for d in (False, True)
+             for hd in GB.HEAD_DIMS] + [(v, g, False, hd) for v in variants for g in ("sparse/G=1", "sparse/gqa")
+                                        for hd in GB.HEAD_DIMS]
+    for (dt, causal), group, det, D in cases:
         q_layout, kv_layout = desc_layouts(gl_dtype(TORCH_DTYPES[dt]), D, GB.BLOCK_M, GB.BLOCK_N)
         qd = f"tensordesc<{dt}[{GB.BLOCK_M}, {D}],{q_layout!r}>"
         kd = f"tensordesc<{dt}[{GB.BLOCK_N}, {D}],{kv_layout!r}>"
         vd = f"tensordesc<fp32[{GB.BLOCK_M}],{GB.vec_layout()!r}>"
         dqd = f"tensordesc<fp32[{GB.BLOCK_M}, {D}],{GB.dq_layout(D)!r}>"
         consts = dict(NUM_STAGES=GB.NUM_STAGES, CAUSAL=causal, CONSUMER_REGS=GB.CONSUMER_REGS,
-                      PRODUCER_REGS=GB.PRODUCER_REGS, DETERMINISTIC=det,
-                      **({"G": 1, "SPLITS": 1} if group == "G=1" else {}))
-        part = "fp32" if group == "split" else dt
+                      PRODUCER_REGS=GB.PRODUCER_REGS, DETERMINISTIC=det, SPARSE=group.startswith("sparse"),
+                      **({"G": 1, "SPLITS": 1} if group.endswith("G=1") else {}))
+        part = "fp32" if group in ("split", "sparse/gqa") else dt
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
                                                  "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "sem_ptr": "*i32",
-                                                 "dk_ptr": f"*{part}", "dv_ptr": f"*{part}", "sm_scale": "fp32"}, consts)
+                                                 "dk_ptr": f"*{part}", "dv_ptr": f"*{part}", "q_num": "*i32",
+                                                 "q_idx": "*i32", "sm_scale": "fp32"}, consts)
         compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/d{D}/{dt}/causal={causal}/{group}/det={det}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG},
                      check=lambda asm, d=det: bwd_check(asm, d))

@@ -111,6 +111,12 @@ loop body: two copies of it, masked and not, made the consumers spill).  Non-cau
 visits all query blocks starting at its own diagonal (2j) and wrapping, so CTAs of one head do not
 all hammer the same dQ rows with atomics at the same time.
 
+Block-sparse (``SPARSE``; 128 × 128 tiles, never deterministic): one query head per CTA (SPLITS = G), which
+walks its key tile's query-tile list (``triton/plan.py``), two 64-row query blocks per entry, in the producer
+and the dQ writer (each reads the entry itself); the consumers need only the partial count: causal, the only
+partial tile is the diagonal and it is listed first, so the masked blocks are iterations 0 and 1. An empty
+list writes dK = dV = 0.
+
 Layouts: Q, K, V, dO are read in place through TMA descriptors over their row views (``layout.py``:
 a (B·H·N, D) or a (B·N, H·D) matrix, each tensor its own); dK, dV are stored through the same kind
 of view (laid out as ``torch.empty_like`` of K, V); dQ accumulates in a contiguous fp32 buffer and
@@ -142,13 +148,15 @@ PRODUCER_REGS = 24
 # Producer: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
-                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
-                        sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
-                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
-                        sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+def _bwd_load(SPARSE: gl.constexpr, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
+              do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
+              sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0,
+              do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr,
+              dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
     """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
-    q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N."""
+    q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N. The query
+    blocks: dense, i0, i0 + 1, ... (mod the block count); block-sparse (one head, G = 1), the two 64-row
+    halves of each 128-row query tile of the key block's list q_list, in its order."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
@@ -157,7 +165,10 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
     for it in range(G * n_iter):  # the consumers' order: query block t of head g, heads outermost
         g = it // n_iter
         t = it - g * n_iter
-        qrow = ((i0 + t) % n_qblk) * BM
+        if SPARSE:
+            qrow = (2 * gl.load(q_list + t // 2) + t % 2) * BM  # issued before the waits below
+        else:
+            qrow = ((i0 + t) % n_qblk) * BM
         slot = it % NUM_STAGES
         phase = (it // NUM_STAGES) & 1
         mbarrier.wait(q_empty.index(slot), phase ^ 1)
@@ -175,11 +186,11 @@ def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k
 
 
 @_jit
-def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
-                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
-                   dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                   dv_rs):
+def _bwd_dq_writer(SPARSE: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                   ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                   q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                   dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                   dv_ph, dv_ch, dv_rs, q_list, n_part):
     """The dQ writer (1 warp): per iteration (the consumers' order), once both warpgroups have staged their
     halves (dq_full), dQ[rows of (head g, query block qb)] += the BM × D tile by one TMA bulk tensor
     reduce-add (``common.tma_reduce_add``; fp32 adds in global memory, in whatever order the CTAs'
@@ -189,7 +200,10 @@ def _bwd_dq_writer(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q
     for it in range(G * n_iter):
         g = it // n_iter
         t = it - g * n_iter
-        qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
+        if SPARSE:
+            qb = 2 * gl.load(q_list + t // 2) + t % 2  # the loader's block
+        else:
+            qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
         buf = it % 2
         mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
         tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
@@ -238,7 +252,7 @@ def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do
                             ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
                             q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
                             v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
+                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part, w):
     _bwd_dq_writer_det(False, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
                        sem_grp, k_smem.type.shape[0], w)
 
@@ -248,7 +262,7 @@ def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, 
                               ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G,
                               N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
                               v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph,
-                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
+                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part, w):
     _bwd_dq_writer_det(True, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
                        sem_grp, k_smem.type.shape[0], w)
 
@@ -341,11 +355,11 @@ def _dq_stage(dq_smem, dq_full, dq_empty, it, WG: gl.constexpr, dq):
 
 
 @_jit
-def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready,
-                  q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter,
-                  n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
-                  v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                  dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar,
+                  q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale,
+                  seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch,
+                  vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb,
+                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -370,7 +384,9 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     # sum over the group in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
     for it in range(0, G * n_iter):
         t = it % n_iter
-        if CAUSAL:
+        if SPARSE:  # qb only decides the mask: the list's partial tile (first, at most one) is the diagonal
+            qb = i0 + t + 2 * (t >= 2 * n_part).to(gl.int32)  # i0 = 2j; past it, a block the mask skips
+        elif CAUSAL:
             qb = i0 + t
         else:
             qb = (i0 + t) % n_qblk
@@ -396,17 +412,18 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, k_smem, v_smem, q_smem
     gl.store(dv_blk + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_blk.dtype.element_ty))
 
 
+# constexprs do not pass through the partitions' argument tuples: one wrapper per combination
 @_jit
 def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
                   dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs):
-    _bwd_consumer(0, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  dv_rs, q_list, n_part):
+    _bwd_consumer(0, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
@@ -414,12 +431,38 @@ def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, 
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                     q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
                     dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                    dv_ch, dv_rs):
-    _bwd_consumer(0, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(0, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_wg0_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(0, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_wg0_sparse_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                           ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                           q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                           v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                           dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(0, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
                   dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
@@ -427,12 +470,12 @@ def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_
                   lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                   q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
                   dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
-                  dv_rs):
-    _bwd_consumer(1, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                  dv_rs, q_list, n_part):
+    _bwd_consumer(1, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
@@ -440,22 +483,105 @@ def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, 
                     lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
                     q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
                     dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                    dv_ch, dv_rs):
-    _bwd_consumer(1, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
-                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
-                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                  dv_ch, dv_rs)
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(1, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, sm_scale,
-                 N_CTX, Hq, G, SPLITS, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph,
-                 dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
+def _bwd_wg1_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(1, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_wg1_sparse_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                           ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                           q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                           v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                           dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(1, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
+                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
+                        sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
+                        sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list,
+                        n_part):
+    _bwd_load(False, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
+              q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale,
+              seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch,
+              vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb,
+              dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_load_partition_sparse(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem,
+                               kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem,
+                               qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch,
+                               do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                               dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                               dv_ch, dv_rs, q_list, n_part):
+    _bwd_load(True, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
+              q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale,
+              seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch,
+              vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb,
+              dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_dq_writer_dense(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                         ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                         q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                         v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                         dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_dq_writer(False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                   dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                   dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _bwd_dq_writer_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                          ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                          q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                          v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                          dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_dq_writer(True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                   dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                   dv_ch, dv_rs, q_list, n_part)
+
+
+@_jit
+def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, q_num, q_idx,
+                 sm_scale, N_CTX, Hq, G, SPLITS, TQ, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph,
+                 do_ch, dk_pb, dk_ph, dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr,
+                 CAUSAL: gl.constexpr, SPARSE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                 DETERMINISTIC: gl.constexpr):
     """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
     columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
-    (B, Hq, N, D) accumulator."""
+    (B, Hq, N, D) accumulator. SPARSE (block-sparse, 128 × 128 tiles, one query head per CTA: SPLITS = G):
+    the walk lists of ``triton/plan.py`` per key tile, q_num (B, Hq, N / 128, 2) = (partial, full) counts
+    and q_idx (B, Hq, N / 128, TQ) = the query tiles, partial first, int32 contiguous; dense: unused."""
     BM: gl.constexpr = q_desc.block_type.shape[0]
     BN: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
@@ -485,10 +611,18 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     if DETERMINISTIC and not CAUSAL:
         i0 = i0 * 0  # every key block walks qb = 0, 1, ...: the order its deterministic writer adds in
     sem_grp = sem_ptr + (b * Hq + h0) * n_qblk  # deterministic dQ: one int32 per (head, query block)
-    if CAUSAL:
-        n_iter = n_qblk - i0
+    if SPARSE:  # the key tile's walk list (row (b·Hq + h0)·(N / 128) + j), two 64-row blocks per listed tile
+        lrow = (b * Hq + h0) * gl.num_programs(0) + j
+        n_part = gl.load(q_num + 2 * lrow)
+        n_iter = 2 * (n_part + gl.load(q_num + 2 * lrow + 1))
+        q_list = q_idx + lrow.to(gl.int64) * TQ
     else:
-        n_iter = n_qblk
+        if CAUSAL:
+            n_iter = n_qblk - i0
+        else:
+            n_iter = n_qblk
+        n_part = n_iter * 0  # partition arguments are IR values
+        q_list = q_idx
     qk_scale = sm_scale * 1.4426950408889634
 
     k_smem = gl.allocate_shared_memory(dt, k_desc.block_type.shape, k_desc.layout)
@@ -524,9 +658,8 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
             delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, GS, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
             do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp,
-            Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+            Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
-    # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
     regs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS]
     if DETERMINISTIC:  # two dQ writers (_bwd_dq_writer_det), w = 0 and 1: IR values, not Python ints
         w0 = n_iter * 0
@@ -539,12 +672,18 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
             gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
                                 (_bwd_dq_writer_det_full, args + (w0,)),
                                 (_bwd_dq_writer_det_full, args + (w0 + 1,))], [4, 1, 1, 1], wregs)
+    elif SPARSE and CAUSAL:
+        gl.warp_specialize([(_bwd_wg0_sparse_causal, args), (_bwd_wg1_sparse_causal, args),
+                            (_bwd_load_partition_sparse, load_args), (_bwd_dq_writer_sparse, args)], [4, 1, 1], regs)
+    elif SPARSE:
+        gl.warp_specialize([(_bwd_wg0_sparse, args), (_bwd_wg1_sparse, args), (_bwd_load_partition_sparse, load_args),
+                            (_bwd_dq_writer_sparse, args)], [4, 1, 1], regs)
     elif CAUSAL:
         gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
-                            (_bwd_dq_writer, args)], [4, 1, 1], regs)
+                            (_bwd_dq_writer_dense, args)], [4, 1, 1], regs)
     else:
         gl.warp_specialize([(_bwd_wg0_full, args), (_bwd_wg1_full, args), (_bwd_load_partition, load_args),
-                            (_bwd_dq_writer, args)], [4, 1, 1], regs)
+                            (_bwd_dq_writer_dense, args)], [4, 1, 1], regs)
 
 
 # ----------------------------------------------------------------------------------------
@@ -579,7 +718,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     its input's layout (contiguous, or a (B, N, H, D) transposed view: ``layout.py``), for a call the
     router sends here (``dispatch.gluon_rule``; deterministic or not; Hq = G·Hkv). δ = rowsum(out · dout) −
     dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
-    from ..triton.host import delta as _delta
+    from ..triton.host import delta as _delta, tile_lists
 
     B, Hq, N, D = q.shape
     Hkv = k.shape[1]
@@ -596,7 +735,9 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     # accumulates in a contiguous fp32 buffer (the writer's TMA reduce-adds go through its (B·Hq·N, D)
     # view), converted into q's layout below
     dq_acc = torch.zeros(B, Hq, N, D, dtype=torch.float32, device=q.device)
-    S = head_splits(Hq // Hkv, prob.deterministic)
+    sparse = prob.tiles is not None
+    # block-sparse: one query head per CTA (each head has its own list); the router sends no deterministic call
+    S = Hq // Hkv if sparse else head_splits(Hq // Hkv, prob.deterministic)
     if S == 1:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
     else:  # each CTA's dK, dV partial sums in fp32: (B, Hkv·S, N, D), head hk·S + s; summed below
@@ -607,11 +748,17 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
              TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout(D)))
     # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
     sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
-    _attn_bwd_ws[(N // BLOCK_N, B * Hkv * S)](*descs, sem, dk, dv, float(prob.scale), N, Hq, Hq // Hkv, S, *qc, *kc,
-                                              *vc, *doc, *dkc, *dvc, dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES,
-                                              CAUSAL=prob.causal, CONSUMER_REGS=CONSUMER_REGS,
-                                              PRODUCER_REGS=PRODUCER_REGS, DETERMINISTIC=prob.deterministic,
-                                              num_warps=4, maxnreg=MAXNREG)
+    if sparse:  # the per-mask walk lists per key tile (built once per mask: triton/plan.py)
+        lists = tile_lists(prob, B, Hq, N, N, ("Q",))
+        q_num, q_idx = lists["Q_NUM"], lists["Q_IDX"]
+    else:
+        q_num = q_idx = sem  # unused
+    causal = prob.window == (None, 0)  # dense: prob.causal; block-sparse: the diagonal tiles masked
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv * S)](*descs, sem, dk, dv, q_num, q_idx, float(prob.scale), N, Hq, Hq // Hkv, S,
+                                              q_idx.shape[-1] if sparse else 0, *qc, *kc, *vc, *doc, *dkc, *dvc,
+                                              dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES, CAUSAL=causal,
+                                              SPARSE=sparse, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+                                              DETERMINISTIC=prob.deterministic, num_warps=4, maxnreg=MAXNREG)
     if S > 1:  # the partials summed in a fixed order (torch's reduction), into the layout empty_like gives
         dk, dv = (torch.empty_like(x).copy_(p.view(B, Hkv, S, N, D).sum(2)) for x, p in ((k, dk), (v, dv)))
     dq = torch.empty_like(q)

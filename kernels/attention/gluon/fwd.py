@@ -34,10 +34,18 @@ asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 d
   at 4k, 451 / 443 / 445 vs 428 vs 454 at 8k, 452 / 452 / 449 vs 433 vs 451 at 16k, 401 / 395 / 393
   vs 394 vs 425 at 8k causal, so the router sends d = 64 here too, with 2 slots.
 - Epilogue: O / l through the dead Q slot and a TMA store; lse = (m + log2 l)·ln 2.
+- Block-sparse (``SPARSE``; ``BlockSparseMask`` with 128 × 128 tiles, no dense mask): the CTA walks its
+  query tile's walk list (``triton/plan.py``: the partial tiles first, then the full ones) instead of
+  every key block; the producer reads entry j before waiting for a free slot. Causal, the only partial
+  tile a list can hold is the diagonal, and it comes first, so the prologue's tile is the masked one
+  (the mask keeps every pair of a full tile). A query tile with an empty list writes out 0, lse −∞.
+  H200 (BENCHMARKS.md, 2026-12-02 21:26 UTC; 10 % of tiles, N = 8k, forward + backward): GPU time
+  0.95 / 0.66 / 1.18 ms at d = 128, 128 causal, 64 against 1.28 / 0.84 / 1.34 for the Triton walk.
 
 The math is the Triton forward's (exp2 domain, c = scale·log2 e > 0, so rowmax(s)·c = rowmax(s·c));
-no row is empty and no key is read only by masked pairs on this path (dense, Nq = Nk), so the
-⊥ guard and the poison handling of the general kernel are not needed here (``dispatch.gluon_rule``
+no row with a listed tile is empty and no key is read only by masked pairs on this path (dense or
+whole tiles, Nq = Nk; every row of a diagonal tile keeps its own key), so the ⊥ guard and the poison
+handling of the general kernel are not needed here (``dispatch.gluon_rule``
 rules out everything else). Gluon has no interpreter: on CPU the tests compile it for sm_90
 (tests/kernels/test_kernel_compile.py) and check the router's plan; the GPU check (lab/gpu_check.py) and
 the fuzz campaign run it against the oracle on the H200.
@@ -68,8 +76,10 @@ CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops 
 # Producer partition: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _attn_load_partition(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
-                         v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv):
+def _attn_load(SPARSE: gl.constexpr, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
+               v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx):
+    """Q's two warpgroup tiles once, then key tiles 0 .. n_kv − 1 (dense) or the tiles kv_idx[0 .. n_kv − 1]
+    (block-sparse: the query block's walk list) through the K and V rings."""
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -77,14 +87,32 @@ def _attn_load_partition(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
     tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(q_desc, [q_row + BM_WG, q_col], q_bar, q_smem.index(1))
     for j in range(n_kv):
+        if SPARSE:
+            kv = gl.load(kv_idx + j)  # the j-th key tile of the query block's list (issued before the wait)
+        else:
+            kv = j
         slot = j % NUM_STAGES
         phase = (j // NUM_STAGES) & 1
         mbarrier.wait(k_empty.index(slot), phase ^ 1)
         mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [k_row + j * BLOCK_N, k_col], k_ready.index(slot), k_smem.index(slot))
+        tma.async_copy_global_to_shared(k_desc, [k_row + kv * BLOCK_N, k_col], k_ready.index(slot), k_smem.index(slot))
         mbarrier.wait(v_empty.index(slot), phase ^ 1)
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [v_row + j * BLOCK_N, v_col], v_ready.index(slot), v_smem.index(slot))
+        tma.async_copy_global_to_shared(v_desc, [v_row + kv * BLOCK_N, v_col], v_ready.index(slot), v_smem.index(slot))
+
+
+@_jit
+def _attn_load_partition(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
+                         v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx):
+    _attn_load(False, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+               q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx)
+
+
+@_jit
+def _attn_load_partition_sparse(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
+                                v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx):
+    _attn_load(True, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+               q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx)
 
 
 # ----------------------------------------------------------------------------------------
@@ -135,23 +163,32 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 
 
 @_jit
-def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
-    # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
-    BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
+def _attn_store(WG: gl.constexpr, o, lse, q_s, o_desc, lse_ptr, o_row, o_col, lse_row, BM: gl.constexpr,
+                s_layout: gl.constexpr):
+    """This warpgroup's BM rows of O (fp32, normalised) and lse: lse by pointer stores, O through the dead
+    Q tile ``q_s`` (no wgmma reads it any more) and one TMA store."""
+    offs = gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
+    gl.store(lse_ptr + lse_row + WG * BM + offs, lse)
+    q_s.store(o.to(q_s.dtype))
+    fence_async_shared()
+    # all 4 warps of this warpgroup must have written their rows before the elected thread(s)
+    # issue the TMA store (lowers to a warpgroup-local named barrier inside the partition)
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(o_desc, [o_row + WG * BM, o_col], q_s)
+    tma.store_wait(pendings=0)
+
+
+@_jit
+def _attn_rows(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, o_desc, lse_ptr, q_s, k_smem, v_smem,
+               k_ready, v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row0, n_kv, col0,
+               BM: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """The warpgroup's rows over its n_kv ≥ 1 key tiles (ring order), then their store. Causal: dense,
+    the last tile (the diagonal) is masked; block-sparse, the first one (col0: the list's first tile —
+    its partial tiles come first, and the only partial tile of a causal 128 × 128 list is the diagonal;
+    on a full tile the mask keeps every pair)."""
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
     BN: gl.constexpr = k_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BN, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-
-    row0 = row_in_seq + WG * BM  # first query row (within the sequence) of this warpgroup
-    q_s = q_smem.index(WG)
-    mbarrier.wait(q_bar, 0)
-
     # ---- prologue: S_0 ----
     mbarrier.wait(k_ready.index(0), 0)
     k_s = k_smem.index(0)
@@ -160,8 +197,8 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
     s, q_s, k_s = warpgroup_mma_wait(num_outstanding=0, deps=[s_tok, q_s, k_s])
     mbarrier.arrive(k_empty.index(0), count=1)
     if CAUSAL:
-        # generic mask; it is a no-op unless block 0 is the diagonal block (n_kv == 1)
-        s = _apply_causal_mask(s, row0, 0, BM, BN, s_layout)
+        # dense: a no-op unless block 0 is the diagonal block (n_kv == 1); block-sparse: the list's first tile
+        s = _apply_causal_mask(s, row0, col0, BM, BN, s_layout)
     m_i = gl.max(s, axis=1) * qk_scale
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_i, 1))
     l_i = gl.sum(p, axis=1)
@@ -169,15 +206,15 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
     acc = gl.zeros([BM, HEAD_DIM], gl.float32, o_layout)
 
     # ---- main loop (unmasked) ----
-    if CAUSAL:
+    if CAUSAL and not SPARSE:
         n_main = n_kv - 1
     else:
         n_main = n_kv
     for j in range(1, n_main):
         acc, m_i, l_i, p_prev = _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
                                            v_empty, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout)
-    # ---- diagonal block (masked), causal only ----
-    if CAUSAL:
+    # ---- diagonal block (masked), dense causal only ----
+    if CAUSAL and not SPARSE:
         if n_kv > 1:
             acc, m_i, l_i, p_prev = _attn_iter(n_kv - 1, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready,
                                                v_ready, k_empty, v_empty, qk_scale, row0, True, BM, BN, NUM_STAGES,
@@ -197,52 +234,103 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, o_desc, lse_ptr, q_sm
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
     o = acc / gl.expand_dims(l_o, 1)
     lse = (m_i + gl.log2(l_i)) * 0.6931471805599453
-    offs = gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
-    gl.store(lse_ptr + lse_row + WG * BM + offs, lse)
+    _attn_store(WG, o, lse, q_s, o_desc, lse_ptr, o_row, o_col, lse_row, BM, s_layout)
 
-    # Q tile is dead (all wgmma reading it completed) -> reuse it as the O staging buffer.
-    q_s.store(o.to(q_smem.dtype))
-    fence_async_shared()
-    # all 4 warps of this warpgroup must have written their rows before the elected thread(s)
-    # issue the TMA store (lowers to a warpgroup-local named barrier inside the partition)
-    gl.thread_barrier()
-    tma.async_copy_shared_to_global(o_desc, [o_row + WG * BM, o_col], q_s)
-    tma.store_wait(pendings=0)
+
+@_jit
+def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem,
+                   v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row_in_seq,
+                   n_kv, col0):
+    # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
+    BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
+    BN: gl.constexpr = k_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BN, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+
+    row0 = row_in_seq + WG * BM  # first query row (within the sequence) of this warpgroup
+    q_s = q_smem.index(WG)
+    mbarrier.wait(q_bar, 0)
+    if SPARSE:
+        if n_kv > 0:
+            _attn_rows(WG, CAUSAL, SPARSE, o_desc, lse_ptr, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                       qk_scale, o_row, o_col, lse_row, row0, n_kv, col0, BM, s_layout, o_layout, p_layout)
+        else:  # no tile listed: every row allows no key -> out 0, lse -inf
+            _attn_store(WG, gl.zeros([BM, HEAD_DIM], gl.float32, o_layout),
+                        gl.full([BM], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout)), q_s, o_desc, lse_ptr,
+                        o_row, o_col, lse_row, BM, s_layout)
+    else:
+        _attn_rows(WG, CAUSAL, SPARSE, o_desc, lse_ptr, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row0, n_kv, 0, BM, s_layout, o_layout, p_layout)
 
 
 @_jit
 def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
-    _attn_consumer(0, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
+                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(0, False, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
 
 
 @_jit
 def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
-    _attn_consumer(0, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
+                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(0, True, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+
+
+@_jit
+def _attn_consumer_wg0_sparse(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(0, False, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+
+
+@_jit
+def _attn_consumer_wg0_sparse_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                                     qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(0, True, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
 
 
 @_jit
 def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
-    _attn_consumer(1, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
+                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(1, False, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
 
 
 @_jit
 def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv):
-    _attn_consumer(1, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv)
+                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(1, True, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
 
 
 @_jit
-def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GROUPS,  #
+def _attn_consumer_wg1_sparse(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(1, False, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+
+
+@_jit
+def _attn_consumer_wg1_sparse_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                                     qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
+    _attn_consumer(1, True, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
+                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+
+
+@_jit
+def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, kv_num, kv_idx, sm_scale, N_CTX, H, GROUPS, TK,  #
                  q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, o_pb, o_ph, o_ch,  # row views (layout.Coords)
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 CONSUMER_REGS: gl.constexpr):
+                 SPARSE: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    """SPARSE (block-sparse, 128 × 128 tiles): the walk lists of ``triton/plan.py``, kv_num (B, H, N / 128, 2)
+    = (partial, full) counts and kv_idx (B, H, N / 128, TK) = the key tiles, partial first, int32 contiguous;
+    dense: both unused."""
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
@@ -259,10 +347,18 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
     k_row, k_col = layout.head_rc(b, hk, 0, k_pb, k_ph, k_ch)
     v_row, v_col = layout.head_rc(b, hk, 0, v_pb, v_ph, v_ch)
     lse_row = bh * N_CTX + row_in_seq  # lse (B, H, N) contiguous
-    if CAUSAL:
-        n_kv = (start_m + 1) * BLOCK_M // BLOCK_N
+    if SPARSE:  # the query block's walk list (row bh · (N / 128) + start_m of the lists)
+        lrow = bh * gl.num_programs(0) + start_m
+        n_kv = gl.load(kv_num + 2 * lrow) + gl.load(kv_num + 2 * lrow + 1)
+        kv_list = kv_idx + lrow.to(gl.int64) * TK
+        col0 = gl.load(kv_list, mask=n_kv > 0, other=0) * BLOCK_N  # the first listed tile's first key
     else:
-        n_kv = N_CTX // BLOCK_N
+        if CAUSAL:
+            n_kv = (start_m + 1) * BLOCK_M // BLOCK_N
+        else:
+            n_kv = N_CTX // BLOCK_N
+        kv_list = kv_idx
+        col0 = n_kv * 0  # partition arguments are IR values
     qk_scale = sm_scale * 1.4426950408889634
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout)
@@ -282,10 +378,22 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, sm_scale, N_CTX, H, GR
     fence_async_shared()
 
     cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, o_row,
-                 o_col, lse_row, row_in_seq, n_kv)
+                 o_col, lse_row, row_in_seq, n_kv, col0)
     load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, q_row,
-                 q_col, k_row, k_col, v_row, v_col, n_kv)
-    if CAUSAL:
+                 q_col, k_row, k_col, v_row, v_col, n_kv, kv_list)
+    if SPARSE and CAUSAL:
+        gl.warp_specialize([
+            (_attn_consumer_wg0_sparse_causal, cons_args),
+            (_attn_consumer_wg1_sparse_causal, cons_args),
+            (_attn_load_partition_sparse, load_args),
+        ], [4, 1], [CONSUMER_REGS, 24])
+    elif SPARSE:
+        gl.warp_specialize([
+            (_attn_consumer_wg0_sparse, cons_args),
+            (_attn_consumer_wg1_sparse, cons_args),
+            (_attn_load_partition_sparse, load_args),
+        ], [4, 1], [CONSUMER_REGS, 24])
+    elif CAUSAL:
         gl.warp_specialize([
             (_attn_consumer_wg0_causal, cons_args),
             (_attn_consumer_wg1_causal, cons_args),
@@ -315,11 +423,21 @@ def forward(q, k, v, prob, route=None):
     dense, e.g. a (B, N, H, D) transposed view; else compact in q's stride order, e.g. (B, N, H, D) for
     a packed QKV slice), what ``op.py`` returns (no copy).
     ``route``: the plan (unused here)."""
+    from ..triton.host import tile_lists
+
     B, H, N, D = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
     descs, views = _descs(q, k, v, out)
-    _attn_fwd_ws[(N // BLOCK_M, B * H)](*descs, lse, float(prob.scale), N, H, prob.groups, *views,
-                                        HEAD_DIM=D, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=prob.causal,
+    sparse = prob.tiles is not None
+    if sparse:  # the per-mask walk lists (built once per mask, shared with the backward and Triton)
+        lists = tile_lists(prob, B, H, N, N, ("KV",))
+        kv_num, kv_idx = lists["KV_NUM"], lists["KV_IDX"]
+    else:
+        kv_num = kv_idx = lse  # unused
+    causal = prob.window == (None, 0)  # dense: prob.causal; block-sparse: the diagonal tiles masked
+    _attn_fwd_ws[(N // BLOCK_M, B * H)](*descs, lse, kv_num, kv_idx, float(prob.scale), N, H, prob.groups,
+                                        kv_idx.shape[-1] if sparse else 0, *views, HEAD_DIM=D, BLOCK_N=BLOCK_N,
+                                        NUM_STAGES=NUM_STAGES, CAUSAL=causal, SPARSE=sparse,
                                         CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse

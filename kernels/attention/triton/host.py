@@ -271,7 +271,7 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
         c.update(BIAS=dummy_u8, HAS_BIAS=False, bias_strides=(0, 0, 0, 0))
     if prob.tiles is not None:
         c.update({f"{n}_{x}": dummy_i for n in ("KV", "Q") for x in ("NUM", "IDX")})  # lists not asked for
-        c.update(_tile_plan(prob, B, Hq, Nq, Nk, lists), TQ=prob.tiles.tiles.shape[2], TK=prob.tiles.tiles.shape[3],
+        c.update(tile_lists(prob, B, Hq, Nq, Nk, lists), TQ=prob.tiles.tiles.shape[2], TK=prob.tiles.tiles.shape[3],
                  HAS_TILES=True, TILE_Q=prob.tiles.block_q, TILE_K=prob.tiles.block_k)
     else:
         c.update({f"{n}_{x}": dummy_i for n in ("KV", "Q") for x in ("NUM", "IDX")},
@@ -279,7 +279,7 @@ def _common(q, k, v, prob, lists=("KV", "Q")):
     return c
 
 
-def _tile_plan(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024, cache=plan_lists.WALK_LISTS):
+def tile_lists(prob, B, Hq, Nq, Nk, names=("KV", "Q"), block=1024, cache=plan_lists.WALK_LISTS):
     """The walk lists ``names`` of a block-sparse call (``plan.walk_lists``: KV_NUM, KV_IDX per query
     tile, Q_NUM, Q_IDX per key tile), from the per-mask ``cache``: built on the device the first time a
     mask is seen with this geometry (the forward builds KV, the first backward adds Q), reused by every
@@ -301,7 +301,7 @@ def _common_once(q, k, v, prob, lists):
     if c is None:
         c = prob.cache["common"] = _common(q, k, v, prob, lists)
     elif prob.tiles is not None:
-        c.update(_tile_plan(prob, q.shape[0], q.shape[1], q.shape[2], k.shape[2], lists))
+        c.update(tile_lists(prob, q.shape[0], q.shape[1], q.shape[2], k.shape[2], lists))
     return c
 
 

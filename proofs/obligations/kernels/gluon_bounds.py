@@ -8,9 +8,10 @@ functions ``gluon.fwd.forward`` and ``gluon.bwd.backward`` themselves (``_descs`
 the dQ accumulator's 2-D view, the semaphore allocation, the launch line with its argument order and
 grid) and, launched from there, ``_attn_fwd_ws`` / ``_attn_bwd_ws`` whole: every partition they pass to
 ``gl.warp_specialize`` (both consumer warpgroups, the producer warp, the backward's dQ writer — the
-two deterministic ones, writer w = 0 and 1, when ``prob.deterministic``) and every ``@gluon.jit`` helper
-(``_attn_iter``,
-``_apply_causal_mask``, ``_bwd_iter``, ``_dq_stage``, ``_bwd_dq_writer_det``, ``semaphore.acquire_wait`` /
+two deterministic ones, writer w = 0 and 1, when ``prob.deterministic``; the block-sparse wrappers
+``*_sparse[_causal]`` when ``prob.tiles`` is set) and every ``@gluon.jit`` helper (``_attn_load``,
+``_attn_rows``, ``_attn_store``, ``_attn_iter``, ``_apply_causal_mask``, ``_bwd_load``, ``_bwd_consumer``,
+``_bwd_iter``, ``_dq_stage``, ``_bwd_dq_writer``, ``_bwd_dq_writer_det``, ``semaphore.acquire_wait`` /
 ``complete_release``), one arbitrary iteration per loop. Modelled (``gluon_host``): torch's allocations
 (out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
 dQ's fp32 accumulator, δ and the int32 semaphores contiguous; the backward's fp32 dK/dV partials as the
@@ -23,7 +24,8 @@ its box (A-GLUON-TMA).
 
 Symbolic: B, Hkv, GROUPS (Hq = GROUPS·Hkv), N = 128·NB (``dispatch.gluon_rule``: Nq =
 Nk a multiple of 128, B·Hq·N ≤ 2^30), every row stride, each tensor's view kind, program ids, loop
-iterations; causal and not; the backward deterministic and not. The backward's head split: the host runs
+iterations, the block-sparse walk lists' counts and entries; causal and not; the backward deterministic and
+not; dense and block-sparse (below). The backward's head split: the host runs
 ``head_splits`` itself (its parity test is arithmetic, 2 − G mod 2, so no branch), and the host's S = 1 test
 makes two launches per host call (dK, dV from ``empty_like``, or the (B, Hkv·S, N, D) partials), S = SPLITS
 staying a variable, every value of it the host can choose. On each launch ``_splits_divide`` proves S ≥ 1 divides G
@@ -49,10 +51,33 @@ of the CTA's (head, query block)s, inside the count the host allocated; every ``
 inside its allocation (the K tile's dQ column slice, D / 2 wide, among them), the dQ staging slice in
 the warpgroup's D / 2 columns (64 at D = 128, 32 at D = 64). Not claimed: the mbarrier
 protocol, the semaphores' ordering and forward progress (schedule properties, not bounds).
+
+Block-sparse calls (the kernels' SPARSE constexpr: 128 × 128 tiles, no dense mask, window (None, None) or
+(None, 0), never deterministic: what ``dispatch.gluon_rule`` admits): the same host functions run with a fake
+``prob`` whose ``tiles`` is set, ``triton.host.tile_lists`` bound to ``Problem.tile_lists`` — int32 contiguous
+walk lists of the shapes ``plan.build_lists`` gives for the sizes the host passes: KV_NUM (B, H, N/128, 2) and
+KV_IDX (B, H, N/128, N/128) for the forward, Q_NUM, Q_IDX likewise per key tile for the backward, whose host
+then takes S = G (one query head per CTA). The kernels' scalar ``gl.load``s of the lists (``gluon_sym``: the
+value a model gives, If(mask, value, other) when masked) return what A-KER-PLAN-LISTS guarantees and nothing
+more (``Problem.list_loads``): the program's own row R* (forward: (b·H + h)·N/128 + m, the query block; backward:
+(b·Hq + h0)·N/128 + j, the key block) has counts n_part*, n_full* ≥ 0 with n_part* + n_full* ≤ C (the row's
+width, N/128); a count read inside the tensor is in 0 … C; an entry read at slot s of row R* is a tile in 0 … C − 1
+when s < n_part* + n_full*; every other value (an entry past the counts — torch.empty's —, another row's entry,
+anything outside the tensor) is any int32. Claims, added to those above (which the block-sparse calls meet as
+the dense ones do: the K/V boxes at the listed tile, the Q, dO, lse, δ boxes and the dQ reduce-add at the 64-row
+block 2·entry + t mod 2, the forward's store of an empty list's rows (out 0, lse −∞)): every list read, where
+its mask is on, addresses an element of its list tensor and of the program's own row (the two counts 2R*, 2R*
++ 1; the entries R*·C … R*·C + C − 1) with an offset computed without wrap-around, and its mask without. The
+list reads are asked before the path's side conditions (a read outside its row is named as such, not by the
+wrap-around of the garbage it returns). Lane domains of aranges made in a kernel branch (the empty list's
+store) are asked with the accesses that use those lanes. The quick run checks the block-sparse calls at
+D = 128 (``QUICK_SPARSE_DIMS``; the backward non-causal only, ``QUICK_SPARSE_CAUSAL``: causal adds only the
+diagonal mask's branch, no address), ``--deep`` at every head dim, causal and not.
 """
 from __future__ import annotations
 
 import types
+from typing import NamedTuple
 from unittest import mock
 
 import torch
@@ -70,7 +95,7 @@ from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
 from flashproof.proofs.obligations.kernels.bounds import _WholeFirst as _Prover
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
-          "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-SOLVER-TRUST"]
+          "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-KER-PLAN-LISTS", "A-SOLVER-TRUST"]
 #: the head dims each record is checked at, read from the kernel modules (one host run per D): every D in
 #: each kernel's HEAD_DIMS (64 and 128: dispatch.GLUON_HEAD_DIMS)
 HEAD_DIMS = {"fwd": tuple(gfwd.HEAD_DIMS), "bwd": tuple(gbwd.HEAD_DIMS)}
@@ -78,18 +103,40 @@ I32_MAX = 2 ** 31 - 1
 #: the router's row bound B·Hq·N ≤ 2^30, both Gluon rules (dispatch.GLUON_MAX_ROWS, A-GLUON-DEVICE-MEMORY; proofs/
 #: does not import the router: tests/proofs/test_gluon_bounds.py pins the two equal)
 GLUON_MAX_ROWS = 2 ** 30
+#: the block-sparse tiles the router admits for the Gluon kernels (dispatch.GLUON_BLOCK; pinned equal by the tests)
+TILE = 128
 
 
 def _host(name):
     return ts.Sym(z3.Int(name), True)
 
 
+class _List(NamedTuple):
+    """A block-sparse walk list as the fake ``tile_lists`` made it (z3 terms): the tensor, the program's row R*
+    (``row``), the grid's rows per head R and width C, the row's two counts, the tensor's element count, and the
+    program's own elements of it: ``width`` from ``first`` (2R* … 2R* + 1 of the counts, R*·C … R*·C + C − 1 of
+    the entries)."""
+
+    tensor: object
+    row: object
+    R: object
+    C: object
+    n_part: object
+    n_full: object
+    size: object
+    first: object
+    width: object
+
+
 class Problem:
     """The symbolic call: sizes, the program's (batch, head) as the grid defines it, and the tensors."""
 
-    def __init__(self, kernel, causal=False, deterministic=False, *, D):
+    def __init__(self, kernel, causal=False, deterministic=False, *, D, sparse=False):
         I = z3.Int
         self.D = D  # D = Dv: a constant of the host run (the kernels' tile shapes are constexprs of it)
+        self.kernel, self.sparse = kernel, sparse
+        self.lists = {}  # list tensor name -> _List (block-sparse: what the fake tile_lists made)
+        self._loads = (None, 0)  # (the run, list values loaded on it so far): their names, per path
         self.B, self.Hkv, self.G, self.NB = _host("B"), _host("Hkv"), _host("GROUPS"), _host("NB")
         self.H = self.G * self.Hkv
         self.N = self.NB * 128
@@ -151,6 +198,72 @@ class Problem:
         self.tensors[name] = (t, heads)
         return t
 
+    def tile_lists(self, prob, B, Hq, Nq, Nk, names=("KV", "Q"), **_):
+        """``triton.host.tile_lists`` for the host run: for each list name asked, ``{name}_NUM`` (B, Hq, R, 2) and
+        ``{name}_IDX`` (B, Hq, R, C) int32 contiguous, R × C the tile grid (KV: query tiles × key tiles, Q: key
+        tiles × query tiles, tiles of prob.tiles' block sizes) of the sizes the host passes (``plan.build_lists``'
+        shapes), with the program's row R* of them and its two counts n_part*, n_full* (≥ 0, summing to at most
+        C: A-KER-PLAN-LISTS), facts of the run."""
+        run, t = kx._RUN, prob.tiles
+        out = {}
+        for name in names:
+            q, k = (Nq, t.block_q), (Nk, t.block_k)
+            (nr, br), (nc, bc) = (q, k) if name == "KV" else (k, q)
+            R, C = ts.Sym.lift(nr) // br, ts.Sym.lift(nc) // bc
+            num = gh.FakeTensor(f"{name}_NUM", (B, Hq, R, 2), (None,) * 4, dtype=torch.int32)
+            idx = gh.FakeTensor(f"{name}_IDX", (B, Hq, R, C), (None,) * 4, dtype=torch.int32)
+            # the program's row: (b, h, query tile m) of the KV lists (fwd); (b, h0, key tile j) of the Q lists (bwd)
+            head, tile = (self.h, self.m) if self.kernel == "fwd" else (self.h0, self.j)
+            row = (self.b * ts.Sym.lift(Hq).e + head) * R.e + tile
+            n_part, n_full = z3.Int(f"{name}_NUM[R*, 0]"), z3.Int(f"{name}_NUM[R*, 1]")
+            run.base += [n_part >= 0, n_full >= 0, n_part + n_full <= C.e]
+            cells = (ts.Sym.lift(B) * Hq * R).e
+            self.lists[num.name] = _List(num, row, R.e, C.e, n_part, n_full, cells * 2, 2 * row, 2)
+            self.lists[idx.name] = _List(idx, row, R.e, C.e, n_part, n_full, cells * C.e, row * C.e, C.e)
+            out.update({num.name: num, idx.name: idx})
+        return out
+
+    def _value(self, name, run):
+        """A fresh name for the next list value loaded on this path (the same on every path: the loads come
+        in one order)."""
+        if self._loads[0] is not run:
+            self._loads = (run, 0)
+        k = self._loads[1]
+        self._loads = (run, k + 1)
+        return z3.Int(f"{name}@{k}")
+
+    def list_loads(self):
+        """What a load of a walk list returns (``kernel_exec``'s ``loads``): A-KER-PLAN-LISTS at the program's
+        row R*, the rest unspecified — a count read at 2R* or 2R* + 1 is n_part* or n_full*, any other count
+        read inside the tensor one in 0 … C (another row's); an entry read at slot s of row R* is a tile index
+        in 0 … C − 1 when s < n_part* + n_full* (a fact of the path from the read on); any other read (an entry
+        of another row or past the counts — torch.empty's —, anything outside the tensor) is any int32."""
+        def known(name):
+            if name not in self.lists:
+                raise kx.Unsupported(f"a load of {name}, which the host's tile_lists did not make on this path")
+            return self.lists[name]
+
+        def num(name):
+            def load(off, run):
+                L, v = known(name), self._value(name, run)
+                run.base += [z3.Implies(off.e == 2 * L.row, v == L.n_part),
+                             z3.Implies(off.e == 2 * L.row + 1, v == L.n_full),
+                             z3.Implies(z3.And(off.e >= 0, off.e < L.size), z3.And(v >= 0, v <= L.C)),
+                             v >= -(2 ** 31), v <= I32_MAX]
+                return ts.Sym(v, False)
+            return load
+
+        def idx(name):
+            def load(off, run):
+                L, v = known(name), self._value(name, run)
+                lo = L.row * L.C
+                run.base += [v >= -(2 ** 31), v <= I32_MAX]
+                run.path.append(z3.Implies(z3.And(off.e >= lo, off.e < lo + L.n_part + L.n_full),
+                                           z3.And(v >= 0, v < L.C)))
+                return ts.Sym(v, False)
+            return load
+        return {f"{n}_NUM": num(f"{n}_NUM") for n in ("KV", "Q")} | {f"{n}_IDX": idx(f"{n}_IDX") for n in ("KV", "Q")}
+
     def coords(self, name):
         """(per_batch, per_head, col_per_head) of tensor ``name``'s view, as ``layout.coords`` gives them."""
         t, heads = self.tensors[name]
@@ -168,14 +281,20 @@ def _bind(prob, made, launcher_name, launcher, overrides):
                 **{launcher_name: launcher})
 
 
-def _run(kernel, causal, overrides=None, deterministic=False, *, D):
-    """(problem, paths) of one symbolic host call at head dim ``D``."""
+def _run(kernel, causal, overrides=None, deterministic=False, *, D, sparse=False):
+    """(problem, paths) of one symbolic host call at head dim ``D``; ``sparse``: a block-sparse call (128 × 128
+    tiles, the window (None, 0) when causal, else (None, None): what ``dispatch.gluon_rule`` admits)."""
     ts.STRIDES.clear(), gh.DESCS.clear()
     # the shim's lane numbering starts afresh for each host call: a query's terms (and so z3's search)
     # depend on the call alone, not on what this process ran before
     gs._SITES.clear(), gs.LANE_DIM.clear(), gs.LOOP_FACTS.clear(), gs.SPLITS.clear()
-    p = Problem(kernel, causal, deterministic, D=D)
-    call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal, deterministic=deterministic)
+    if sparse and deterministic:
+        raise ValueError("the router sends no deterministic block-sparse call (dispatch.gluon_rule)")
+    p = Problem(kernel, causal, deterministic, D=D, sparse=sparse)
+    # the mask's tiles themselves are never read by the Gluon kernels (only the walk lists built from them)
+    tiles = types.SimpleNamespace(block_q=TILE, block_k=TILE) if sparse else None
+    call = types.SimpleNamespace(scale=1.0, groups=p.G, causal=causal, deterministic=deterministic, tiles=tiles,
+                                 window=(None, 0) if causal else (None, None))
     if kernel == "fwd":
         q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
         made = {"empty_like": [p.view_tensor("O", p.H, compact=True)], "empty": [p.flat("LSE", p.H)]}
@@ -198,8 +317,10 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D):
         bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
         fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
     delta = p.flat("DELTA", p.H)
-    with mock.patch.object(thost, "delta", lambda *a, **kw: delta):
-        paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,))
+    with mock.patch.object(thost, "delta", lambda *a, **kw: delta), \
+            mock.patch.object(thost, "tile_lists", p.tile_lists):
+        paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,),
+                           loads=p.list_loads())
     return p, paths
 
 
@@ -257,6 +378,15 @@ def _claims(kernel, p: Problem, acc):
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
         return z3.And(safe, row >= first, row < first + 64, col >= 0, col < D, row < nb * heads * n, col < cols,
                       z3.Int(rs) == cols)
+    if acc.kind == "load" and acc.tensor in p.lists:  # a walk list's read: in the tensor and the program's row
+        L, off = p.lists[acc.tensor], acc.off
+        if off.lin is None or set(off.lin) - {None}:
+            return z3.BoolVal(False)
+        safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
+        on, mask_safe = (acc.mask.e, acc.mask.safe) if acc.mask is not None else (z3.BoolVal(True), True)
+        mask_safe = mask_safe if not isinstance(mask_safe, bool) else z3.BoolVal(mask_safe)
+        return z3.And(mask_safe, z3.Implies(on, z3.And(safe, off.e >= 0, off.e < L.size, off.e >= L.first,
+                                                           off.e < L.first + L.width)))
     if acc.kind in ("ld", "red") and acc.tensor == "SEM":  # one int32 of the CTA's (head, query block)s
         off, width = acc.off
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
@@ -308,6 +438,18 @@ def _term_key(x):
         lin = None if x.lin is None else tuple(sorted((str(k), v.get_id()) for k, v in x.lin.items()))
         return x.e.get_id(), x.safe if isinstance(x.safe, bool) else x.safe.get_id(), lin
     return x
+
+
+def _lanes(acc):
+    """The names of the lane variables an access's offset and mask run over (``triton_sym``'s lane{k}_{axis})."""
+    out, todo = set(), [acc.off, acc.mask]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, (list, tuple)):
+            todo += list(x)
+        elif isinstance(x, (ts.Sym, ts.Bool)):
+            out |= {f"lane{k}_{a}" for k, a in x.axes}
+    return sorted(out)
 
 
 def _by_kind(pr, claim, base, path, where, flag):
@@ -380,27 +522,34 @@ def _splits_divide(pr, p, paths, dec, facts, run):
     return None
 
 
-def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(False,), head_dims=None):
+def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(False,), head_dims=None, sparse_dims=(),
+          dense=True, sparse_causal=(False, True)):
     """The record's claims on every host call of ``kernel`` at each head dim of ``head_dims`` (default: every
-    one the kernel takes, ``HEAD_DIMS``), causal and deterministic as given; the first failure, else proved
-    with the paths and queries asked at each D."""
+    one the kernel takes, ``HEAD_DIMS``), causal and deterministic as given (``dense``: the dense calls; False:
+    the block-sparse ones alone), and the block-sparse calls (not deterministic: the router sends none; causal
+    as ``sparse_causal`` gives, among ``causal``) at the head dims of ``sparse_dims`` among them; the first
+    failure, else proved with the paths and queries asked at each D."""
     head_dims = HEAD_DIMS[kernel] if head_dims is None else tuple(head_dims)
     if not head_dims or set(head_dims) - set(HEAD_DIMS[kernel]):
         raise ValueError(f"head dims {head_dims}: the Gluon {kernel} takes D in {HEAD_DIMS[kernel]}")
     pr = _Prover(ctx)
     true = z3.BoolVal(True)
     alive = []  # every formula asked stays referenced: _Prover memoises by z3 term id
-    launched, queries = dict.fromkeys(head_dims, 0), dict.fromkeys(head_dims, 0)  # per D
-    for D, cz, det in [(D, c, d) for D in head_dims for d in deterministic for c in causal]:
+    configs = [(D, c, d, False) for D in head_dims for d in deterministic for c in causal if dense] + \
+              [(D, c, False, True) for D in head_dims if D in sparse_dims for c in causal if c in sparse_causal]
+    kinds = sorted({(D, sp) for D, _, _, sp in configs})
+    launched, queries = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0)  # per (D, block-sparse)
+    for D, cz, det, sp in configs:
         n0 = pr.n
-        p, paths = _run(kernel, cz, overrides, det, D=D)
+        p, paths = _run(kernel, cz, overrides, det, D=D, sparse=sp)
         # the launches with the dK, dV partials (S > 1) first: at S = 1 a mutant of the split is the kernel
         # itself, and its divisions left unrewritten there are only slow to prove
         paths = sorted((x for x in paths if not isinstance(x.result, kx.Rejected)),
                        key=lambda x: not any(a.tensor in ("DKP", "DVP") for a in x.accesses))
         if not paths:
             continue
-        run = f"{kernel} D={D} causal={cz} deterministic={det}"  # names the head dim each query is asked at
+        # names the head dim each query is asked at (and the block-sparse calls)
+        run = f"{kernel} D={D} causal={cz} deterministic={det}" + (" sparse=True" if sp else "")
         # the facts every path has (the paths of one host call differ by the host's branches before the
         # launch — head_splits' — with the facts of that launch (its SPLITS, dK/dV and grid), and by the lane
         # domains of aranges inside a branch, which no access uses): asking each path's claims under these
@@ -426,26 +575,43 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
             key = tuple(f.get_id() for f in x.launched)
             launches[key] = launches[key] & ids if key in launches else ids
         for path in paths:
-            launched[D] += 1
+            launched[D, sp] += 1
             host = {f.get_id() for f in path.launched}
             # the launch's own facts (its SPLITS, dK/dV, grid), asked only with the dK, dV stores, which
             # depend on them
             mine = launches[tuple(f.get_id() for f in path.launched)] - common
             own = [rw(f) for f in path.base if f.get_id() in mine] + [rw(f) for f in path.launched]
             alive.append(own)
-            for what, cond, at in path.side:
-                asked = (rw(cond), [rw(f) for f in at if f.get_id() not in host])
-                alive.append(asked)
-                bad = pr.prove(asked[0], true, base, asked[1], f"{run} {what}")
-                if bad:
-                    return bad
-            for acc in path.accesses:
+            # the domains of the lanes of aranges made on this path only (inside a kernel branch: the block-sparse
+            # forward's store of an empty list's rows), asked with the accesses that use those lanes
+            lanes = {}
+            for f in path.base:
+                if f.get_id() not in common and f.num_args() == 2 and z3.is_const(f.arg(0)) \
+                        and f.arg(0).decl().name().startswith("lane"):  # ts.lane_domain's lane ≥ 0, lane < n
+                    lanes.setdefault(f.arg(0).decl().name(), []).append(rw(f))
+            # the walk lists' reads first: the values they return feed the path's branches and loop bounds (a
+            # read outside its row is named as such, not by the wrap-around of the garbage it returns); then
+            # the side conditions; then every other access
+            reads = [a for a in path.accesses if a.kind == "load" and a.tensor in p.lists]
+            todo = [("access", a) for a in reads] + [("side", x) for x in path.side] + \
+                [("access", a) for a in path.accesses if not (a.kind == "load" and a.tensor in p.lists)]
+            for item, acc in todo:
+                if item == "side":
+                    what, cond, at = acc
+                    asked = (rw(cond), [rw(f) for f in at if f.get_id() not in host])
+                    alive.append(asked)
+                    bad = pr.prove(asked[0], true, base, asked[1], f"{run} {what}")
+                    if bad:
+                        return bad
+                    continue
                 where = f"{run} {acc.kind} {acc.tensor} at {acc.where}"
                 at = own + [rw(f) for f in acc.path] if acc.tensor in _LAUNCH_OWN else \
                     [rw(f) for f in acc.path if f.get_id() not in host]
-                key = (acc.kind, acc.tensor, acc.where, _term_key(acc.off))
+                key = (acc.kind, acc.tensor, acc.where, _term_key(acc.off),
+                       None if acc.mask is None else _term_key(ts.Sym(acc.mask.e, False, acc.mask.safe)))
                 if key not in claims:  # an access the paths share: one claim term (its rewrite and queries memoised)
-                    claims[key] = (rw(_claims(kernel, p, acc)), acc.off)
+                    claims[key] = (rw(_claims(kernel, p, acc)), acc.off, _lanes(acc))
+                at = at + [f for n in claims[key][2] for f in lanes.get(n, ())]
                 asked = (claims[key][0], at)
                 alive.append(asked)
                 flag = _kind_flag(p, acc)
@@ -453,32 +619,34 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
                     _by_kind(pr, asked[0], base, asked[1], where, flag)
                 if bad:
                     return bad
-        queries[D] += pr.n - n0  # the queries first asked at this D (a memoised one counts once)
-    missing = [D for D in head_dims if not launched[D] or not queries[D]]
+        queries[D, sp] += pr.n - n0  # the queries first asked at this D (a memoised one counts once)
+    name = lambda D, sp: f"D = {D}" + (" block-sparse" if sp else "")  # noqa: E731
+    missing = [name(*k) for k in kinds if not launched[k] or not queries[k]]
     if missing:
-        return Outcome("error", detail=f"no query was asked for the Gluon {kernel} at D = {missing} (no launch on any "
+        return Outcome("error", detail=f"no query was asked for the Gluon {kernel} at {missing} (no launch on any "
                                        "path)")
-    return Outcome("proved", solver="z3", detail="; ".join(f"D = {D}: {launched[D]} launched paths, {queries[D]} "
-                                                           "queries" for D in head_dims) + ", all unsat")
+    return Outcome("proved", solver="z3", detail="; ".join(f"{name(*k)}: {launched[k]} launched paths, {queries[k]} "
+                                                           "queries" for k in kinds) + ", all unsat")
 
 
 # ------------------------------------------------------------------------------------ registration
 
-_MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd, "forward": gfwd,
-            "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_attn_bwd_ws": gbwd, "_bwd_load_partition": gbwd,
+_MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd, "forward": gfwd, "_attn_load": gfwd, "_attn_store": gfwd,
+            "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_bwd_load": gbwd, "_attn_bwd_ws": gbwd,
+            "_bwd_load_partition": gbwd,
             "_bwd_consumer": gbwd, "_bwd_iter": gbwd, "_dq_stage": gbwd, "_bwd_dq_writer": gbwd,
             "_bwd_dq_writer_det": gbwd, "backward": gbwd}
 
 #: (obligation id, kernel, the checker's configurations, ((control name, (function, old, new), bug), ...))
 SUITE = (
     ("KER-BOUNDS-GLUON-FWD", "fwd", {}, (
-        ("lse-no-wg-offset", ("_attn_consumer", "gl.store(lse_ptr + lse_row + WG * BM + offs, lse)",
+        ("lse-no-wg-offset", ("_attn_store", "gl.store(lse_ptr + lse_row + WG * BM + offs, lse)",
                               "gl.store(lse_ptr + lse_row + offs, lse)"),
          "forward: the lse store without the warpgroup's WG·BM row offset (warpgroup 1 overwrites warpgroup 0's rows)"),
-        ("k-box-one-block-past", ("_attn_load_partition", "[k_row + j * BLOCK_N, k_col]",
-                                  "[k_row + (j + 1) * BLOCK_N, k_col]"),
+        ("k-box-one-block-past", ("_attn_load", "[k_row + kv * BLOCK_N, k_col]",
+                                  "[k_row + (kv + 1) * BLOCK_N, k_col]"),
          "forward: the K box of key block j taken one block further on, past the head's last key at j = n_kv − 1"),
-        ("ring-slot-mod-stages-plus-one", ("_attn_load_partition", "slot = j % NUM_STAGES",
+        ("ring-slot-mod-stages-plus-one", ("_attn_load", "slot = j % NUM_STAGES",
                                            "slot = j % (NUM_STAGES + 1)"),
          "forward: the producer's K/V ring slot j mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
         ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
@@ -487,7 +655,16 @@ SUITE = (
         ("grid-heads-fastest", ("forward", "_attn_fwd_ws[(N // BLOCK_M, B * H)]", "_attn_fwd_ws[(B * H, N // BLOCK_M)]"),
          "forward host: the grid launched heads fastest (the order before commit 93e2611) to the kernel that reads "
          "program 1 as (b, h) and program 0 as the query block: with B·H > N / 128 the query blocks run past the "
-         "sequence"))),
+         "sequence"),
+        # block-sparse (SPARSE): the walk lists KV_NUM, KV_IDX
+        ("sparse-kv-list-row-next-head", ("_attn_fwd_ws", "lrow = bh * gl.num_programs(0) + start_m",
+                                          "lrow = (bh + 1) * gl.num_programs(0) + start_m"),
+         "forward, block-sparse: the query block's walk-list row taken one head further on ((b·H + h + 1)·N/128 + m): "
+         "another head's counts and tiles, and past both lists for the last (batch, head)"),
+        ("sparse-kv-list-one-past-count", ("_attn_load", "kv = gl.load(kv_idx + j)", "kv = gl.load(kv_idx + j + 1)"),
+         "forward, block-sparse: the producer reads list slot j + 1 for key tile j, so its last read is the slot "
+         "n_partial + n_full, past the counts: an unspecified entry (torch.empty's) as the K/V boxes' tile, and past "
+         "the row when the list is full"))),
     ("KER-BOUNDS-GLUON-BWD", "bwd", dict(deterministic=(True, False)), (
         ("dk-store-dv-row-stride", ("_bwd_consumer", "gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1)",
                                     "gl.store(dk_blk + gl.expand_dims(r * dv_rs, 1)"),
@@ -502,14 +679,14 @@ SUITE = (
         ("sem-one-qblock-past", ("_bwd_dq_writer_det", "sem = sem_grp + g * n_qblk + qb",
                                  "sem = sem_grp + g * n_qblk + qb + 1"),
          "backward, deterministic: the dQ semaphore of the next query block, past the tensor at the last (b, h, qb)"),
-        ("q-ring-slot-mod-stages-plus-one", ("_bwd_load_partition", "slot = it % NUM_STAGES",
+        ("q-ring-slot-mod-stages-plus-one", ("_bwd_load", "slot = it % NUM_STAGES",
                                              "slot = it % (NUM_STAGES + 1)"),
          "backward: the producer's Q/dO ring slot it mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
-        ("q-box-next-head", ("_bwd_load_partition", "[q_row0 + g * q_ph + qrow, q_col0 + g * q_ch]",
+        ("q-box-next-head", ("_bwd_load", "[q_row0 + g * q_ph + qrow, q_col0 + g * q_ch]",
                              "[q_row0 + (g + 1) * q_ph + qrow, q_col0 + (g + 1) * q_ch]"),
          "backward: the producer's Q box of the next query head, past the group's heads at its last head "
          "(the loop over G·n_iter iterations, split into (head, query block), reaches head G − 1)"),
-        ("q-box-next-qblock", ("_bwd_load_partition", "qrow = ((i0 + t) % n_qblk) * BM",
+        ("q-box-next-qblock", ("_bwd_load", "qrow = ((i0 + t) % n_qblk) * BM",
                                "qrow = ((i0 + t) % n_qblk + 1) * BM"),
          "backward: the producer's Q box one query block further on, past the head's rows at the last block "
          "(the split loop's query block reaches n_iter − 1)"),
@@ -541,14 +718,32 @@ SUITE = (
         ("d64-dk-view-of-d128", ("backward", "layout.coords(layout.tma_kind(t), t.shape[1], N, D)",
                                  "layout.coords(layout.tma_kind(t), t.shape[1], N, 128)"),
          "backward host at D = 64: dK's and dV's row-view coordinates computed for head dim 128, so in a "
-         "(B·N, H·D) view KV head hk ≥ 1 stores into columns hk·128…, another head's (or past the row)"))),
+         "(B·N, H·D) view KV head hk ≥ 1 stores into columns hk·128…, another head's (or past the row)"),
+        # block-sparse (SPARSE, S = G: one query head per CTA): the walk lists Q_NUM, Q_IDX
+        ("sparse-q-block-t-not-mod-2", ("_bwd_load", "qrow = (2 * gl.load(q_list + t // 2) + t % 2) * BM",
+                                        "qrow = (2 * gl.load(q_list + t // 2) + t) * BM"),
+         "backward, block-sparse: the producer's 64-row block 2·entry + t instead of 2·entry + t mod 2, so the Q, dO, "
+         "lse and δ boxes of the later list slots run past the head's rows (t reaches 2·(n_partial + n_full) − 1)"),
+        ("sparse-dq-writer-list-slot-t", ("_bwd_dq_writer", "qb = 2 * gl.load(q_list + t // 2) + t % 2",
+                                          "qb = 2 * gl.load(q_list + t) + t % 2"),
+         "backward, block-sparse: the dQ writer reads list slot t instead of t // 2 (two 64-row blocks per listed "
+         "tile), past the counts for t ≥ n_partial + n_full: an unspecified entry as the reduce-add's tile, and past "
+         "the row"),
+        ("sparse-q-list-row-of-kv-head", ("_attn_bwd_ws", "lrow = (b * Hq + h0) * gl.num_programs(0) + j",
+                                          "lrow = (b * Hq + hk) * gl.num_programs(0) + j"),
+         "backward, block-sparse: the key tile's walk-list row of query head hk (the KV head's index) instead of the "
+         "CTA's own h0 = hk·G + s: another head's list, inside the tensor (refuted by the claim that each list read "
+         "is in the program's own row, as a wrong h0 is by the claims on the CTA's own heads)"))),
 )
 
 #: control -> the configurations it is checked on: those that run the function it mutates (a writer
 #: runs in one mode only; checking the other mode first would only repeat the obligation's queries), and
 #: the head dims where the mutant differs from the kernel (the d64- controls: D = 64 only). Every other
 #: control is checked at each D of its record's ``HEAD_DIMS`` and must be refuted at each.
-ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qblock-past": dict(deterministic=(True,)),
+ONLY = {**{c: dict(dense=False)  # mutants of the SPARSE branch: the block-sparse calls only
+           for c in ("sparse-kv-list-row-next-head", "sparse-kv-list-one-past-count", "sparse-q-block-t-not-mod-2",
+                     "sparse-dq-writer-list-slot-t", "sparse-q-list-row-of-kv-head")},
+        "dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qblock-past": dict(deterministic=(True,)),
         "h0-without-gs": dict(deterministic=(False,)),  # deterministic, GS = 1: the mutant is the kernel
         "d64-dq-half-of-d128": dict(head_dims=(64,)), "d64-dk-view-of-d128": dict(head_dims=(64,))}
 
@@ -557,16 +752,32 @@ ONLY = {"dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qbloc
 #: backward at d = 64 too (measured 2026-12-02: the backward's record and controls at both head dims make prove's
 #: Gluon share ~32 s of CPU, over its 60 s limit on 2 cores)
 QUICK_HEAD_DIMS = {"fwd": HEAD_DIMS["fwd"], "bwd": (128,)}
+#: the head dims of the block-sparse calls (SPARSE: 128 × 128 tiles, no dense mask, causal or not, not deterministic)
+#: in the quick run: D = 128 for both records (the forward's sparse runs take ~1.5 s a head dim, the backward's ~6 s);
+#: ``--deep``: every head dim of the record's (``HEAD_DIMS``)
+QUICK_SPARSE_DIMS = {"fwd": (128,), "bwd": (128,)}
+#: the block-sparse calls' causal flags in the quick run: the backward's causal ones under ``--deep`` only (their
+#: addresses are the non-causal ones'; causal adds the diagonal mask's branch, which forks each consumer: 8 paths,
+#: ~12 s of CPU at D = 128, against ~5 s non-causal)
+QUICK_SPARSE_CAUSAL = {"fwd": (False, True), "bwd": (False,)}
+#: the bounds keys naming the head dims and the causal flags of the block-sparse calls
+SPARSE_KEY = "block-sparse (128 × 128 tiles, walk lists), at D"
+SPARSE_CAUSAL_KEY = "block-sparse, causal"
 
 
-def _bounds(kernel, dims):
+def _bounds(kernel, dims, sparse_dims, sparse_causal=(False, True)):
     return {"D = Dv": list(dims), "N": "128·NB, NB symbolic", "B, Hkv, GROUPS, row strides, view kinds": "symbolic",
-            "causal": [False, True], **({"deterministic": [False, True]} if kernel == "bwd" else {})}
+            "causal": [False, True], **({"deterministic": [False, True]} if kernel == "bwd" else {}),
+            SPARSE_KEY: list(sparse_dims), SPARSE_CAUSAL_KEY: list(sparse_causal),
+            "walk lists": "(B, Hq, NB, 2) counts and (B, Hq, NB, NB) entries, int32 contiguous; the program's row's "
+                          "counts and entries symbolic (A-KER-PLAN-LISTS), every other value any int32"
+                          + ("; not deterministic, S = G" if kernel == "bwd" else "")}
 
 
 #: per record: the quick run's bounds and --deep's (``HEAD_DIMS``: the head dims read from the kernel modules)
-BOUNDS = {kernel: _bounds(kernel, QUICK_HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
-DEEP_BOUNDS = {kernel: _bounds(kernel, HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
+BOUNDS = {kernel: _bounds(kernel, QUICK_HEAD_DIMS[kernel], QUICK_SPARSE_DIMS[kernel], QUICK_SPARSE_CAUSAL[kernel])
+          for kernel in HEAD_DIMS}
+DEEP_BOUNDS = {kernel: _bounds(kernel, HEAD_DIMS[kernel], HEAD_DIMS[kernel]) for kernel in HEAD_DIMS}
 WHY = {"fwd": "every size and stride gluon_rule admits is symbolic; the head dim is not: the record runs the host "
               f"once per head dim, every claim at each: D = Dv = {' and '.join(map(str, HEAD_DIMS['fwd']))} "
               "(gluon.fwd.HEAD_DIMS), every one the forward takes",
@@ -593,7 +804,8 @@ def _register(ob_id, kernel, config, controls):
         return check(ctx, kernel, overrides, **{**config, **kw})
 
     def run(ctx):
-        return checker(ctx, head_dims=tuple(ctx.bounds["D = Dv"]))
+        return checker(ctx, head_dims=tuple(ctx.bounds["D = Dv"]), sparse_dims=tuple(ctx.bounds[SPARSE_KEY]),
+                       sparse_causal=tuple(ctx.bounds[SPARSE_CAUSAL_KEY]))
     run.__name__ = run.__qualname__ = "bounds_" + ob_id.lower().replace("-", "_")
     run.__doc__ = {"KER-BOUNDS-GLUON-FWD": "Gluon forward (host + every partition): every access in its own (b, h).",
                    "KER-BOUNDS-GLUON-BWD": "Gluon backward (host + every partition, each head dim of the run's "
@@ -604,8 +816,12 @@ def _register(ob_id, kernel, config, controls):
     for ctl, (fn_name, old, new), bug in controls:
         def mutant(ctx, fn_name=fn_name, old=old, new=new, only=ONLY.get(ctl, {})):
             over = {fn_name: kx.mutate(getattr(_MODULES[fn_name], fn_name), old, new)}
-            only = dict(only)
-            return _per_d(ctx, checker, over, only, only.pop("head_dims", tuple(ctx.bounds["D = Dv"])))
+            # a control of the SPARSE branch (dense=False) at each head dim of the block-sparse calls; any other at
+            # each of the record's, with the block-sparse calls where the record has them (after the dense ones)
+            only = dict(only, sparse_dims=tuple(ctx.bounds[SPARSE_KEY]),
+                        sparse_causal=tuple(ctx.bounds[SPARSE_CAUSAL_KEY]))
+            dims = only["sparse_dims"] if only.get("dense", True) is False else tuple(ctx.bounds["D = Dv"])
+            return _per_d(ctx, checker, over, only, only.pop("head_dims", dims))
         mutant.__name__ = mutant.__qualname__ = f"control_{run.__name__}_{ctl.replace('-', '_')}"
         control(f"{ob_id}/{ctl}", of=ob_id, bug=bug)(mutant)
 
