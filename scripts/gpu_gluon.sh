@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Hopper (Gluon) kernels on one H200, in under 6 minutes:  bash scripts/gpu_gluon.sh OUTDIR
 #   (a) lab/gpu_check.py's gluon_* cases (GQA 4 and 8 causal and not, (B, N, H, D) views, packed QKV
-#       slices, d = 64, the older Gluon cases) in bf16 and fp16 against the float64 oracle, the router's plan
+#       slices, d = 64, block-sparse, the older Gluon cases) in bf16 and fp16 against the float64 oracle, the router's plan
 #       and the results' layouts asserted;
 #   (b) flashproof fuzz --kernel triton-atomic --profile gluon (GQA up to 8, (B, N, H, D) views), bf16
-#       and fp16, three hypothesis seeds each;
+#       and fp16, three hypothesis seeds each, and --profile gluon-sparse (the block-sparse Gluon kernels),
+#       one seed each;
 #   (c) alone on the GPU afterwards: flashproof bench, ours vs SDPA cuDNN in one process, for
 #       Hq/Hkv = 32/8 and 64/8 causal at 8k and 16k, and contiguous vs (B, N, H, D) at d = 128, 8k.
 # (a) and (b) run as parallel processes (their time is mostly compiling). Every log, JSON and table goes
@@ -44,6 +45,7 @@ declare -A CASEGROUPS=(
   [gqa]=gluon_gqa4,gluon_gqa8_causal,gluon_gqa8
   [layout]=gluon_bnhd,gluon_bnhd_gqa4_causal,gluon_packed_qkv_causal
   [d64]=gluon_d64,gluon_d64_causal_gqa4,gluon_d64_huge_logits,gluon_d64_bnhd_gqa8_causal
+  [sparse]=gluon_block_sparse,gluon_block_sparse_causal_gqa4,gluon_block_sparse_d64_causal,gluon_block_sparse_d64_gqa8_heads_shared,gluon_block_sparse_bnhd_causal
 )
 for dt in bf16 fp16; do
   for g in "${!CASEGROUPS[@]}"; do
@@ -55,6 +57,8 @@ for dt in bf16 fp16; do
     step "fuzz_${dt}_s$seed" "$BOX" $PY -m flashproof fuzz --kernel triton-atomic --profile gluon --dtype $dt \
         --seed $seed --budget "${FUZZ_BUDGET:-8}" --seconds $(( BOX - 20 )) --json "$OUT/fuzz_${dt}_s$seed.json" &
   done
+  step "fuzz_sparse_${dt}" "$BOX" $PY -m flashproof fuzz --kernel triton-atomic --profile gluon-sparse --dtype $dt \
+      --seed 0 --budget 25 --seconds $(( BOX - 20 )) --json "$OUT/fuzz_sparse_${dt}.json" &
 done
 wait
 SHAPES=128:8192:1:32/8,128:16384:1:32/8,128:8192:1:64/8,128:16384:1:64/8

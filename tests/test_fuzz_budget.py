@@ -76,7 +76,7 @@ def test_every_gpu_campaign_reaches_every_family(seed):
         "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q, "late_max": lambda s: s.late_max,
         "poison": lambda s: s.poison is not None, "noncontig": lambda s: s.noncontig,
         "gqa": lambda s: s.heads_q > s.heads_kv, "special_lengths": lambda s: s.n_k > 64 and s.n_q == 1 or s.n_q > 64 and s.n_k == 1,
-        "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1,
+        "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1, "sparse": lambda s: s.sparse,
     }
     assert set(probes) == set(FAMILIES)
     for fam, pred in probes.items():

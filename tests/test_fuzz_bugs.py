@@ -96,7 +96,7 @@ def test_every_campaign_starts_with_the_adversarial_problems():
     assert sum(_triggers(s) for s in first) >= 1  # the planted window bug's trigger is among them
     assert set().union(*(families_of(s) for s in first)) == {
         "causal", "window", "varlen", "mask", "empty_rows", "huge_logits", "ties", "zero_q", "late_max", "poison",
-        "noncontig", "gqa", "dv", "batch"}
+        "noncontig", "gqa", "dv", "batch", "sparse"}
     assert {s.n_q for s in first} >= {1, 2} and {s.n_k for s in first} >= {1, 2, 129}
     assert _plan(targets.get("triton"), "cpu", dict(PROFILES["ci"]), 5).explicit == first  # every seed
     lacking = _plan(targets.get("sdpa-flash"), "cuda", dict(PROFILES["ci"]), 0).explicit

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 from flashproof.fuzz import targets
 from flashproof.fuzz.campaign import PROFILES, _plan, _strategy, run_campaign, specimens
-from flashproof.fuzz.launches import LAUNCH_FAMILIES, choose, int_class, launch_of, length_class, side_class
+from flashproof.fuzz.launches import LAUNCH_FAMILIES, choose, int_class, launch_of, length_class, side_class, tile_class
 from flashproof.fuzz.warm import warm_up
 
 GPU = PROFILES["gpu"]
@@ -24,7 +24,8 @@ def _one_thread():
 def _on(launch, family):
     return {"causal": launch.causal, "window": launch.window is not None, "varlen": launch.seqlens is not None,
             "mask": launch.mask, "empty_rows": launch.mask, "poison": launch.poison, "noncontig": launch.noncontig,
-            "gqa": launch.heads_q > launch.heads_kv, "dv": launch.dv != launch.d, "batch": launch.batch > 1}[family]
+            "gqa": launch.heads_q > launch.heads_kv, "dv": launch.dv != launch.d, "batch": launch.batch > 1,
+            "sparse": launch.sparse is not None}[family]
 
 
 def test_classes_follow_tritons_integer_specialisation():
@@ -83,10 +84,14 @@ def test_lengths_stay_adversarial_inside_the_launches():
 
 def test_specimens_are_the_smallest_problems_of_their_launches():
     launches = _plan(targets.get("triton"), "cuda", dict(GPU), 0).launches
+    assert any(l.sparse for l in launches)  # a block-sparse launch: its lengths also keep their tile-count class
     for s, l in zip(specimens(targets.get("triton"), "cuda", dict(GPU), 0), launches):
         assert launch_of(s, l.square) == l
-        assert s.seqlens is not None or (s.n_q, s.n_k) == (min(n for n in GPU["lengths"] if length_class(n) == l.n_q),
-                                                           min(n for n in GPU["lengths"] if length_class(n) == l.n_k))
+
+        def ok(n, cls, side):
+            return length_class(n) == cls and (l.sparse is None or tile_class(n, l.sparse[0]) == l.sparse[side])
+        assert s.seqlens is not None or (s.n_q, s.n_k) == (min(n for n in GPU["lengths"] if ok(n, l.n_q, 1)),
+                                                           min(n for n in GPU["lengths"] if ok(n, l.n_k, 2)))
 
 
 def test_bad_launch_counts_are_refused():

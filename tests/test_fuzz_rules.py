@@ -102,7 +102,7 @@ def test_every_family_can_switch_on():
         "huge_logits": lambda s: s.huge_logits > 0, "ties": lambda s: s.ties, "zero_q": lambda s: s.zero_q, "late_max": lambda s: s.late_max,
         "poison": lambda s: s.poison is not None, "noncontig": lambda s: s.noncontig,
         "gqa": lambda s: s.heads_q > s.heads_kv, "special_lengths": lambda s: s.n_k in (63, 64, 65),
-        "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1,
+        "dv": lambda s: s.dv != s.d, "batch": lambda s: s.batch > 1, "sparse": lambda s: s.sparse,
     }
     assert set(probes) == set(FAMILIES)
     for fam, pred in probes.items():

@@ -15,7 +15,11 @@ others. ``explicit(...)`` builds them for the campaign's caps, so every seed run
 * lengths 1 and 2 and Nq ≠ Nk both ways, causal both ways and square;
 * varlen with zero-length and length-1 sequences;
 * NaN, ±inf and 1e30 poison in masked and padded positions;
-* GQA with the largest group the caps allow and a middle one; non-contiguous inputs; Dv ≠ D; B = 2.
+* GQA with the largest group the caps allow and a middle one; non-contiguous inputs; Dv ≠ D; B = 2;
+* the tile families (late keys, block-sparse holes) at the largest tile size go to a kernel with a
+  block-sparse API on that route (``ProblemSpec.sparse``: as a ``BlockSparseMask``), at the others
+  as the dense mask; last (past the default budget of the CPU profile), each by the other route,
+  and causal ones on the block-sparse route.
 
 Each is kept only when the target takes its families and it fits the caps (lengths, head dims,
 heads, batch, the pure-Python oracle's ``max_work``; for a compile-aware profile, lengths and head
@@ -23,7 +27,7 @@ dims from its sets); a template whose first shape does not fit tries smaller one
 """
 from __future__ import annotations
 
-from .problem import ProblemSpec
+from .problem import TILE_KINDS, ProblemSpec
 from .strategies import SPECIAL_LENGTHS, window_edges
 
 __all__ = ["explicit", "families_of"]
@@ -34,7 +38,8 @@ def families_of(s: ProblemSpec) -> set:
     on = {"causal": s.causal, "window": s.window is not None, "varlen": s.seqlens is not None,
           "mask": s.mask_kind != "none", "empty_rows": s.empty_rows, "huge_logits": s.huge_logits > 0,
           "ties": s.ties, "zero_q": s.zero_q, "late_max": s.late_max, "poison": s.poison is not None,
-          "noncontig": s.noncontig, "gqa": s.heads_q > s.heads_kv, "dv": s.dv != s.d, "batch": s.batch > 1}
+          "noncontig": s.noncontig, "gqa": s.heads_q > s.heads_kv, "dv": s.dv != s.d, "batch": s.batch > 1,
+          "sparse": s.sparse}
     return {f for f, v in on.items() if v}
 
 
@@ -99,10 +104,11 @@ def explicit(*, families, blocks, max_nq: int, max_nk: int, max_d: int, max_head
                     w = next((x for x in widths if x >= b - 2), widths[-1])
                     return ProblemSpec(n_q=q, n_k=k, window=(w, k) if side == 0 else (k, w), **base)
                 add(win, (big_q, big_k))
-    for b in blocks:
+    for b in blocks:  # the tile families at the largest tile as a BlockSparseMask (for a kernel with that API)
         for kind in ("single_key", "late_keys", "block_sparse"):
-            add(lambda q, k, kind=kind, b=b: ProblemSpec(n_q=q, n_k=k, mask_kind=kind, block=b, **base)
-                if k > b else None)
+            sparse = kind in TILE_KINDS and b == max(blocks) and "sparse" in fams
+            add(lambda q, k, kind=kind, b=b, sparse=sparse: ProblemSpec(n_q=q, n_k=k, mask_kind=kind, block=b,
+                                                                        sparse=sparse, **base) if k > b else None)
     add(lambda q, k: ProblemSpec(n_q=q, n_k=k, mask_kind="random", empty_rows=True, **base))
     add(lambda q, k: ProblemSpec(n_q=q, n_k=k, huge_logits=6e4, **base))
     add(lambda q, k: ProblemSpec(n_q=q, n_k=k, ties=True, **base) if k > min(blocks) else None)
@@ -121,6 +127,12 @@ def explicit(*, families, blocks, max_nq: int, max_nk: int, max_d: int, max_head
     add(lambda q, k: ProblemSpec(n_q=q, n_k=k, noncontig=True, heads_q=2, heads_kv=2, **base))
     add(lambda q, k: ProblemSpec(n_q=q, n_k=k, d=d, dv=dv))
     add(lambda q, k: ProblemSpec(batch=2, n_q=q, n_k=k, **base))
+    for b in blocks if "sparse" in fams else ():  # the tile masks above by the other route; causal ones sparse
+        for kind in TILE_KINDS:
+            add(lambda q, k, kind=kind, b=b: ProblemSpec(n_q=q, n_k=k, mask_kind=kind, block=b,
+                                                         sparse=b != max(blocks), **base) if k > b else None)
+            add(lambda q, k, kind=kind, b=b: ProblemSpec(n_q=q, n_k=k, mask_kind=kind, block=b, causal=True,
+                                                         sparse=True, **base) if k > b else None)
     return out
 
 

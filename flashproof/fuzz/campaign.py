@@ -60,6 +60,12 @@ DEFAULT_DTYPES = ("fp32", "fp64")
 #: (feature combination × head dims × heads × length classes), chosen from its seed so that every
 #: family the kernel takes is on in one of them, and compiles them all in a warm phase before the
 #: timed part (``warm.py``); lengths stay adversarial inside a launch (1, 2, 63 … 1025).
+#: "gluon-sparse" is compile-aware as well: the shapes of "gluon", every launch on the block-sparse
+#: route (``problem.sparse_route``) with 128 × 128 tiles, so that on sm_90 the default call
+#: (``--kernel triton-atomic``, deterministic=False) runs the Gluon block-sparse forward and backward.
+#: Profile keys besides the caps: ``sparse_blocks`` (the tile sizes of block-sparse launches; default
+#: the mask families' blocks), ``always`` (launch families on in every launch), ``densities`` (the
+#: fractions of tiles a block-sparse mask keeps, the first the shrink target; default 0.6 only).
 #: GPU profiles: problems above this many multiply-adds (B·Hq·Nq·Nk·(D+Dv)) are judged against the dense
 #: float64 oracle on the device (checked against the verified reference on one query row per example).
 #: The pure-Python reference's forward and backward cost ~30 µs per multiply-add on the 2-core work
@@ -69,7 +75,8 @@ GPU_ORACLE_WORK = 4_000
 PROFILES = {
     "ci": dict(max_nq=40, max_nk=130, max_d=8, max_heads_kv=2, max_group=8, max_batch=2, max_work=120_000),
     "gpu": dict(max_nq=1025, max_nk=1025, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
-                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=GPU_ORACLE_WORK, launches=8),
+                lengths=SPECIAL_LENGTHS, dims=(8, 64, 80, 128), oracle_work=GPU_ORACLE_WORK, launches=8,
+                sparse_blocks=(16, 64, 128), densities=(0.6, 0.1, 1.0, 0.0)),
     # the shapes our Hopper kernels take (kernels/attention/dispatch.gluon_rule: d = 64 and
     # 128, Nq = Nk a multiple of 128, no window/mask/varlen, q/k/v
     # contiguous or (B, N, H, D) transposed views; GQA groups up to 8), with the families that keep them
@@ -77,12 +84,22 @@ PROFILES = {
     "gluon": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
                   lengths=(128, 256, 384, 1024), dims=(64, 128), square=True, oracle_work=GPU_ORACLE_WORK, launches=4,
                   families=("causal", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch", "noncontig")),
+    # the block-sparse calls of the same kernels (gluon_rule: BlockSparseMask of 128 x 128 tiles, no dense
+    # mask inside, causal or not, deterministic=False): every launch on the block-sparse route, block-sparse
+    # masks keeping 60 %, 10 %, all or none of the tiles (10 %: whole query-tile rows, rows out 0 / LSE -inf,
+    # and key-tile columns off), late keys (only the last key tile on); with deterministic=True
+    # (--kernel triton) or on a GPU without sm_90 the same problems go to the Triton block-sparse walk
+    "gluon-sparse": dict(max_nq=1024, max_nk=1024, max_d=128, max_heads_kv=2, max_group=8, max_batch=2,
+                         lengths=(128, 256, 384, 1024), dims=(64, 128), square=True, oracle_work=GPU_ORACLE_WORK,
+                         launches=6, sparse_blocks=(128,), always=("sparse",), densities=(0.6, 0.1, 1.0, 0.0),
+                         families=("causal", "sparse", "huge_logits", "ties", "zero_q", "late_max", "gqa", "batch",
+                                   "noncontig")),
 }
 #: profile keys that are not strategy caps
-_RUN_KEYS = ("oracle_work", "launches")
-#: Families that need a feature (targets.FEATURES) the target may lack.
+_RUN_KEYS = ("oracle_work", "launches", "sparse_blocks", "always")
+#: Families that need a feature (targets.FEATURES) the target may lack ("sparse" also needs "mask").
 _NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
-          "gqa": "gqa", "dv": "dv", "causal": "causal", "huge_logits": "scale"}
+          "gqa": "gqa", "dv": "dv", "causal": "causal", "huge_logits": "scale", "sparse": "block_sparse"}
 
 
 class _Plan(NamedTuple):
@@ -105,7 +122,8 @@ def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
 
     lacks = target.lacks(device)
     caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
-    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks]
+    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks
+                and not (f == "sparse" and "mask" in lacks)]
     if "gqa" in lacks:
         caps["max_group"] = 1
     blocks = tuple(sorted(set(target.tile_sizes) | {16}))
@@ -115,22 +133,27 @@ def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
         launches = choose(seed, profile["launches"], lengths=caps["lengths"], dims=caps["dims"], families=families,
                           max_nq=caps["max_nq"], max_nk=caps["max_nk"], max_heads_kv=caps["max_heads_kv"],
                           max_group=caps["max_group"], max_batch=caps["max_batch"], square=caps.get("square", False),
-                          square_causal=square_causal)
+                          square_causal=square_causal, sparse_blocks=tuple(profile.get("sparse_blocks", blocks)),
+                          always=tuple(profile.get("always", ())))
     first = explicit(families=families, blocks=blocks, square_causal=square_causal, **caps)
     if launches:  # the adversarial problems inside the launches, then each launch at its longest lengths
         first = [s for s in first if {launch_of(s, False), launch_of(s, True)} & set(launches)]
         first += [extreme(l, lengths=caps["lengths"], max_nq=caps["max_nq"], max_nk=caps["max_nk"]) for l in launches]
+        low = sorted(x for x in caps.get("densities") or () if 0 < x < 1)
+        first += [extreme(l, lengths=caps["lengths"], max_nq=caps["max_nq"], max_nk=caps["max_nk"])._replace(
+            density=low[0], seed=1) for l in launches if l.sparse is not None and low]  # sparse tiles: empty rows
     return _Plan(caps, families, blocks, square_causal, launches, tuple(first))
 
 
 def specimens(target, device: str, profile: dict, seed: int) -> list:
     """The smallest problem of each launch specialisation of the campaign (what the warm phase
-    runs); empty for a profile that is not compile-aware."""
-    from .launches import specimen
+    runs), one per launch in their order, then those of the further tile-grid stride classes of the
+    block-sparse launches (``launches.stride_specimens``); empty for a profile that is not compile-aware."""
+    from .launches import specimen, stride_specimens
 
     p = _plan(target, device, profile, seed)
-    return [specimen(l, lengths=p.caps["lengths"], max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
-            for l in p.launches]
+    kw = dict(lengths=p.caps["lengths"], max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
+    return [specimen(l, **kw) for l in p.launches] + [s for l in p.launches for s in stride_specimens(l, **kw)]
 
 
 class _Found(Exception):
@@ -153,7 +176,7 @@ def _problems(p: _Plan):
 
     if p.launches:
         return problems(p.launches, lengths=p.caps["lengths"], families=p.families, blocks=p.blocks,
-                        max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"])
+                        max_nq=p.caps["max_nq"], max_nk=p.caps["max_nk"], densities=p.caps.get("densities"))
     return attention_problems(families=p.families, blocks=p.blocks, square_causal=p.square_causal, **p.caps)
 
 

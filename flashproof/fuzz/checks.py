@@ -35,7 +35,7 @@ import re
 
 from .faults import FAULT_NOTE, is_device_fault, synchronize
 from .oracle import Expected, oracles, read_inputs as oracle_inputs, vjp
-from .problem import Problem, ProblemSpec, build, lse_cotangent
+from .problem import Problem, ProblemSpec, build, lse_cotangent, sparse_route
 from .targets import Case, KernelOut, Target, Unsupported
 from .tolerance import Verdict, judge, naive
 
@@ -143,7 +143,9 @@ def _case(ctx: _Ctx, q, k, v, keys: slice | None = None) -> Case:
     structured = s.mask_kind == "none" and not s.empty_rows
     cu_q = None if p.cu_seqlens_q is None else p.cu_seqlens_q.to(ctx.device)
     cu_k = None if p.cu_seqlens_k is None else p.cu_seqlens_k.to(ctx.device)
-    return Case(q, k, v, allowed, p.scale, s.causal, s.window, cu_q, cu_k, structured, ctx.tuning)
+    # the block-sparse route (problem.sparse_route): the key partitions above stay dense-mask calls
+    return Case(q, k, v, allowed, p.scale, s.causal, s.window, cu_q, cu_k, structured, ctx.tuning,
+                s.block if sparse_route(s) else 0)
 
 
 def _inputs(ctx: _Ctx):

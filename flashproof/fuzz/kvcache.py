@@ -120,7 +120,7 @@ def _unavailable(backend: str):
     return why
 
 
-_LACKS = frozenset({"mask", "grad"})
+_LACKS = frozenset({"mask", "grad", "block_sparse"})
 for _backend in ("torch", "triton"):
     targets.register(targets.Target(
         f"kvcache-{_backend}", f"ours, attention_with_kvcache ({_backend} path): ragged, paged, poisoned caches",

@@ -14,6 +14,13 @@ Conventions (those of ``docs/fuzz.md`` and DESIGN.md):
   inside each sequence, each aligned bottom-right) and the drawn mask family.
 * Varlen problems are packed: B = 1 and the sequences lie one after another along N; ``seqlens``
   lists (len_q, len_k) per sequence, zero lengths allowed.
+* ``sparse``: the mask of a tile family (``TILE_KINDS``, no empty rows, no varlen, ``block`` a power
+  of two ≥ 16) is exactly ``BlockSparseMask(tiles, block, block)`` together with the causal / window
+  structure; with ``sparse`` the checks hand it to kernels with a block-sparse API (ours) in that form
+  (``Case.block_sparse``, ``targets.block_tiles``), without it as the dense boolean mask: both routes
+  are fuzzed on the same masks, and a reproducer names its route. ``sparse_route(spec)`` says which.
+  ``density``: the fraction of tiles "block_sparse" keeps (0.6 unless a profile draws others: 0.1
+  leaves whole query-tile rows and key-tile columns off, 0 every tile, 1 none).
 * ``dlse`` (B, Hq, Nq) is the cotangent of the returned LSE that goes back with ``dout``: None (zero)
   from ``build`` (the oracle's gradients are then those of Σ dout·out, as before it existed);
   the gradient check sets ``lse_cotangent(spec)`` (split-KV and ring merges differentiate the
@@ -27,10 +34,16 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["ProblemSpec", "Problem", "build", "lse_cotangent", "MASK_KINDS", "POISONS"]
+__all__ = ["ProblemSpec", "Problem", "build", "lse_cotangent", "MASK_KINDS", "TILE_KINDS", "POISONS", "DENSITY",
+           "sparse_route"]
 
 #: The mask families (besides causal / window / varlen structure). "none" is the shrink target.
 MASK_KINDS = ("none", "random", "single_key", "late_keys", "block_sparse")
+#: The mask families whose masks are whole ``block`` × ``block`` tiles (on or off), so that with the
+#: causal / window structure they are exactly a ``BlockSparseMask`` (``sparse_route``).
+TILE_KINDS = ("block_sparse", "late_keys")
+#: The default fraction of tiles the "block_sparse" family keeps (``ProblemSpec.density``).
+DENSITY = 0.6
 #: Values planted where no allowed pair reads (fully masked keys, rows with no allowed key).
 POISONS = (None, "nan", "inf", "-inf", "1e30")
 
@@ -58,6 +71,8 @@ class ProblemSpec(NamedTuple):
     poison: str | None = None          # one of POISONS
     noncontig: bool = False            # hand the kernel non-contiguous views
     seed: int = 0
+    sparse: bool = False               # a tile-structured mask goes to kernels that take one as a BlockSparseMask
+    density: float = DENSITY           # the fraction of tiles "block_sparse" keeps (each tile on with this chance)
 
     def describe(self) -> str:
         """A one-line reproducer: the non-default fields, as ``ProblemSpec(...)`` arguments."""
@@ -103,6 +118,8 @@ def _check(spec: ProblemSpec) -> None:
         raise ValueError(f"mask_kind must be one of {MASK_KINDS}, received {spec.mask_kind!r}")
     if spec.poison not in POISONS:
         raise ValueError(f"poison must be one of {POISONS}, received {spec.poison!r}")
+    if isinstance(spec.density, bool) or not isinstance(spec.density, (int, float)) or not 0 <= spec.density <= 1:
+        raise ValueError(f"ProblemSpec.density must be a number in [0, 1], received {spec.density!r}")
     if spec.seqlens is not None:
         if spec.batch != 1:
             raise ValueError(f"varlen problems are packed with batch 1, received batch {spec.batch}")
@@ -145,9 +162,18 @@ def _family_mask(spec: ProblemSpec, g: torch.Generator) -> torch.Tensor:
         ok = torch.zeros(shape, dtype=torch.bool)
         ok[..., start:] = True
         return ok
-    # block_sparse: whole (b × b) tiles switched off at random.
-    tiles = torch.rand(B, H, math.ceil(nq / b), math.ceil(nk / b), generator=g) < 0.6
+    # block_sparse: whole (b × b) tiles switched off at random (each kept with chance spec.density).
+    tiles = torch.rand(B, H, math.ceil(nq / b), math.ceil(nk / b), generator=g) < spec.density
     return tiles.repeat_interleave(b, dim=2)[:, :, :nq].repeat_interleave(b, dim=3)[..., :nk]
+
+
+def sparse_route(spec: ProblemSpec) -> bool:
+    """Whether the checks hand ``spec``'s mask to a kernel with a block-sparse API as a
+    ``BlockSparseMask(tiles, spec.block, spec.block)`` (module docstring): ``spec.sparse`` and a mask
+    that is sure to be one (a tile family, no empty rows, no varlen, a block the API takes)."""
+    b = spec.block
+    return (spec.sparse and spec.mask_kind in TILE_KINDS and not spec.empty_rows and spec.seqlens is None
+            and b >= 16 and b & (b - 1) == 0)
 
 
 def _allowed(spec: ProblemSpec, g: torch.Generator) -> torch.Tensor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from .problem import ProblemSpec, _check
+from .problem import DENSITY, ProblemSpec, _check
 
 __all__ = ["minimize", "minimize_batched", "variants"]
 
@@ -31,7 +31,7 @@ def variants(s: ProblemSpec):
                 yield s._replace(seqlens=rest, n_q=sum(a for a, _ in rest), n_k=sum(b for _, b in rest))
     for field, off in (("poison", None), ("mask_kind", "none"), ("empty_rows", False), ("window", None),
                        ("causal", False), ("huge_logits", 0.0), ("ties", False), ("zero_q", False),
-                       ("late_max", False), ("noncontig", False)):
+                       ("late_max", False), ("noncontig", False), ("sparse", False), ("density", DENSITY)):
         if getattr(s, field) != off:
             yield s._replace(**{field: off})
     if s.dv != s.d:

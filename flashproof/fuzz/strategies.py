@@ -15,7 +15,10 @@ window             a (left, right) local window around the aligned diagonal; 3/4
 varlen             packed sequences (B = 1) with zero-length and length-1 sequences
 mask               one of: random holes; a single allowed key at a tile edge (0, b−1, b, last);
                    allowed keys only after fully masked tiles ((−inf)−(−inf) class);
-                   block-sparse tile holes
+                   block-sparse tile holes (a profile's ``densities``: the fraction of tiles kept)
+sparse             a tile-family mask (block-sparse, late keys; no empty rows, no varlen) handed to
+                   kernels with a block-sparse API as ``BlockSparseMask(tiles, block, block)`` instead
+                   of the dense mask (``problem.sparse_route``): off, the same masks go dense
 empty_rows         fully masked query rows (out 0, LSE −inf, gradients 0)
 huge_logits        scale ≫ 1/√d with max |score| of 1e2 … 6e4
 ties               a dominant key copied into another tile: exact ties of the row max
@@ -33,12 +36,12 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from .problem import MASK_KINDS, POISONS, ProblemSpec
+from .problem import DENSITY, MASK_KINDS, POISONS, TILE_KINDS, ProblemSpec
 
 __all__ = ["FAMILIES", "SPECIAL_LENGTHS", "HUGE_LOGITS", "attention_problems"]
 
 FAMILIES = ("causal", "window", "varlen", "mask", "empty_rows", "huge_logits", "ties", "zero_q", "late_max", "poison",
-            "noncontig", "gqa", "special_lengths", "dv", "batch")
+            "noncontig", "gqa", "special_lengths", "dv", "batch", "sparse")
 SPECIAL_LENGTHS = (1, 2, 63, 64, 65, 127, 129, 1025)
 HUGE_LOGITS = (1e2, 1e3, 3e4, 6e4)
 
@@ -47,7 +50,7 @@ def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, ma
                        max_group: int = 8, max_batch: int = 2, families=FAMILIES, blocks=(16,),
                        square_causal: bool = False, lengths: tuple | None = None,
                        dims: tuple | None = None, square: bool = False,
-                       max_work: int | None = None) -> st.SearchStrategy[ProblemSpec]:
+                       max_work: int | None = None, densities: tuple | None = None) -> st.SearchStrategy[ProblemSpec]:
     """Problems with Nq ≤ max_nq, Nk ≤ max_nk, D, Dv ≤ max_d, Hkv ≤ max_heads_kv, Hq/Hkv ≤
     max_group, B ≤ max_batch. ``families`` lists the switches that may turn on (others stay off);
     ``blocks`` are the tile sizes the mask families aim at; ``square_causal`` forces Nk = Nq when
@@ -61,6 +64,9 @@ def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, ma
     ``max_work``: when given, B·Hq·Nq·Nk·(D+Dv) stays at most this (or at one head of the drawn
     lengths with D = Dv = 1 if even that exceeds it): head dims, heads and batch are drawn under
     the room the lengths leave, so long rows come with few heads (the pure-Python oracle's cost).
+
+    ``densities``: when given, the fraction of tiles a "block_sparse" mask keeps is drawn from them
+    (the first is the shrink target); otherwise it is ``problem.DENSITY``.
 
     Shrinks toward ProblemSpec(n_q=1, n_k=1, d=1, seed=0) with every family off (toward the
     smallest entries of ``lengths`` / ``dims`` when given)."""
@@ -78,9 +84,26 @@ def attention_problems(*, max_nq: int = 16, max_nk: int = 16, max_d: int = 8, ma
             raise ValueError(f"{name} must be None or a non-empty tuple of ints >= 1, received {vals!r}")
     if max_work is not None and (isinstance(max_work, bool) or not isinstance(max_work, int) or max_work < 1):
         raise ValueError(f"max_work must be None or an int >= 1, received {max_work!r}")
+    check_densities(densities)
     return _problems(max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, frozenset(families),
                      tuple(blocks), square_causal or square, None if lengths is None else tuple(sorted(set(lengths))),
-                     None if dims is None else tuple(sorted(set(dims))), square, max_work)
+                     None if dims is None else tuple(sorted(set(dims))), square, max_work,
+                     None if densities is None else tuple(densities))
+
+
+def check_densities(densities) -> None:
+    """ValueError unless ``densities`` is None or a non-empty tuple of numbers in [0, 1]."""
+    if densities is not None and (not isinstance(densities, tuple) or not densities or any(
+            isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in densities)):
+        raise ValueError(f"densities must be None or a non-empty tuple of numbers in [0, 1], received {densities!r}")
+
+
+def draw_density(draw, mask_kind: str, densities) -> float:
+    """The tile density of a "block_sparse" mask: drawn from ``densities`` when given (shrinking to
+    the first), else ``problem.DENSITY`` (no draw: profiles without densities draw as before)."""
+    if mask_kind != "block_sparse" or not densities:
+        return DENSITY
+    return float(draw(st.sampled_from(densities)))
 
 
 def _under(vals: tuple, cap: int) -> list:
@@ -124,7 +147,7 @@ def _edge(draw, edges: dict, cap: int) -> int:
 
 @st.composite
 def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, families, blocks, square_causal,
-              lengths, dims, square=False, max_work=None):
+              lengths, dims, square=False, max_work=None, densities=None):
     def on(family: str) -> bool:
         return family in families and draw(st.booleans())
 
@@ -191,7 +214,10 @@ def _problems(draw, max_nq, max_nk, max_d, max_heads_kv, max_group, max_batch, f
     b_cap = max_batch if heads is None else max(1, min(max_batch, heads // (group * heads_kv)))
     batch = draw(st.integers(2, b_cap)) if b_cap >= 2 and seqlens is None and on("batch") else 1
     seed = draw(st.integers(0, 2**32 - 1))
+    # drawn last, so that the draws above are those of a strategy without these switches
+    sparse = mask_kind in TILE_KINDS and not empty_rows and seqlens is None and on("sparse")
+    density = draw_density(draw, mask_kind, densities)
     return ProblemSpec(batch=batch, heads_q=heads_kv * group, heads_kv=heads_kv, n_q=n_q, n_k=n_k, d=d, dv=dv,
                        causal=causal, window=window, seqlens=seqlens, mask_kind=mask_kind, block=block,
                        empty_rows=empty_rows, huge_logits=huge, ties=ties, zero_q=zero_q, late_max=late_max, poison=poison,
-                       noncontig=noncontig, seed=seed)
+                       noncontig=noncontig, seed=seed, sparse=sparse, density=density)

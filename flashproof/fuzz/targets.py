@@ -9,6 +9,11 @@ the kernel does not expose it. Normalisations (see ``docs/fuzz.md``):
   bottom-right boolean mask;
 * masks, windows and varlen block diagonals go to kernels without those features as the explicit
   boolean ``allowed`` mask (True = take part);
+* block-sparse masks: a case with ``Case.block_sparse = b`` (the problem's ``sparse`` route,
+  ``problem.sparse_route``) whose ``allowed`` is exactly b × b tiles together with its causal /
+  window structure (``block_tiles``) goes to ours as ``mask=BlockSparseMask(tiles, b, b)`` (with its
+  causal / window flags), so the dispatcher routes it to the Gluon or Triton block-sparse kernels;
+  every other mask, and every case of the other targets, as the dense ``allowed``;
 * LSE: SDPA's public API returns none; its adapters read it from the backend's aten op (natural
   log, padded rows sliced off). FlexAttention and flash-attn return natural-log LSE.
 
@@ -26,12 +31,14 @@ from typing import Callable, NamedTuple
 
 import torch
 
-__all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES"]
+__all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES", "block_tiles"]
 
 #: Problem features a target may lack (the campaign does not draw them for it; a dtype it lacks is
-#: skipped). "causal": no causal flag and no mask; "scale": no softmax scale (only 1/√D is drawn).
+#: skipped). "causal": no causal flag and no mask; "scale": no softmax scale (only 1/√D is drawn);
+#: "block_sparse": no block-sparse mask API (``Case.block_sparse`` would be ignored: the campaign
+#: does not draw the "sparse" family, whose problems would only repeat dense-mask ones).
 FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal", "causal_rect", "scale", "lse", "grad",
-                      "fp64", "fp32", "fp16", "bf16"})
+                      "block_sparse", "fp64", "fp32", "fp16", "bf16"})
 
 
 class Unsupported(Exception):
@@ -44,7 +51,10 @@ class Case(NamedTuple):
     is True when causal/window/varlen alone give ``allowed`` (no extra mask is needed). ``tuning``:
     the campaign's choice for kernels that autotune (ours: ``attention(..., tuning=...)``), "first"
     (one configuration per launch key: a campaign would otherwise time every configuration of
-    every new key) or "autotune"; other targets ignore it."""
+    every new key) or "autotune"; other targets ignore it. ``block_sparse``: 0, or the tile size b
+    of the problem's block-sparse route (``problem.sparse_route``): a kernel with a block-sparse
+    API (ours) gets ``allowed`` as ``BlockSparseMask(tiles, b, b)`` when it is exactly that
+    (``block_tiles``); the others ignore it."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -57,6 +67,7 @@ class Case(NamedTuple):
     cu_seqlens_k: torch.Tensor | None
     structured: bool
     tuning: str = "first"
+    block_sparse: int = 0
 
 
 class KernelOut(NamedTuple):
@@ -97,11 +108,60 @@ def _ours(backend: str | None, fn=None) -> Callable:
         if chosen == "triton" and not c.q.is_cuda:  # interpreted: without the shim a bf16 dot or a loop
             from .interpreter_shim import apply  # bound fails inside Triton, not in the kernel (harness's)
             apply()
-        r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=None if c.structured else c.allowed,
+        r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=mask_arg(c),
                  scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
                  deterministic=deterministic, backend=chosen, tuning=c.tuning)
         return KernelOut(r.out, r.lse)
     return run
+
+
+def block_tiles(allowed: torch.Tensor, block_q: int, block_k: int, causal: bool = False,
+                window: tuple | None = None) -> torch.Tensor | None:
+    """The tiles of ``allowed`` if it is exactly a block-sparse mask, else None.
+
+    ``allowed`` (B, Hq, Nq, Nk) bool. Returns ``tiles`` (B, Hq, ceil(Nq / block_q), ceil(Nk / block_k))
+    bool, tile (r, c) True iff some pair of it is allowed, when ``allowed`` equals ``tiles``
+    expanded to block_q × block_k blocks and cut to Nq × Nk (edge tiles partial), AND-ed with the
+    causal / window structure as ``attention()`` defines it, bottom-right aligned: key j is allowed
+    for query i iff i + Nk − Nq − left ≤ j ≤ i + Nk − Nq + right, ``window`` = (left, right) with
+    None unbounded, ``causal`` capping right at 0. Then ``attention(q, k, v, causal=causal,
+    window=window, mask=BlockSparseMask(tiles, block_q, block_k))`` computes the same pairs as
+    ``mask=allowed``. Tiles that the structure excludes entirely come back False (empty tiles are
+    fine: a query tile row or key tile column all False is recognised). Pure; runs on
+    ``allowed``'s device."""
+    B, H, nq, nk = allowed.shape
+    tq, tk = -(-nq // block_q), -(-nk // block_k)
+    padded = allowed.new_zeros(B, H, tq * block_q, tk * block_k)
+    padded[..., :nq, :nk] = allowed
+    tiles = padded.view(B, H, tq, block_q, tk, block_k).any(dim=5).any(dim=3)
+    i = torch.arange(nq, device=allowed.device).unsqueeze(1)
+    j = torch.arange(nk, device=allowed.device).unsqueeze(0)
+    diag = i + (nk - nq)  # the key aligned with query i
+    left, right = window if window is not None else (None, None)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    ok = torch.ones(nq, nk, dtype=torch.bool, device=allowed.device)
+    if left is not None:
+        ok &= j >= diag - left
+    if right is not None:
+        ok &= j <= diag + right
+    expanded = tiles.repeat_interleave(block_q, dim=2)[:, :, :nq].repeat_interleave(block_k, dim=3)[..., :nk]
+    return tiles if torch.equal(expanded & ok, allowed) else None
+
+
+def mask_arg(c: Case):
+    """The ``mask`` argument ours gets for ``c``: None (causal / window / varlen structure alone), a
+    ``BlockSparseMask`` (``c.block_sparse`` set, no varlen, and ``allowed`` exactly tiles of that size
+    with the case's structure: ``block_tiles``), else the dense ``allowed``."""
+    if c.structured:
+        return None
+    b = c.block_sparse
+    if b and c.cu_seqlens_q is None:
+        tiles = block_tiles(c.allowed, b, b, c.causal, c.window)
+        if tiles is not None:
+            from flashproof.kernels import BlockSparseMask
+            return BlockSparseMask(tiles, b, b)
+    return c.allowed
 
 
 def _atomic(c: Case) -> KernelOut:
@@ -207,7 +267,7 @@ def _sdpa_lse(name: str, c: Case, kw: dict):
 
 def _sdpa_lacks(name: str) -> Callable:
     def lacks(device: str) -> frozenset:
-        gone = {"fp64"} if name != "sdpa-math" else set()
+        gone = {"block_sparse", "fp64"} if name != "sdpa-math" else {"block_sparse"}
         if name == "sdpa-math":
             gone.add("lse")
         if name == "sdpa-flash" and device != "cpu":
@@ -349,9 +409,10 @@ _TARGETS = {
                             lambda c, det: _atomic(c), _ours_unavailable("triton"),
                             lambda d: frozenset({"fp64"}), "fwd", _ours_tiles()),
     "flex": Target("flex", "torch FlexAttention (compiled on CUDA, eager math path on CPU)", _flex,
-                   _flex_unavailable, lambda d: frozenset({"fp64", "grad"} if d == "cpu" else {"fp64"}), "", (128,)),
+                   _flex_unavailable, lambda d: frozenset({"fp64", "grad", "block_sparse"} if d == "cpu" else {"fp64", "block_sparse"}), "",
+                   (128,)),
     "flash-attn": Target("flash-attn", "Dao-AILab flash-attn (flash_attn_func)", _flash_attn,
-                         _flash_attn_unavailable, lambda d: frozenset({"mask", "varlen", "dv", "fp64"}),
+                         _flash_attn_unavailable, lambda d: frozenset({"mask", "varlen", "dv", "fp64", "block_sparse"}),
                          "fwd", (64, 128), _flash_attn_version),
 }
 for _n in _SDPA:

@@ -183,7 +183,7 @@ def user_target(fn: Callable, name: str | None = None, **conventions) -> Target:
     conv = make_conventions(**{**decl.conventions, **{k: v for k, v in conventions.items() if v is not None}})
     caps = capabilities(fn)
     gqa = caps.gqa is not None or bool(decl.gqa)
-    lacks = set()
+    lacks = {"block_sparse"}  # the adapter hands a mask over as the dense boolean ``allowed`` only
     if caps.mask is None:
         lacks.add("mask")
         if caps.window is None:
