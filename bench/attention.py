@@ -276,6 +276,21 @@ def gpu_ms(fn, reps=5):
     return by
 
 
+def host_us(fn, reps=50, warmup=5):
+    """Host time of one call of ``fn`` in µs: ``reps`` calls enqueued back to back after ``warmup`` and a
+    synchronisation, timed until the last returns (no synchronisation inside: what the host spends
+    issuing the work, as long as the GPU does not fall behind by a full launch queue)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    us = (time.perf_counter() - t0) / reps * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
 def bench_sparse(d, n, causal, frac, tokens, width):
     """Ours, forward + backward, dense and block-sparse (``frac`` of 128×128 tiles): a dict of wall-clock
     medians (``do_bench``) of the eager step (``dense_ms``, ``sparse_ms``), the kernels' GPU time

@@ -141,6 +141,7 @@ def _launch_costs(step, reps=100):
     (``JITFunction.run`` alone: binding, specialisation, cache key, launcher) and ``launcher`` (the
     compiled kernel's launcher alone, with the bound arguments prepared once). -> {kernel: (ours, jit,
     launcher)}, or {kernel: note} where a way fails."""
+    from flashproof.bench.attention import host_us
     from flashproof.kernels.attention.triton import host as at
     seen = []
     real = at._launch
@@ -156,14 +157,7 @@ def _launch_costs(step, reps=100):
     torch.cuda.synchronize()
 
     def per_call_us(fn):
-        fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        us = (time.perf_counter() - t0) / reps * 1e6
-        torch.cuda.synchronize()
-        return us
+        return host_us(fn, reps, warmup=1)
     costs = {}
     for tuner, grid, args, kwargs in seen:
         jit = tuner.fn

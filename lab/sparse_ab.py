@@ -9,27 +9,16 @@ check: correctness is gpu_check's), and a cProfile of the default sparse step's 
 
 (BENCHMARKS.md, 2026-12-02 21:26 and 21:51 UTC: this script, run as .gpu/sparse_ab.py; it replaced
 lab/sparse_graph.py, whose eager-vs-graph rows it includes.)"""
-import cProfile, io, json, pstats, sys, time
+import cProfile, io, json, pstats, sys
 import torch
 from triton.testing import do_bench
-from flashproof.bench.attention import gpu_ms
+from flashproof.bench.attention import gpu_ms, host_us
 from flashproof.kernels import BlockSparseMask, attention
 from flashproof.kernels.attention import dispatch
 from flashproof.kernels.attention.api import validate
 
 out_path = sys.argv[1]
 rows = []
-
-def enqueue_ms(step, reps=20):
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        step()
-    ms = (time.perf_counter() - t0) / reps * 1e3
-    torch.cuda.synchronize()
-    return ms
 
 SHAPES = ((128, 8192, False), (128, 8192, True), (64, 8192, False), (64, 8192, True))
 for d, n, causal in SHAPES:
@@ -57,7 +46,7 @@ for d, n, causal in SHAPES:
                 fwd = lambda: attention(q, k, v, causal=causal, mask=mask, backend=backend)
                 row["fwd_ms"] = do_bench(fwd, warmup=10, rep=50, return_mode="median")
                 row["fwd_gpu_ms"] = sum(gpu_ms(fwd).values())
-            row["host_ms"] = enqueue_ms(step)
+            row["host_ms"] = host_us(step, reps=20, warmup=3) / 1e3
             s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
                 for _ in range(3):
