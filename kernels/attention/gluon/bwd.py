@@ -127,7 +127,7 @@ from __future__ import annotations
 import torch
 
 from . import layout
-from .common import AVAILABLE, desc_layouts, gl_dtype, jit as _jit, row_descriptor, tma_reduce_add
+from .common import AVAILABLE, desc_layouts, gl_dtype, jit as _jit, row_descriptor, shared_layout, tma_reduce_add
 from .semaphore import acquire_wait, complete_release
 
 if AVAILABLE:
@@ -691,12 +691,12 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
 # ----------------------------------------------------------------------------------------
 def vec_layout():
     """lse / delta tiles: 1-D fp32 blocks of BLOCK_M (unswizzled)."""
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
+    return shared_layout((BLOCK_M,), gl.float32)
 
 
 def dq_layout(D):
     """The dQ accumulator's TMA box (and staging buffer): BLOCK_M rows × D fp32 columns."""
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gl.float32)
+    return shared_layout((BLOCK_M, D), gl.float32)
 
 
 def head_splits(G, deterministic):

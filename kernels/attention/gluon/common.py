@@ -47,12 +47,26 @@ def gl_dtype(dtype):
     return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
 
 
+#: (box shape, element type) -> its shared-memory layout: built once (``shared_layout``)
+_LAYOUTS: dict = {}
+
+
+def shared_layout(shape, gdt):
+    """The default NVMMA shared-memory layout of a TMA box ``shape`` of element type ``gdt``, built on first
+    use and kept (layouts are immutable). Built per call (commit 52f03a8) they made a fwd + bwd step's host
+    time 0.3–11 % longer (medians of 6 interleaved rounds; H200 host, BENCHMARKS.md, 2026-12-03 09:15 UTC)."""
+    key = (tuple(shape), gdt)
+    lay = _LAYOUTS.get(key)
+    if lay is None:
+        lay = _LAYOUTS[key] = gl.NVMMASharedLayout.get_default_for(list(shape), gdt)
+    return lay
+
+
 def desc_layouts(gdt, D, q_rows: int, kv_rows: int):
     """The shared-memory layouts (Q-side tile, K/V tile) of (q_rows, D) and (kv_rows, D) boxes of element
     type ``gdt``: the forward's Q/O and K/V tiles, the backward's Q/dO and K/V tiles (and
     tests/support/kernel_compile.py's signatures of both)."""
-    return (gl.NVMMASharedLayout.get_default_for([q_rows, D], gdt),
-            gl.NVMMASharedLayout.get_default_for([kv_rows, D], gdt))
+    return shared_layout((q_rows, D), gdt), shared_layout((kv_rows, D), gdt)
 
 
 def row_descriptor(t, block_rows: int, smem_layout):
