@@ -291,6 +291,19 @@ def host_us(fn, reps=50, warmup=5):
     return us
 
 
+def sparse_problem(d, n, frac=0.1, tokens=16384, width=2048, seed=3):
+    """(q, k, v, mask, dO) of the block-sparse step the bench and the lab scripts time: bf16 (B, H, n, d)
+    with B = tokens // n, H = width // d, q, k, v requiring grad, a BlockSparseMask of 128 × 128 tiles
+    each present with chance ``frac`` (one draw per head, shared by the batch), dO = ones."""
+    from flashproof.kernels import BlockSparseMask
+    B, H = max(tokens // n, 1), width // d
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+               for _ in range(3))
+    t = torch.rand(1, H, -(-n // 128), -(-n // 128), device="cuda", generator=g) < frac
+    return q, k, v, BlockSparseMask(t, 128, 128), torch.ones_like(q)
+
+
 def bench_sparse(d, n, causal, frac, tokens, width):
     """Ours, forward + backward, dense and block-sparse (``frac`` of 128×128 tiles): a dict of wall-clock
     medians (``do_bench``) of the eager step (``dense_ms``, ``sparse_ms``), the kernels' GPU time
@@ -301,14 +314,9 @@ def bench_sparse(d, n, causal, frac, tokens, width):
     A capture that fails leaves its fields out and says why in ``graphed_error``."""
     from triton.testing import do_bench
 
-    from flashproof.kernels import BlockSparseMask, attention
-    B, H = max(tokens // n, 1), width // d
-    g = torch.Generator(device="cuda").manual_seed(3)
-    q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
-               for _ in range(3))
-    t = torch.rand(1, H, -(-n // 128), -(-n // 128), device="cuda", generator=g) < frac
-    bm = BlockSparseMask(t, 128, 128)
-    ones = torch.ones_like(q)
+    from flashproof.kernels import attention
+    q, k, v, bm, ones = sparse_problem(d, n, frac, tokens, width)
+    t = bm.tiles
 
     def stepper(call):
         def step():

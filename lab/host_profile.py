@@ -9,8 +9,8 @@ tiles), causal and not; then a cProfile of 30 block-sparse causal steps. On a GP
 (BENCHMARKS.md, 2026-12-03 08:59 UTC: this script, run as .gpu/hostprof.py.)"""
 import cProfile, io, json, pstats, sys
 import torch
-from flashproof.bench.attention import host_us
-from flashproof.kernels import BlockSparseMask, attention
+from flashproof.bench.attention import host_us, sparse_problem
+from flashproof.kernels import attention
 from flashproof.kernels.attention import api, dispatch
 from flashproof.kernels.attention.gluon import fwd as gf, bwd as gb
 from flashproof.kernels.attention.triton import host as th
@@ -22,12 +22,8 @@ def enq(fn, reps=50):
     return round(host_us(fn, reps), 1)
 
 d, n = 128, 8192
-B, H = 16384 // n, 2048 // d
-g = torch.Generator(device="cuda").manual_seed(3)
-q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_() for _ in range(3))
-go = torch.ones(B, H, n, d, device="cuda", dtype=torch.bfloat16)
-t = torch.rand(1, H, n // 128, n // 128, device="cuda", generator=g) < 0.1
-bm = BlockSparseMask(t, 128, 128)
+q, k, v, bm, go = sparse_problem(d, n)
+B, H = q.shape[:2]
 dev = dispatch.device_of(q)
 for causal in (True, False):
     for label, mask in (("dense", None), ("sparse", bm)):

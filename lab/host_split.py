@@ -11,8 +11,8 @@ layouts built per call, as at commit 52f03a8, against ``gluon/common.shared_layo
 import json, sys, time
 import torch
 import torch.nn.functional as F
-from flashproof.bench.attention import host_us
-from flashproof.kernels import BlockSparseMask, attention
+from flashproof.bench.attention import host_us, sparse_problem
+from flashproof.kernels import attention
 from flashproof.kernels.attention import op
 from flashproof.kernels.attention.gluon import fwd as gf, bwd as gb
 
@@ -36,12 +36,7 @@ def gfw(*a, **k):
 gb.backward, gf.forward = gbw, gfw
 
 d, n = 128, 8192
-B, H = 16384 // n, 2048 // d
-g = torch.Generator(device="cuda").manual_seed(3)
-q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_() for _ in range(3))
-go = torch.ones(B, H, n, d, device="cuda", dtype=torch.bfloat16)
-t = torch.rand(1, H, n // 128, n // 128, device="cuda", generator=g) < 0.1
-bm = BlockSparseMask(t, 128, 128)
+q, k, v, bm, go = sparse_problem(d, n)
 
 def stamps(causal, mask, reps=60):
     def step():

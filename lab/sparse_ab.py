@@ -12,8 +12,8 @@ lab/sparse_graph.py, whose eager-vs-graph rows it includes.)"""
 import cProfile, io, json, pstats, sys
 import torch
 from triton.testing import do_bench
-from flashproof.bench.attention import gpu_ms, host_us
-from flashproof.kernels import BlockSparseMask, attention
+from flashproof.bench.attention import gpu_ms, host_us, sparse_problem
+from flashproof.kernels import attention
 from flashproof.kernels.attention import dispatch
 from flashproof.kernels.attention.api import validate
 
@@ -22,12 +22,8 @@ rows = []
 
 SHAPES = ((128, 8192, False), (128, 8192, True), (64, 8192, False), (64, 8192, True))
 for d, n, causal in SHAPES:
-    B, H = 16384 // n, 2048 // d
-    g = torch.Generator(device="cuda").manual_seed(3)
-    q, k, v = (torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_() for _ in range(3))
-    go = torch.ones(B, H, n, d, device="cuda", dtype=torch.bfloat16)
-    t = torch.rand(1, H, n // 128, n // 128, device="cuda", generator=g) < 0.1
-    bm = BlockSparseMask(t, 128, 128)
+    q, k, v, bm, go = sparse_problem(d, n)
+    t = bm.tiles
     grads = {}
     for label, mask, backend in (("dense", None, "auto"), ("sparse-gluon", bm, "auto"), ("sparse-triton", bm, "triton")):
         route = dispatch.plan(validate(q, k, v, causal=causal, mask=mask, backend=backend), dispatch.device_of(q))
