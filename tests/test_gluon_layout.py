@@ -43,3 +43,20 @@ def test_head_rc_is_the_jitted_formula():
     assert isinstance(fn, JITFunction) and fn.fn is layout._head_rc and layout.head_rc is fn
     with pytest.raises(AttributeError, match="no attribute 'head_cr'"):
         layout.head_cr
+
+
+def test_shared_layouts_are_built_once_and_equal_fresh_ones():
+    """``common.shared_layout`` (the descriptors' layouts, kept per box and element type) gives the layout
+    Gluon builds afresh, the same object on every call, and a different one for another box or type."""
+    from flashproof.kernels.attention.gluon import bwd, common
+    if not common.AVAILABLE:
+        pytest.skip("this Triton has no Gluon")
+    gl = common.gl
+    for shape, dt in (((64, 128), gl.bfloat16), ((128, 64), gl.float16), ((64,), gl.float32)):
+        lay = common.shared_layout(shape, dt)
+        assert lay == gl.NVMMASharedLayout.get_default_for(list(shape), dt)
+        assert common.shared_layout(list(shape), dt) is lay
+    assert common.shared_layout((64, 128), gl.bfloat16) != common.shared_layout((64, 128), gl.float32)
+    q_lay, kv_lay = common.desc_layouts(gl.bfloat16, 128, 64, 128)
+    assert q_lay is common.shared_layout((64, 128), gl.bfloat16) and kv_lay is common.shared_layout((128, 128), gl.bfloat16)
+    assert bwd.dq_layout(64) == gl.NVMMASharedLayout.get_default_for([bwd.BLOCK_M, 64], gl.float32)
