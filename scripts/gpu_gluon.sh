@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Hopper (Gluon) kernels on one H200, in under 6 minutes:  bash scripts/gpu_gluon.sh OUTDIR
+# The Hopper (Gluon) kernels on one H200, in 6–7 minutes:  bash scripts/gpu_gluon.sh OUTDIR
 #   (a) lab/gpu_check.py's gluon_* cases (GQA 4 and 8 causal and not, (B, N, H, D) views, packed QKV
 #       slices, d = 64, block-sparse, the older Gluon cases) in bf16 and fp16 against the float64 oracle, the router's plan
 #       and the results' layouts asserted;
@@ -18,7 +18,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:?usage: bash scripts/gpu_gluon.sh OUTDIR}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PY:-python3}
-BOX=${BOX:-170}  # seconds for each correctness process (they run in parallel)
+BOX=${BOX:-300}  # seconds for each correctness process (they run in parallel). 170 (with gpu_check's budget
+#                  2 min) left 15 of 38 cases "time budget spent" once the block-sparse group and campaigns
+#                  shared the 16 cores (2026-12-03 09:55 UTC, BENCHMARKS.md): the checks compile for most of it
 T0=$(date +%s)
 rm -rf /tmp/fp
 $PY -m pip install -q --no-deps --no-build-isolation --target /tmp/fp "$ROOT" > "$OUT/install.log" 2>&1 \
@@ -39,7 +41,7 @@ step() {  # step NAME SECONDS CMD...: log to OUT/NAME.log; name, rc, seconds to 
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" >> "$OUT/steps.tsv"
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s"
 }
-GC="$PY $ROOT/lab/gpu_check.py --fuzz-budget 0 --minutes $(( BOX / 60 ))"
+GC="$PY $ROOT/lab/gpu_check.py --fuzz-budget 0 --minutes $(( (BOX - 30) / 60 ))"  # its own budget ends first
 declare -A CASEGROUPS=(
   [older]=gluon_plain,gluon_causal_gqa,gluon_huge_logits,gluon_ties_flat
   [gqa]=gluon_gqa4,gluon_gqa8_causal,gluon_gqa8
