@@ -29,7 +29,7 @@ export PYTHONPATH=/tmp/fp
 cd /tmp
 { date -u; git -C "$ROOT" log -1 --format='commit %H %s' 2>/dev/null | cut -c1-120
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
+  $PY -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 : > "$OUT/steps.tsv"
