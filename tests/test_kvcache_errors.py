@@ -80,6 +80,11 @@ CASES = [
     ("check-not-bool", with_(check=1), TypeError, "check must be a bool"),
     ("tuning-unknown", with_(tuning="fast"), ValueError, "tuning must be one of ('autotune', 'first')"),
     ("unknown-backend", with_(backend="cuda"), ValueError, "backend must be 'torch' or 'triton'"),
+    ("kv-layout-unknown", with_(True, kv_layout="BHND"), ValueError, "kv_layout must be None or one of ('NHD', 'HND')"),
+    ("kv-layout-contiguous", with_(kv_layout="HND"), ValueError, "kv_layout='HND' is for a paged cache"),
+    ("kv-layout-hnd-page-size", with_(True, kv_layout="HND", k_cache=torch.randn(6, HKV, 24, D),
+                                      v_cache=torch.randn(6, HKV, 24, D)), ValueError,
+     "got 24 (kv_layout='HND': shapes above are of the caches' (num_pages, page_size, Hkv, ·) transposes)"),
 ]
 
 

@@ -31,6 +31,28 @@ def test_varlen_case_becomes_ragged_requests_with_poison_past_each_length():
     assert out.out.shape == (1, 4, 6, 8) and torch.isfinite(out.out).all()
 
 
+def test_paged_calls_come_in_both_layouts_and_agree():
+    """The adapter's paged calls are stored slots first (NHD) or heads first (kv_layout="HND"); over these
+    shapes both occur, and an HND call gives what the same pages in NHD give."""
+    seen = set()
+    for n in range(2, 24):
+        c = _case(((1, n), (2, 3 * n)))
+        q, k, v, kw, nq = kvcache.to_kvcache_call(c)
+        if "block_table" not in kw:
+            continue
+        layout = kw.get("kv_layout", "NHD")
+        seen.add(layout)
+        if layout == "HND":
+            from flashproof.kernels.kvcache import attention_with_kvcache
+            assert k.shape[1] == 2 and k.shape[2] == kvcache.PAGE_SIZE
+            got = attention_with_kvcache(q, k, v, backend="torch", **kw)
+            nhd = {**kw, "kv_layout": "NHD"}
+            same = attention_with_kvcache(q, k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous(),
+                                          backend="torch", **nhd)
+            assert torch.equal(got.out, same.out) and torch.equal(got.lse, same.lse)
+    assert seen == {"NHD", "HND"}, seen
+
+
 @pytest.mark.parametrize("name", ["kvcache-torch", "kvcache-triton"])
 def test_short_campaign_passes(name):
     s = run_campaign(name, device="cpu", dtypes=("fp32",), budget=6 if name.endswith("triton") else 12, seed=2,

@@ -12,7 +12,8 @@ call adds to get wrong, so the oracle's verdict on the dense problem judges it:
 * the cache holds NaN past every length (and, paged, in spare pages; table entries past a request's
   last page are −1), so any read past a length shows up in the output;
 * half the problems (chosen from their shape, so a rerun repeats the choice) go to a paged cache of
-  16-position pages in a permuted order; the split count is drawn from {None, 1, 2, 3, 5}.
+  16-position pages in a permuted order, half of those stored heads first (``kv_layout="HND"``,
+  (num_pages, Hkv, page_size, ·)); the split count is drawn from {None, 1, 2, 3, 5}.
 
 Masks other than causal/window/varlen, gradients, and (Triton) float64 are not features of this call.
 """
@@ -54,6 +55,7 @@ def to_kvcache_call(c: targets.Case):
     g = torch.Generator().manual_seed(hash((R, Hq, Hkv, Nq, D, Dv, tuple(nk), c.causal, c.window)) % (1 << 31))
     paged = bool(torch.randint(2, (1,), generator=g))
     splits = _SPLITS[int(torch.randint(len(_SPLITS), (1,), generator=g))]
+    hnd = bool(torch.randint(2, (1,), generator=g))   # drawn after the others: their choices are as before
     q = torch.zeros(R, Hq, Nq, D, device=dev, dtype=dt)
     for b, (qb, _, _) in enumerate(seqs):
         q[b, :, Nq - nq[b]:] = qb
@@ -81,7 +83,11 @@ def to_kvcache_call(c: targets.Case):
             R * per, PAGE_SIZE, Hkv, -1)
         return out
     kw["block_table"] = table.to(dev)
-    return q, to_pages(k), to_pages(v), kw, nq
+    kc, vc = to_pages(k), to_pages(v)
+    if hnd:  # the same pages stored (total, Hkv, PAGE, ·)
+        kc, vc = kc.transpose(1, 2).contiguous(), vc.transpose(1, 2).contiguous()
+        kw["kv_layout"] = "HND"
+    return q, kc, vc, kw, nq
 
 
 def run(backend: str):

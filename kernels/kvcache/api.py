@@ -6,7 +6,8 @@ Shapes::
     contiguous:  k_cache (B, Hkv, Nmax, D),  v_cache (B, Hkv, Nmax, Dv)
     paged:       k_cache (num_pages, page_size, Hkv, D),  v_cache (num_pages, page_size, Hkv, Dv),
                  block_table (B, max_pages) int32: position j of request b lives in page
-                 block_table[b, j // page_size], slot j % page_size
+                 block_table[b, j // page_size], slot j % page_size; with kv_layout="HND" the
+                 caches are (num_pages, Hkv, page_size, D) and (num_pages, Hkv, page_size, Dv) instead
     cache_seqlens (B,) int32             valid positions per request, the new tokens included
     -> out (B, Hq, Nq, Dv) in q's dtype, and with return_lse lse (B, Hq, Nq) float32 (float64 for
        float64 inputs), natural log
@@ -81,9 +82,13 @@ class KVCall(NamedTuple):
     num_sms: int
 
 
+#: the paged caches' layouts: page slots before heads (vLLM's and flash-attn's), or heads before slots
+KV_LAYOUTS = ("NHD", "HND")
+
+
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, causal=True, window=None,
                            scale=None, return_lse=False, num_splits=None, backend=None, check=False,
-                           tuning="autotune"):
+                           tuning="autotune", kv_layout=None):
     """Attention of Nq new queries per request over a (contiguous or paged) KV cache; forward only.
 
     Shapes and masking rules in the module docstring. ``num_splits``: how many pieces each
@@ -92,7 +97,10 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     merge rule in float32. ``check=True`` validates the lengths and the page table on the host (one
     device-to-host read; the Triton path otherwise flags them on the device: NaN rows, module
     docstring). ``tuning``, as ``attention()``'s: ``"autotune"`` times every Triton config of a new
-    launch key, ``"first"`` runs the first (the interpreter, tests, correctness runs). Returns ``out`` or, with ``return_lse``, ``KVCacheOut(out, lse)``.
+    launch key, ``"first"`` runs the first (the interpreter, tests, correctness runs). ``kv_layout``, for
+    a paged cache: ``"NHD"`` (the default) — (num_pages, page_size, Hkv, D) — or ``"HND"`` —
+    (num_pages, Hkv, page_size, D); both kernels read either in place, through its strides. Returns
+    ``out`` or, with ``return_lse``, ``KVCacheOut(out, lse)``.
     """
     backend = resolve_backend(backend, q)
     if tuning not in TUNINGS:
@@ -100,9 +108,16 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     for name, flag in (("return_lse", return_lse), ("check", check)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
-    call = validate(q, k_cache, v_cache, cache_seqlens=cache_seqlens, block_table=block_table, causal=causal,
-                    window=window, scale=scale, num_splits=num_splits, backend=backend,
-                    check=check or backend == "torch")
+    k_cache, v_cache = _paged_view(k_cache, v_cache, kv_layout, block_table)
+    try:
+        call = validate(q, k_cache, v_cache, cache_seqlens=cache_seqlens, block_table=block_table, causal=causal,
+                        window=window, scale=scale, num_splits=num_splits, backend=backend,
+                        check=check or backend == "torch")
+    except ValueError as e:
+        if kv_layout != "HND":
+            raise
+        raise ValueError(f"{e} (kv_layout='HND': shapes above are of the caches' (num_pages, page_size, Hkv, ·) "
+                         "transposes)") from e
     if backend == "torch":
         from .torch import forward
         out, lse = forward(q, k_cache, v_cache, call)
@@ -110,6 +125,24 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
         from .triton import forward
         out, lse = forward(q, k_cache, v_cache, call, tuning=tuning)
     return KVCacheOut(out, lse) if return_lse else out
+
+
+def _paged_view(k_cache, v_cache, kv_layout, block_table):
+    """The caches as (num_pages, page_size, Hkv, ·) views: as given for ``kv_layout`` None or "NHD", the
+    (num_pages, Hkv, page_size, ·) tensors transposed (no copy) for "HND"; ``kv_layout`` only with a paged
+    cache (a contiguous one is (B, Hkv, Nmax, ·) whatever it is called)."""
+    if kv_layout is None:
+        return k_cache, v_cache
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be None or one of {KV_LAYOUTS}, got {kv_layout!r}")
+    if block_table is None:
+        raise ValueError(f"kv_layout={kv_layout!r} is for a paged cache (with block_table); a contiguous cache is "
+                         "(B, Hkv, Nmax, D), leave kv_layout None")
+    if kv_layout == "NHD":
+        return k_cache, v_cache
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        _tensor4(name, t)
+    return k_cache.transpose(1, 2), v_cache.transpose(1, 2)
 
 
 def resolve_backend(backend, q) -> str:

@@ -38,6 +38,7 @@ class KVProblem(NamedTuple):
     scale: float
     dtype: torch.dtype
     dense: Problem          # float64, inputs already rounded through dtype
+    kv_layout: Optional[str] = None   # paged: None/"NHD" (num_pages, page_size, Hkv, ·) or "HND" (num_pages, Hkv, page_size, ·)
 
 
 def _allowed(lengths, Hq, Nq, Nk, causal, window):
@@ -58,7 +59,7 @@ def _allowed(lengths, Hq, Nq, Nk, causal, window):
 
 
 def make(*, lengths, heads_q=4, heads_kv=2, n_q=1, d=16, dv=16, page_size=0, causal=True, window=None,
-         poison=float("nan"), dtype=torch.float32, seed=0, scale=None) -> KVProblem:
+         poison=float("nan"), dtype=torch.float32, seed=0, scale=None, kv_layout=None) -> KVProblem:
     B, Hq, Hkv, Nq = len(lengths), heads_q, heads_kv, n_q
     Nk = max(1, max(lengths))
     g = torch.Generator().manual_seed(seed)
@@ -95,13 +96,18 @@ def make(*, lengths, heads_q=4, heads_kv=2, n_q=1, d=16, dv=16, page_size=0, cau
                 vc[pg, :n] = v[b, :, p * page_size:p * page_size + n].transpose(0, 1)
             if need[b] < max_pages and b % 2:
                 table[b, need[b]] = order[-1]                           # an entry past the end: a poison page
+    if kv_layout == "HND":  # the same pages stored heads first: (num_pages, Hkv, page_size, ·), contiguous
+        kc, vc = kc.transpose(1, 2).contiguous(), vc.transpose(1, 2).contiguous()
     lens = torch.tensor(lengths, dtype=torch.int32)
-    return KVProblem(q.to(dtype), kc.to(dtype), vc.to(dtype), lens, table, causal, window, scale, dtype, dense)
+    return KVProblem(q.to(dtype), kc.to(dtype), vc.to(dtype), lens, table, causal, window, scale, dtype, dense,
+                     kv_layout)
 
 
 def run(p: KVProblem, **kw):
     """Call ``attention_with_kvcache`` on the problem (keyword arguments pass through)."""
     from flashproof.kernels.kvcache import attention_with_kvcache
+    if p.kv_layout is not None:
+        kw = {"kv_layout": p.kv_layout, **kw}
     return attention_with_kvcache(p.q, p.k_cache, p.v_cache, cache_seqlens=p.cache_seqlens, block_table=p.block_table,
                                   causal=p.causal, window=p.window, scale=p.scale, return_lse=True, **kw)
 
