@@ -52,22 +52,3 @@ def test_torch_path_fuzzed(lengths, n_q, group, page, splits, left, causal, seed
     msg = failures(verdicts(p, run(p, backend="torch", num_splits=splits)))
     assert not msg, msg
 
-
-HND = [dict(lengths=[0, 1, 17, 40], heads_q=4, heads_kv=2, n_q=3, page_size=16),
-       dict(lengths=[33, 70], heads_q=8, heads_kv=1, n_q=5, page_size=32, window=(20, None)),
-       dict(lengths=[5, 64], heads_q=2, heads_kv=2, n_q=1, page_size=16, causal=False, poison=float("inf"))]
-
-
-@pytest.mark.parametrize("problem", HND, ids=["ragged-G2", "window-G8", "noncausal-inf-poison"])
-def test_paged_hnd_layout_matches_the_oracle_and_nhd(problem):
-    """kv_layout="HND": the same pages stored (num_pages, Hkv, page_size, ·), permuted tables and poison
-    pages, against the oracle by the tolerance rule and equal to the NHD call on the same pages."""
-    hnd, nhd = make(kv_layout="HND", **problem), make(**problem)
-    assert hnd.k_cache.shape[1] == problem["heads_kv"] and hnd.k_cache.is_contiguous()
-    ref = reference(hnd)
-    for splits in (None, 1, 3):
-        got = run(hnd, backend="torch", num_splits=splits)
-        msg = failures(verdicts(hnd, got, ref), f"num_splits={splits}: ")
-        assert not msg, msg
-        same = run(nhd, backend="torch", num_splits=splits)
-        assert torch.equal(got.out, same.out) and torch.equal(got.lse, same.lse)
