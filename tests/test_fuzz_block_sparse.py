@@ -26,7 +26,8 @@ def _expand(tiles, bq, bk, nq, nk):
 
 
 def _structure_of(nq, nk, causal, window):
-    """The causal / window structure as problem.py builds it (an implementation apart from block_tiles')."""
+    """The causal / window structure as problem.py builds a problem's mask (``problem.structure``, which
+    block_tiles tests against too)."""
     return _structure(ProblemSpec(n_q=nq, n_k=nk, causal=causal, window=window), nq, nk)
 
 

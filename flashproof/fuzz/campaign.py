@@ -97,9 +97,9 @@ PROFILES = {
 }
 #: profile keys that are not strategy caps
 _RUN_KEYS = ("oracle_work", "launches", "sparse_blocks", "always")
-#: Families that need a feature (targets.FEATURES) the target may lack ("sparse" also needs "mask").
-_NEEDS = {"window": "window", "varlen": "varlen", "mask": "mask", "empty_rows": "mask", "poison": "mask",
-          "gqa": "gqa", "dv": "dv", "causal": "causal", "huge_logits": "scale", "sparse": "block_sparse"}
+#: Families that need features (targets.FEATURES) the target may lack.
+_NEEDS = {"window": {"window"}, "varlen": {"varlen"}, "mask": {"mask"}, "empty_rows": {"mask"}, "poison": {"mask"},
+          "gqa": {"gqa"}, "dv": {"dv"}, "causal": {"causal"}, "huge_logits": {"scale"}, "sparse": {"block_sparse", "mask"}}
 
 
 class _Plan(NamedTuple):
@@ -122,8 +122,7 @@ def _plan(target, device: str, profile: dict, seed: int) -> _Plan:
 
     lacks = target.lacks(device)
     caps = {k: v for k, v in profile.items() if k not in _RUN_KEYS}
-    families = [f for f in caps.pop("families", FAMILIES) if _NEEDS.get(f) not in lacks
-                and not (f == "sparse" and "mask" in lacks)]
+    families = [f for f in caps.pop("families", FAMILIES) if not _NEEDS.get(f, set()) & lacks]
     if "gqa" in lacks:
         caps["max_group"] = 1
     blocks = tuple(sorted(set(target.tile_sizes) | {16}))

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import torch
 
 __all__ = ["ProblemSpec", "Problem", "build", "lse_cotangent", "MASK_KINDS", "TILE_KINDS", "POISONS", "DENSITY",
-           "sparse_route"]
+           "sparse_route", "structure", "expand_tiles"]
 
 #: The mask families (besides causal / window / varlen structure). "none" is the shrink target.
 MASK_KINDS = ("none", "random", "single_key", "late_keys", "block_sparse")
@@ -128,18 +128,33 @@ def _check(spec: ProblemSpec) -> None:
             raise ValueError(f"seqlens sum to ({tq}, {tk}) but n_q, n_k = ({spec.n_q}, {spec.n_k})")
 
 
+def structure(n_q: int, n_k: int, causal: bool, window, device=None) -> torch.Tensor:
+    """(n_q, n_k) bool: the causal and window rules of one sequence, aligned bottom-right as
+    ``attention()`` defines them: key j for query i iff i + n_k − n_q − left ≤ j ≤ i + n_k − n_q + right,
+    ``window`` = (left, right) with None unbounded (or None: no window), ``causal`` capping right at 0."""
+    i = torch.arange(n_q, device=device).unsqueeze(1)
+    j = torch.arange(n_k, device=device).unsqueeze(0)
+    diag = i + (n_k - n_q)  # the key aligned with query i
+    left, right = window if window is not None else (None, None)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    ok = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+    if left is not None:
+        ok &= j >= diag - left
+    if right is not None:
+        ok &= j <= diag + right
+    return ok
+
+
+def expand_tiles(tiles: torch.Tensor, block_q: int, block_k: int, n_q: int, n_k: int) -> torch.Tensor:
+    """(…, ceil(n_q / block_q), ceil(n_k / block_k)) tiles → (…, n_q, n_k): each tile spread over its
+    block_q × block_k pairs, the edge tiles cut."""
+    return tiles.repeat_interleave(block_q, dim=-2)[..., :n_q, :].repeat_interleave(block_k, dim=-1)[..., :n_k]
+
+
 def _structure(spec: ProblemSpec, n_q: int, n_k: int) -> torch.Tensor:
     """(n_q, n_k) bool: causal and window rules for one sequence, aligned bottom-right."""
-    i = torch.arange(n_q).unsqueeze(1)
-    j = torch.arange(n_k).unsqueeze(0)
-    diag = i + (n_k - n_q)  # the key aligned with query i
-    ok = torch.ones(n_q, n_k, dtype=torch.bool)
-    if spec.causal:
-        ok &= j <= diag
-    if spec.window is not None:
-        left, right = spec.window
-        ok &= (j >= diag - left) & (j <= diag + right)
-    return ok
+    return structure(n_q, n_k, spec.causal, spec.window)
 
 
 def _family_mask(spec: ProblemSpec, g: torch.Generator) -> torch.Tensor:
@@ -164,7 +179,7 @@ def _family_mask(spec: ProblemSpec, g: torch.Generator) -> torch.Tensor:
         return ok
     # block_sparse: whole (b × b) tiles switched off at random (each kept with chance spec.density).
     tiles = torch.rand(B, H, math.ceil(nq / b), math.ceil(nk / b), generator=g) < spec.density
-    return tiles.repeat_interleave(b, dim=2)[:, :, :nq].repeat_interleave(b, dim=3)[..., :nk]
+    return expand_tiles(tiles, b, b, nq, nk)
 
 
 def sparse_route(spec: ProblemSpec) -> bool:

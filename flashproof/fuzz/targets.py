@@ -31,6 +31,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from .problem import expand_tiles, structure
+
 __all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES", "block_tiles"]
 
 #: Problem features a target may lack (the campaign does not draw them for it; a dtype it lacks is
@@ -134,18 +136,8 @@ def block_tiles(allowed: torch.Tensor, block_q: int, block_k: int, causal: bool 
     padded = allowed.new_zeros(B, H, tq * block_q, tk * block_k)
     padded[..., :nq, :nk] = allowed
     tiles = padded.view(B, H, tq, block_q, tk, block_k).any(dim=5).any(dim=3)
-    i = torch.arange(nq, device=allowed.device).unsqueeze(1)
-    j = torch.arange(nk, device=allowed.device).unsqueeze(0)
-    diag = i + (nk - nq)  # the key aligned with query i
-    left, right = window if window is not None else (None, None)
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    ok = torch.ones(nq, nk, dtype=torch.bool, device=allowed.device)
-    if left is not None:
-        ok &= j >= diag - left
-    if right is not None:
-        ok &= j <= diag + right
-    expanded = tiles.repeat_interleave(block_q, dim=2)[:, :, :nq].repeat_interleave(block_k, dim=3)[..., :nk]
+    ok = structure(nq, nk, causal, window, allowed.device)
+    expanded = expand_tiles(tiles, block_q, block_k, nq, nk)
     return tiles if torch.equal(expanded & ok, allowed) else None
 
 
