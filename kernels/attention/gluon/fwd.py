@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import torch
 
-from . import layout
+from . import layout, schedule
 from .common import AVAILABLE, desc_layouts, gl_dtype, jit as _jit, row_descriptor
 
 if AVAILABLE:
@@ -73,46 +73,100 @@ CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops 
 
 
 # ----------------------------------------------------------------------------------------
+# A work item: one query block of one (batch, head), the CTA's entry i of the schedule (schedule.py).
+# ----------------------------------------------------------------------------------------
+@_jit
+def _work(CAUSAL: gl.constexpr, SPARSE: gl.constexpr, s_b, s_h, s_m, s_base, i, W, NM, H, kv_num, kv_idx, TK):
+    """Entry i of this CTA's list (``schedule.Schedule``): (b, h, m, base, n_kv, walk list): ``base`` the key
+    tiles the CTA ran before it (the K/V ring's counter), n_kv the item's key tiles — dense: the blocks up to
+    the diagonal (causal: m + 1, BLOCK_M = BLOCK_N) or all NM; block-sparse: the query block's walk list
+    (row (b·H + h)·NM + m of kv_num, kv_idx)."""
+    e = gl.program_id(0) * W + i
+    b = gl.load(s_b + e)
+    h = gl.load(s_h + e)
+    m = gl.load(s_m + e)
+    base = gl.load(s_base + e)
+    if SPARSE:
+        lrow = (b * H + h) * NM + m
+        n_kv = gl.load(kv_num + 2 * lrow) + gl.load(kv_num + 2 * lrow + 1)
+        kv_list = kv_idx + lrow.to(gl.int64) * TK
+    else:
+        if CAUSAL:
+            n_kv = m + 1
+        else:
+            n_kv = NM
+        kv_list = kv_idx
+    return b, h, m, base, n_kv, kv_list
+
+
+# ----------------------------------------------------------------------------------------
 # Producer partition: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
 @_jit
-def _attn_load(SPARSE: gl.constexpr, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
-               v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx):
-    """Q's two warpgroup tiles once, then key tiles 0 .. n_kv − 1 (dense) or the tiles kv_idx[0 .. n_kv − 1]
-    (block-sparse: the query block's walk list) through the K and V rings."""
+def _attn_load(CAUSAL: gl.constexpr, SPARSE: gl.constexpr, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready,
+               q_empty, k_ready, v_ready, k_empty, v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num,
+               kv_idx, TK, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch):
+    """Per item: Q's two warpgroup tiles into Q buffer i mod 2 (once the consumers have stored the item two
+    before), then key tiles 0 .. n_kv − 1 (dense) or the tiles kv_idx[0 .. n_kv − 1] (block-sparse: the query
+    block's walk list) through the K and V rings, whose slots and phases count on from the item's base."""
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(q_desc, [q_row + BM_WG, q_col], q_bar, q_smem.index(1))
-    for j in range(n_kv):
-        if SPARSE:
-            kv = gl.load(kv_idx + j)  # the j-th key tile of the query block's list (issued before the wait)
-        else:
-            kv = j
-        slot = j % NUM_STAGES
-        phase = (j // NUM_STAGES) & 1
-        mbarrier.wait(k_empty.index(slot), phase ^ 1)
-        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [k_row + kv * BLOCK_N, k_col], k_ready.index(slot), k_smem.index(slot))
-        mbarrier.wait(v_empty.index(slot), phase ^ 1)
-        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [v_row + kv * BLOCK_N, v_col], v_ready.index(slot), v_smem.index(slot))
+    for i in range(n_items):
+        b, h, m, base, n_kv, kv_list = _work(CAUSAL, SPARSE, s_b, s_h, s_m, s_base, i, W, NM, H, kv_num, kv_idx, TK)
+        hk = h // GROUPS  # GQA: query head h reads kv head h // GROUPS
+        q_row, q_col = layout.head_rc(b, h, m * (2 * BM_WG), q_pb, q_ph, q_ch)
+        k_row, k_col = layout.head_rc(b, hk, 0, k_pb, k_ph, k_ch)
+        v_row, v_col = layout.head_rc(b, hk, 0, v_pb, v_ph, v_ch)
+        qb = i % 2
+        mbarrier.wait(q_empty.index(qb), ((i // 2) & 1) ^ 1)
+        mbarrier.expect(q_ready.index(qb), 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_ready.index(qb), q_smem.index(2 * qb))
+        tma.async_copy_global_to_shared(q_desc, [q_row + BM_WG, q_col], q_ready.index(qb), q_smem.index(2 * qb + 1))
+        for j in range(n_kv):
+            if SPARSE:
+                kv = gl.load(kv_list + j)  # the j-th key tile of the query block's list (issued before the wait)
+            else:
+                kv = j
+            it = base + j
+            slot = it % NUM_STAGES
+            phase = (it // NUM_STAGES) & 1
+            mbarrier.wait(k_empty.index(slot), phase ^ 1)
+            mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [k_row + kv * BLOCK_N, k_col], k_ready.index(slot),
+                                            k_smem.index(slot))
+            mbarrier.wait(v_empty.index(slot), phase ^ 1)
+            mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [v_row + kv * BLOCK_N, v_col], v_ready.index(slot),
+                                            v_smem.index(slot))
 
 
 @_jit
-def _attn_load_partition(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
-                         v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx):
-    _attn_load(False, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-               q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx)
+def _attn_load_full(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                    v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph, q_ch,
+                    k_pb, k_ph, k_ch, v_pb, v_ph, v_ch):
+    _attn_load(False, False, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+               k_empty, v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph,
+               q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch)
 
 
 @_jit
-def _attn_load_partition_sparse(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty,
-                                v_empty, q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx):
-    _attn_load(True, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-               q_row, q_col, k_row, k_col, v_row, v_col, n_kv, kv_idx)
+def _attn_load_causal(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                      v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph, q_ch,
+                      k_pb, k_ph, k_ch, v_pb, v_ph, v_ch):
+    _attn_load(True, False, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+               k_empty, v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph,
+               q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch)
+
+
+@_jit
+def _attn_load_sparse(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                      v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph, q_ch,
+                      k_pb, k_ph, k_ch, v_pb, v_ph, v_ch):
+    # causal or not: the walk list already holds only the tiles the window reaches
+    _attn_load(False, True, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+               k_empty, v_empty, s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph,
+               q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch)
 
 
 # ----------------------------------------------------------------------------------------
@@ -127,13 +181,15 @@ def _apply_causal_mask(s, row0, col0, BM: gl.constexpr, BN: gl.constexpr, s_layo
 
 
 @_jit
-def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, qk_scale, row0,
-               MASK: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, NUM_STAGES: gl.constexpr,
+def _attn_iter(j, base, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, qk_scale,
+               row0, MASK: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, NUM_STAGES: gl.constexpr,
                s_layout: gl.constexpr, p_layout: gl.constexpr):
-    slot = j % NUM_STAGES
-    phase = (j // NUM_STAGES) & 1
-    pslot = (j - 1) % NUM_STAGES
-    pphase = ((j - 1) // NUM_STAGES) & 1
+    """Key tile j of the item (ring position base + j): S_j, the softmax update, and P_{j−1} V_{j−1}."""
+    it = base + j
+    slot = it % NUM_STAGES
+    phase = (it // NUM_STAGES) & 1
+    pslot = (it - 1) % NUM_STAGES
+    pphase = ((it - 1) // NUM_STAGES) & 1
     k_s = k_smem.index(slot)
     v_s = v_smem.index(pslot)
 
@@ -166,7 +222,8 @@ def _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, 
 def _attn_store(WG: gl.constexpr, o, lse, q_s, o_desc, lse_ptr, o_row, o_col, lse_row, BM: gl.constexpr,
                 s_layout: gl.constexpr):
     """This warpgroup's BM rows of O (fp32, normalised) and lse: lse by pointer stores, O through the dead
-    Q tile ``q_s`` (no wgmma reads it any more) and one TMA store."""
+    Q tile ``q_s`` (no wgmma reads it any more) and one TMA store, read out of ``q_s`` before this returns
+    (every thread of the warpgroup past the wait, so the tile may be handed back)."""
     offs = gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
     gl.store(lse_ptr + lse_row + WG * BM + offs, lse)
     q_s.store(o.to(q_s.dtype))
@@ -176,26 +233,28 @@ def _attn_store(WG: gl.constexpr, o, lse, q_s, o_desc, lse_ptr, o_row, o_col, ls
     gl.thread_barrier()
     tma.async_copy_shared_to_global(o_desc, [o_row + WG * BM, o_col], q_s)
     tma.store_wait(pendings=0)
+    gl.thread_barrier()
 
 
 @_jit
 def _attn_rows(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, o_desc, lse_ptr, q_s, k_smem, v_smem,
-               k_ready, v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row0, n_kv, col0,
+               k_ready, v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row0, base, n_kv, col0,
                BM: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
-    """The warpgroup's rows over its n_kv ≥ 1 key tiles (ring order), then their store. Causal: dense,
-    the last tile (the diagonal) is masked; block-sparse, the first one (col0: the list's first tile —
+    """The warpgroup's rows over its n_kv ≥ 1 key tiles (ring positions base …), then their store. Causal:
+    dense, the last tile (the diagonal) is masked; block-sparse, the first one (col0: the list's first tile —
     its partial tiles come first, and the only partial tile of a causal 128 × 128 list is the diagonal;
     on a full tile the mask keeps every pair)."""
     NUM_STAGES: gl.constexpr = k_smem.type.shape[0]
     BN: gl.constexpr = k_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
     # ---- prologue: S_0 ----
-    mbarrier.wait(k_ready.index(0), 0)
-    k_s = k_smem.index(0)
+    fslot = base % NUM_STAGES
+    mbarrier.wait(k_ready.index(fslot), (base // NUM_STAGES) & 1)
+    k_s = k_smem.index(fslot)
     s_tok = warpgroup_mma(q_s, k_s.permute((1, 0)), gl.zeros([BM, BN], gl.float32, s_layout), use_acc=False,
                           is_async=True)
     s, q_s, k_s = warpgroup_mma_wait(num_outstanding=0, deps=[s_tok, q_s, k_s])
-    mbarrier.arrive(k_empty.index(0), count=1)
+    mbarrier.arrive(k_empty.index(fslot), count=1)
     if CAUSAL:
         # dense: a no-op unless block 0 is the diagonal block (n_kv == 1); block-sparse: the list's first tile
         s = _apply_causal_mask(s, row0, col0, BM, BN, s_layout)
@@ -211,17 +270,18 @@ def _attn_rows(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, o_d
     else:
         n_main = n_kv
     for j in range(1, n_main):
-        acc, m_i, l_i, p_prev = _attn_iter(j, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
-                                           v_empty, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout, p_layout)
+        acc, m_i, l_i, p_prev = _attn_iter(j, base, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready, v_ready,
+                                           k_empty, v_empty, qk_scale, row0, False, BM, BN, NUM_STAGES, s_layout,
+                                           p_layout)
     # ---- diagonal block (masked), dense causal only ----
     if CAUSAL and not SPARSE:
         if n_kv > 1:
-            acc, m_i, l_i, p_prev = _attn_iter(n_kv - 1, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready,
+            acc, m_i, l_i, p_prev = _attn_iter(n_kv - 1, base, acc, m_i, l_i, p_prev, q_s, k_smem, v_smem, k_ready,
                                                v_ready, k_empty, v_empty, qk_scale, row0, True, BM, BN, NUM_STAGES,
                                                s_layout, p_layout)
 
     # ---- epilogue: last P.V ----
-    jl = n_kv - 1
+    jl = base + n_kv - 1
     lslot = jl % NUM_STAGES
     lphase = (jl // NUM_STAGES) & 1
     v_s = v_smem.index(lslot)
@@ -239,8 +299,8 @@ def _attn_rows(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, o_d
 
 @_jit
 def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, o_desc, lse_ptr, q_smem, k_smem,
-                   v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, o_row, o_col, lse_row, row_in_seq,
-                   n_kv, col0):
+                   v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base,
+                   n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK, o_pb, o_ph, o_ch):
     # constexpr parameters are not passed through warp_specialize argument tuples; derive them from types
     BM: gl.constexpr = q_smem.type.shape[1]  # 64 rows per warpgroup
     BN: gl.constexpr = k_smem.type.shape[1]
@@ -251,125 +311,135 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr,
                                                        instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
 
-    row0 = row_in_seq + WG * BM  # first query row (within the sequence) of this warpgroup
-    q_s = q_smem.index(WG)
-    mbarrier.wait(q_bar, 0)
-    if SPARSE:
-        if n_kv > 0:
+    for i in range(n_items):
+        b, h, m, base, n_kv, kv_list = _work(CAUSAL, SPARSE, s_b, s_h, s_m, s_base, i, W, NM, H, kv_num, kv_idx, TK)
+        row_in_seq = m * (2 * BM)
+        o_row, o_col = layout.head_rc(b, h, row_in_seq, o_pb, o_ph, o_ch)
+        lse_row = (b * H + h) * N_CTX + row_in_seq  # lse (B, H, N) contiguous
+        row0 = row_in_seq + WG * BM  # first query row (within the sequence) of this warpgroup
+        qb = i % 2
+        q_s = q_smem.index(2 * qb + WG)
+        mbarrier.wait(q_ready.index(qb), (i // 2) & 1)
+        if SPARSE:
+            if n_kv > 0:
+                col0 = gl.load(kv_list) * BN  # the first listed tile's first key
+                _attn_rows(WG, CAUSAL, SPARSE, o_desc, lse_ptr, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
+                           v_empty, qk_scale, o_row, o_col, lse_row, row0, base, n_kv, col0, BM, s_layout, o_layout,
+                           p_layout)
+            else:  # no tile listed: every row allows no key -> out 0, lse -inf
+                _attn_store(WG, gl.zeros([BM, HEAD_DIM], gl.float32, o_layout),
+                            gl.full([BM], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout)), q_s, o_desc,
+                            lse_ptr, o_row, o_col, lse_row, BM, s_layout)
+        else:
             _attn_rows(WG, CAUSAL, SPARSE, o_desc, lse_ptr, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
-                       qk_scale, o_row, o_col, lse_row, row0, n_kv, col0, BM, s_layout, o_layout, p_layout)
-        else:  # no tile listed: every row allows no key -> out 0, lse -inf
-            _attn_store(WG, gl.zeros([BM, HEAD_DIM], gl.float32, o_layout),
-                        gl.full([BM], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout)), q_s, o_desc, lse_ptr,
-                        o_row, o_col, lse_row, BM, s_layout)
-    else:
-        _attn_rows(WG, CAUSAL, SPARSE, o_desc, lse_ptr, q_s, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row0, n_kv, 0, BM, s_layout, o_layout, p_layout)
+                       qk_scale, o_row, o_col, lse_row, row0, base, n_kv, 0, BM, s_layout, o_layout, p_layout)
+        mbarrier.arrive(q_empty.index(qb), count=1)  # O is out of the Q buffer: the producer may refill it
 
 
 @_jit
-def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(0, False, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg0_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                            v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                            o_pb, o_ph, o_ch):
+    _attn_consumer(0, False, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(0, True, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg0_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                              v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                              o_pb, o_ph, o_ch):
+    _attn_consumer(0, True, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg0_sparse(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(0, False, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg0_sparse(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                              v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                              o_pb, o_ph, o_ch):
+    _attn_consumer(0, False, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg0_sparse_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                                     qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(0, True, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg0_sparse_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                                     k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX,
+                                     kv_num, kv_idx, TK, o_pb, o_ph, o_ch):
+    _attn_consumer(0, True, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                            qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(1, False, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg1_full(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                            v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                            o_pb, o_ph, o_ch):
+    _attn_consumer(1, False, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(1, True, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg1_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                              v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                              o_pb, o_ph, o_ch):
+    _attn_consumer(1, True, False, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg1_sparse(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                              qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(1, False, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg1_sparse(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                              v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                              o_pb, o_ph, o_ch):
+    _attn_consumer(1, False, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_consumer_wg1_sparse_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                                     qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0):
-    _attn_consumer(1, True, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty,
-                   qk_scale, o_row, o_col, lse_row, row_in_seq, n_kv, col0)
+def _attn_consumer_wg1_sparse_causal(o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                                     k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX,
+                                     kv_num, kv_idx, TK, o_pb, o_ph, o_ch):
+    _attn_consumer(1, True, True, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                   k_empty, v_empty, qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK,
+                   o_pb, o_ph, o_ch)
 
 
 @_jit
-def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, kv_num, kv_idx, sm_scale, N_CTX, H, GROUPS, TK,  #
+def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, s_b, s_h, s_m, s_base, count, kv_num, kv_idx, sm_scale, N_CTX,
+                 NM, W, H, GROUPS, TK,  #
                  q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, o_pb, o_ph, o_ch,  # row views (layout.Coords)
                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                  SPARSE: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    """SPARSE (block-sparse, 128 × 128 tiles): the walk lists of ``triton/plan.py``, kv_num (B, H, N / 128, 2)
-    = (partial, full) counts and kv_idx (B, H, N / 128, TK) = the key tiles, partial first, int32 contiguous;
-    dense: both unused."""
+    """Persistent: CTA c runs the count[c] work items of row c of the schedule (``schedule.Schedule``: s_b,
+    s_h, s_m, s_base (grid, W) int32 contiguous; NM = N_CTX / 128 query blocks per head). SPARSE
+    (block-sparse, 128 × 128 tiles): the walk lists of ``triton/plan.py``, kv_num (B, H, NM, 2) = (partial,
+    full) counts and kv_idx (B, H, NM, TK) = the key tiles, partial first, int32 contiguous; dense: both
+    unused."""
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
 
-    bh = gl.program_id(1)  # grid (N / BLOCK_M, B·H): the query blocks of one head fastest (L2: module docstring)
-    start_m = gl.num_programs(0) - 1 - gl.program_id(0)  # each head's heaviest (causal) query blocks first
-
-    row_in_seq = start_m * BLOCK_M
-    b = bh // H
-    h = bh % H
-    hk = h // GROUPS  # GQA: query head h reads kv head h // GROUPS
-    q_row, q_col = layout.head_rc(b, h, row_in_seq, q_pb, q_ph, q_ch)  # row view: (b, h, row_in_seq)
-    o_row, o_col = layout.head_rc(b, h, row_in_seq, o_pb, o_ph, o_ch)
-    k_row, k_col = layout.head_rc(b, hk, 0, k_pb, k_ph, k_ch)
-    v_row, v_col = layout.head_rc(b, hk, 0, v_pb, v_ph, v_ch)
-    lse_row = bh * N_CTX + row_in_seq  # lse (B, H, N) contiguous
-    if SPARSE:  # the query block's walk list (row bh · (N / 128) + start_m of the lists)
-        lrow = bh * gl.num_programs(0) + start_m
-        n_kv = gl.load(kv_num + 2 * lrow) + gl.load(kv_num + 2 * lrow + 1)
-        kv_list = kv_idx + lrow.to(gl.int64) * TK
-        col0 = gl.load(kv_list, mask=n_kv > 0, other=0) * BLOCK_N  # the first listed tile's first key
-    else:
-        if CAUSAL:
-            n_kv = (start_m + 1) * BLOCK_M // BLOCK_N
-        else:
-            n_kv = N_CTX // BLOCK_N
-        kv_list = kv_idx
-        col0 = n_kv * 0  # partition arguments are IR values
+    n_items = gl.load(count + gl.program_id(0))
     qk_scale = sm_scale * 1.4426950408889634
 
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    # Q: two buffers of two warpgroup tiles (item i uses buffer i mod 2, so the next item's Q loads while
+    # this one runs); K, V: rings of NUM_STAGES slots, their positions counted across items
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [4] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_STAGES] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_STAGES] + v_desc.block_type.shape, v_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=2)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
@@ -377,33 +447,34 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, kv_num, kv_idx, sm_sca
         mbarrier.init(v_empty.index(i), count=2)
     fence_async_shared()
 
-    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, qk_scale, o_row,
-                 o_col, lse_row, row_in_seq, n_kv, col0)
-    load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_empty, v_empty, q_row,
-                 q_col, k_row, k_col, v_row, v_col, n_kv, kv_list)
+    cons_args = (o_desc, lse_ptr, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
+                 qk_scale, s_b, s_h, s_m, s_base, n_items, W, NM, H, N_CTX, kv_num, kv_idx, TK, o_pb, o_ph, o_ch)
+    load_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
+                 s_b, s_h, s_m, s_base, n_items, W, NM, H, GROUPS, kv_num, kv_idx, TK, q_pb, q_ph, q_ch, k_pb, k_ph,
+                 k_ch, v_pb, v_ph, v_ch)
     if SPARSE and CAUSAL:
         gl.warp_specialize([
             (_attn_consumer_wg0_sparse_causal, cons_args),
             (_attn_consumer_wg1_sparse_causal, cons_args),
-            (_attn_load_partition_sparse, load_args),
+            (_attn_load_sparse, load_args),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif SPARSE:
         gl.warp_specialize([
             (_attn_consumer_wg0_sparse, cons_args),
             (_attn_consumer_wg1_sparse, cons_args),
-            (_attn_load_partition_sparse, load_args),
+            (_attn_load_sparse, load_args),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif CAUSAL:
         gl.warp_specialize([
             (_attn_consumer_wg0_causal, cons_args),
             (_attn_consumer_wg1_causal, cons_args),
-            (_attn_load_partition, load_args),
+            (_attn_load_causal, load_args),
         ], [4, 1], [CONSUMER_REGS, 24])
     else:
         gl.warp_specialize([
             (_attn_consumer_wg0_full, cons_args),
             (_attn_consumer_wg1_full, cons_args),
-            (_attn_load_partition, load_args),
+            (_attn_load_full, load_args),
         ], [4, 1], [CONSUMER_REGS, 24])
 
 
@@ -430,14 +501,17 @@ def forward(q, k, v, prob, route=None):
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
     descs, views = _descs(q, k, v, out)
     sparse = prob.tiles is not None
+    causal = prob.window == (None, 0)  # dense: prob.causal; block-sparse: the diagonal tiles masked
     if sparse:  # the per-mask walk lists (built once per mask, shared with the backward and Triton)
         lists = tile_lists(prob, B, H, N, N, ("KV",))
         kv_num, kv_idx = lists["KV_NUM"], lists["KV_IDX"]
+        s = schedule.sparse(kv_num)
     else:
+        s = schedule.dense(B, H, N // BLOCK_M, causal, q.device)
         kv_num = kv_idx = lse  # unused
-    causal = prob.window == (None, 0)  # dense: prob.causal; block-sparse: the diagonal tiles masked
-    _attn_fwd_ws[(N // BLOCK_M, B * H)](*descs, lse, kv_num, kv_idx, float(prob.scale), N, H, prob.groups,
-                                        kv_idx.shape[-1] if sparse else 0, *views, HEAD_DIM=D, BLOCK_N=BLOCK_N,
-                                        NUM_STAGES=NUM_STAGES, CAUSAL=causal, SPARSE=sparse,
-                                        CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
+    # one CTA per SM (at most one per item), each walking its row of the schedule
+    _attn_fwd_ws[(s.count.shape[0],)](*descs, lse, s.b, s.h, s.m, s.base, s.count, kv_num, kv_idx, float(prob.scale),
+                                      N, N // BLOCK_M, s.b.shape[1], H, prob.groups, kv_idx.shape[-1] if sparse else 0,
+                                      *views, HEAD_DIM=D, BLOCK_N=BLOCK_N, NUM_STAGES=NUM_STAGES, CAUSAL=causal,
+                                      SPARSE=sparse, CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse
