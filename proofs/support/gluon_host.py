@@ -232,7 +232,7 @@ class Launcher:
             # is the same z3 term on each (the provers memoise by term)
             ts._ids, gs._ids = itertools.count(), itertools.count()
             terms = tuple(_e(g) for g in grid)
-            r.base += [terms[0] <= 2 ** 31 - 1, terms[1] <= 65535]  # CUDA's grid limits (A-TRITON-LAUNCH)
+            r.base += [terms[0] <= 2 ** 31 - 1] + [t <= 65535 for t in terms[1:]]  # CUDA's grid limits (A-TRITON-LAUNCH)
             given = dict(zip(self.params, args))
             bound = {name: self._arg(name, v, r, given) for name, v in given.items()}
             return kx.launch(self.kernel, terms)(**bound, **consts)

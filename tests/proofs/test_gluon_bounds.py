@@ -78,9 +78,14 @@ def test_controls_are_caught_where_planted():
              "KER-BOUNDS-GLUON-BWD/epilogue-whole-group": "store DKP",
              # block-sparse: each list read outside the program's row is refuted at the read itself (a list read's
              # claim is asked before the side conditions its value feeds); a bad box at the box
-             "KER-BOUNDS-GLUON-FWD/sparse-kv-list-row-next-head": "sparse=True load KV_NUM at >_attn_fwd_ws",
-             "KER-BOUNDS-GLUON-FWD/sparse-kv-list-one-past-count":
-                 "sparse=True load KV_IDX at _attn_load_partition_sparse",
+             "KER-BOUNDS-GLUON-FWD/sparse-kv-list-row-next-head": "sparse=True load KV_NUM at _attn_consumer_wg0_sparse",
+             "KER-BOUNDS-GLUON-FWD/sparse-kv-list-one-past-count": "sparse=True load KV_IDX at _attn_load_sparse",
+             # the persistent forward's schedule: a read outside the CTA's row or past its count, at the read; an
+             # item's query block taken from another field, at the rows it then addresses
+             "KER-BOUNDS-GLUON-FWD/sched-next-cta-row": "load SCHED_B at _attn_consumer_wg0_full>_work",
+             "KER-BOUNDS-GLUON-FWD/sched-one-past-count": "load SCHED_B at _attn_load_full>_work",
+             "KER-BOUNDS-GLUON-FWD/sched-m-from-h": "store LSE at _attn_consumer_wg0_full",
+             "KER-BOUNDS-GLUON-FWD/ring-slot-mod-stages-plus-one": "smem k_empty.index at _attn_load_full",
              "KER-BOUNDS-GLUON-BWD/sparse-q-block-t-not-mod-2": "sparse=True tma_load Q at _bwd_load_partition_sparse",
              "KER-BOUNDS-GLUON-BWD/sparse-dq-writer-list-slot-t": "sparse=True load Q_IDX at _bwd_dq_writer_sparse",
              "KER-BOUNDS-GLUON-BWD/sparse-q-list-row-of-kv-head": "sparse=True load Q_NUM at >_attn_bwd_ws"}
@@ -91,9 +96,9 @@ def test_controls_are_caught_where_planted():
 
 
 @pytest.mark.parametrize("kernel, D, det, sparse, parts, kinds", [
-    ("fwd", 128, False, False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_partition"},
-     {"tma_load", "tma_store", "smem", "store"}),
-    ("fwd", 128, False, True, {"_attn_consumer_wg0_sparse", "_attn_consumer_wg1_sparse", "_attn_load_partition_sparse"},
+    ("fwd", 128, False, False, {"_attn_consumer_wg0_full", "_attn_consumer_wg1_full", "_attn_load_full"},
+     {"tma_load", "tma_store", "smem", "store", "load"}),
+    ("fwd", 128, False, True, {"_attn_consumer_wg0_sparse", "_attn_consumer_wg1_sparse", "_attn_load_sparse"},
      {"tma_load", "tma_store", "smem", "store", "load"}),
     ("bwd", 128, False, False, {"_bwd_wg0_full", "_bwd_wg1_full", "_bwd_load_partition", "_bwd_dq_writer_dense"},
      {"tma_load", "tma_reduce", "smem", "store"}),
@@ -109,24 +114,28 @@ def test_the_host_run_launches_every_partition(kernel, D, det, sparse, parts, ki
     S = 1, dK and dV stored into empty_like's tensors, one for S > 1, into the fp32 partials; head_splits'
     parity is arithmetic, no branch; block-sparse, S = G: G = 1 or not); the deterministic backward's writer
     reads (ld.acquire) and writes (red.release) the semaphore tensor, the other writer never touches it; the
-    block-sparse calls read the walk lists the host's tile_lists gave (the forward's KV lists: its consumers
-    branch on an empty list, so two paths; the backward's Q lists), by the kernel's top and the loader (and the
-    backward's dQ writer)."""
+    block-sparse calls read the walk lists the host's tile_lists gave (the forward's KV lists: each consumer
+    warpgroup branches on its item's empty list, so four paths; the backward's Q lists), by the forward's
+    partitions (the backward's kernel top, loader and dQ writer); the forward reads its schedule."""
     gb = _module()
     p, paths = gb._run(kernel, False, deterministic=det, D=D, sparse=sparse)
     launched = [x for x in paths if not isinstance(x.result, gb.kx.Rejected)]
-    assert len(launched) == (1 if kernel == "fwd" and not sparse else 2)
+    # the block-sparse forward: each consumer warpgroup branches on its item's empty list (2 × 2 paths)
+    assert len(launched) == (1 if kernel == "fwd" and not sparse else 4 if kernel == "fwd" else 2)
     lists = {"fwd": {"KV_NUM", "KV_IDX"}, "bwd": {"Q_NUM", "Q_IDX"}}[kernel] if sparse else set()
     assert set(p.lists) == lists
+    # the persistent forward reads its schedule: the CTA's count (kernel top) and each entry's four fields
+    sched = {"COUNT", "SCHED_B", "SCHED_H", "SCHED_M", "SCHED_BASE"} if kernel == "fwd" else set()
     for x in launched:
         seen = {a.where.split(">")[0] for a in x.accesses}
         assert parts <= seen, (kernel, seen)
         assert {a.kind for a in x.accesses} == kinds
         assert ({a.tensor for a in x.accesses if a.kind in ("ld", "red")} == {"SEM"}) == det
-        assert {a.tensor for a in x.accesses if a.kind == "load"} == lists
-        if sparse:  # the entries: the forward's kernel top (its first tile, col0) and loader; the backward's two
+        assert {a.tensor for a in x.accesses if a.kind == "load"} == lists | sched
+        if sparse:  # the entries: the forward's consumers (their first tile, col0) and loader; the backward's two
             readers = {a.where.split(">")[0] for a in x.accesses if a.kind == "load" and a.tensor.endswith("_IDX")}
-            assert readers == ({"", "_attn_load_partition_sparse"} if kernel == "fwd" else
+            assert readers == ({"_attn_consumer_wg0_sparse", "_attn_consumer_wg1_sparse", "_attn_load_sparse"}
+                               if kernel == "fwd" else
                                {"_bwd_load_partition_sparse", "_bwd_dq_writer_sparse"}), readers
     if kernel == "bwd":
         stores = [{a.tensor for a in x.accesses if a.kind == "store"} for x in launched]
@@ -261,9 +270,10 @@ def test_an_access_without_a_claim_is_refuted_not_passed():
     assert z3.is_false(gb._claims("fwd", p, acc))
 
 
-def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
-    """A-GLUON-DEVICE-MEMORY is load-bearing: with B·H·N unbounded, the forward's int32 lse offset
-    (b·H + h)·N + row wraps (gluon_rule refuses such a call; no device can hold its q)."""
+def test_without_the_device_memory_bound_the_forward_int32_indices_wrap():
+    """A-GLUON-DEVICE-MEMORY is load-bearing: with B·H·N unbounded, the forward's int32 indices wrap — the
+    first one asked, the K/V ring position base + j of key tile j (j < N / 128, base < 2^30), and the lse offset
+    (b·H + h)·N + row after it (gluon_rule refuses such a call; no device can hold its q)."""
     gb = _module()
     from unittest import mock
 
@@ -275,7 +285,14 @@ def test_without_the_device_memory_bound_the_forward_lse_offset_wraps():
 
     with mock.patch.object(gb.Problem, "__init__", init):
         out = gb.check(core.Context({}, 60_000, False, False), "fwd", causal=(False,))
-    assert out.status == "refuted" and "store LSE" in out.counterexample["access"]
+    assert out.status == "refuted" and "smem k_smem.index" in out.counterexample["access"], out.counterexample
+    # with the ring position bounded, the lse offset is what wraps
+    def init2(self, *a, **kw):
+        init(self, *a, **kw)
+        self.hyps.append(self.NB.e <= 2 ** 23)
+    with mock.patch.object(gb.Problem, "__init__", init2):
+        out = gb.check(core.Context({}, 60_000, False, False), "fwd", causal=(False,))
+    assert out.status == "refuted" and "store LSE" in out.counterexample["access"], out.counterexample
 
 
 def test_the_records_head_dims_are_the_kernels():
@@ -380,7 +397,8 @@ def test_a_list_entry_past_the_counts_is_unspecified():
         gb.kx._RUN.base += [L.n_part + L.n_full < L.C for L in self.lists.values()]
         return out
 
-    over = {"_attn_load": gb.kx.mutate(gb.gfwd._attn_load, "kv = gl.load(kv_idx + j)", "kv = gl.load(kv_idx + j + 1)")}
+    over = {"_attn_load": gb.kx.mutate(gb.gfwd._attn_load, "kv = gl.load(kv_list + j)",
+                                       "kv = gl.load(kv_list + j + 1)")}
     one = dict(causal=(False,), head_dims=(128,), sparse_dims=(128,), dense=False)
     ctx = core.Context({}, 60_000, False, False)
     with mock.patch.object(gb.Problem, "tile_lists", short):

@@ -172,7 +172,8 @@ def compile_gluon(compiled: list) -> list:
         desc = {"q_desc": qd, "k_desc": kd, "v_desc": kd, "o_desc": qd}
         consts = dict(HEAD_DIM=D, BLOCK_N=G.BLOCK_N, NUM_STAGES=G.NUM_STAGES, CAUSAL=causal, SPARSE=sparse,
                       CONSUMER_REGS=G.CONSUMER_REGS)
-        typed = {**desc, "lse_ptr": "*fp32", "kv_num": "*i32", "kv_idx": "*i32", "sm_scale": "fp32"}
+        typed = {**desc, "lse_ptr": "*fp32", "kv_num": "*i32", "kv_idx": "*i32", "sm_scale": "fp32",
+                 **{n: "*i32" for n in ("s_b", "s_h", "s_m", "s_base", "count")}}  # the schedule (schedule.py)
         sig = _gluon_signature(G._attn_fwd_ws, typed, consts)
         name = f"gluon_fwd/d{D}/{dt}/causal={causal}" + ("/sparse" if sparse else "")
         compile_sm90(G._attn_fwd_ws, sig, consts, name, compiled, failures, gluon=True,

@@ -321,8 +321,9 @@ def _attn_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr,
         q_s = q_smem.index(2 * qb + WG)
         mbarrier.wait(q_ready.index(qb), (i // 2) & 1)
         if SPARSE:
+            # the first listed tile's first key (read before the branch: the same reads on both of its sides)
+            col0 = gl.load(kv_list, mask=n_kv > 0, other=0) * BN
             if n_kv > 0:
-                col0 = gl.load(kv_list) * BN  # the first listed tile's first key
                 _attn_rows(WG, CAUSAL, SPARSE, o_desc, lse_ptr, q_s, k_smem, v_smem, k_ready, v_ready, k_empty,
                            v_empty, qk_scale, o_row, o_col, lse_row, row0, base, n_kv, col0, BM, s_layout, o_layout,
                            p_layout)
@@ -422,6 +423,8 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, lse_ptr, s_b, s_h, s_m, s_base,
     BM_WG: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = 2 * BM_WG
     gl.static_assert(BLOCK_M == BLOCK_N, "causal block skipping assumes BLOCK_M == BLOCK_N")
+    # the schedule keeps base modulo 2^30 (schedule.BASE_PERIOD): slots and phases need 2·NUM_STAGES | 2^30
+    gl.static_assert((NUM_STAGES & (NUM_STAGES - 1)) == 0, "NUM_STAGES must be a power of two")
 
     n_items = gl.load(count + gl.program_id(0))
     qk_scale = sm_scale * 1.4426950408889634

@@ -33,6 +33,10 @@ import torch
 OVERHEAD = 2
 #: the schedules kept (dense: per shape; block-sparse: per walk list)
 CAPACITY = 64
+#: ``base`` is kept modulo this: the kernel's ring slot and phase depend on it only modulo 2·NUM_STAGES (a
+#: power of two below it), and base + a tile index then stays far inside int32 for any length
+BASE_PERIOD = 2 ** 30
+I32_MAX = 2 ** 31 - 1
 
 
 
@@ -75,6 +79,13 @@ def _checked(tiles, ctas, H):
     return BH, NM, H, min(ctas, BH * NM)
 
 
+def _width(P, W):
+    """W, once P·W entries are known to be addressable by the kernel's int32 offsets."""
+    if P * W > I32_MAX:
+        raise ValueError(f"the forward's schedule would hold {P} x {W} entries, more than int32 offsets address")
+    return W
+
+
 def _order(tiles):
     """The run order of the items: head by head, each head's query blocks last to first (the causal grid's
     heaviest first): (head row, query block, key tiles) per item, int64."""
@@ -92,7 +103,7 @@ def rounds(tiles: torch.Tensor, ctas: int, H: int = None) -> Schedule:
     BH, NM, H, P = _checked(tiles, ctas, H)
     dev = tiles.device
     T = BH * NM
-    W = -(-T // P)
+    W = _width(P, -(-T // P))
     bh, sm, n = _order(tiles)
     cost = n + OVERHEAD
     work = torch.zeros(P, dtype=torch.int64, device=dev)  # estimated work so far
@@ -103,7 +114,8 @@ def rounds(tiles: torch.Tensor, ctas: int, H: int = None) -> Schedule:
         k = min(P, T - lo)
         items = lo + torch.argsort(cost[lo:lo + k], descending=True, stable=True)
         who = torch.argsort(work, stable=True)[:k]  # the k least loaded CTAs, least first
-        sched[:, who, r] = torch.stack([bh[items] // H, bh[items] % H, sm[items], done[who]]).to(torch.int32)
+        sched[:, who, r] = torch.stack([bh[items] // H, bh[items] % H, sm[items], done[who] % BASE_PERIOD]).to(
+            torch.int32)
         work[who] += cost[items]
         done[who] += n[items]
     count = torch.full((P,), W, dtype=torch.int32, device=dev)
@@ -125,10 +137,10 @@ def in_order(tiles: torch.Tensor, ctas: int, H: int = None) -> Schedule:
     done = [0] * P
     for t in range(BH * NM):
         at, c = heapq.heappop(free)
-        lists[c].append((bh[t] // H, bh[t] % H, sm[t], done[c]))
+        lists[c].append((bh[t] // H, bh[t] % H, sm[t], done[c] % BASE_PERIOD))
         done[c] += n[t]
         heapq.heappush(free, (at + n[t] + OVERHEAD, c))
-    W = max(len(x) for x in lists)
+    W = _width(P, max(len(x) for x in lists))
     sched = torch.zeros(4, P, W, dtype=torch.int32)
     for c, x in enumerate(lists):
         sched[:, c, :len(x)] = torch.tensor(x, dtype=torch.int32).T

@@ -149,9 +149,16 @@ class Problem:
         # the router's row bound (GLUON_MAX_ROWS; at D = 128 also what a device's memory allows)
         self.hyps = self.signs + [B * H * N <= GLUON_MAX_ROWS,
                                   self.h == self.hk * self.G.e + self.g]
-        if kernel == "fwd":  # grid (N / 128, B·H): program 0 the query block; program 1 is (b, h) batch-major
-            self.hyps.append(I("pid1") == self.b * H + self.h)
-            self.m = (N / 128) - 1 - I("pid0")  # the CTA's query block: each head's heaviest (causal) first
+        if kernel == "fwd":  # persistent, grid (P,): CTA pid0 runs the items of its row of the schedule
+            # (b*, h*, m*, base*): the item of the loop iteration's entry (A-KER-SCHED: every entry below the
+            # CTA's count is an item of the call, base in [0, 2^30)); n_items*: the CTA's count, at most W
+            self.m, self.base, self.n_items = I("m*"), I("base*"), I("n_items*")
+            self.P, self.W = _host("P"), _host("W")
+            # (P, W: at least one CTA, at most one per item, each with at most every item; P·W addressable)
+            T = B * H * self.NB.e  # the call's items
+            self.hyps += [self.m >= 0, self.m < self.NB.e, self.base >= 0, self.base <= 2 ** 30 - 1, self.n_items >= 0,
+                          self.n_items <= self.W.e, self.P.e >= 1, self.P.e <= T, self.W.e >= 1, self.W.e <= T,
+                          self.P.e * self.W.e <= I32_MAX]
         else:  # grid (N / 128, B·Hkv·S): program 0 the key block, program 1 (b, kv head, split), the split fastest
             S = I("SPLITS")  # the kernel's argument: head_splits' choice on the host's path
             self.S, self.GS, self.s, self.bk = S, I("GS*"), I("s*"), I("bk*")
@@ -222,6 +229,25 @@ class Problem:
             self.lists[idx.name] = _List(idx, row, R.e, C.e, n_part, n_full, cells * C.e, row * C.e, C.e)
             out.update({num.name: num, idx.name: idx})
         return out
+
+    def schedule(self):
+        """``gluon.schedule`` for the host run: ``dense`` and ``sparse`` return the same ``Schedule`` of four
+        (P, W) int32 contiguous tensors and the (P,) counts, P and W symbolic (what A-KER-SCHED says of them:
+        P·W ≤ 2^31 − 1, the schedule's own check)."""
+        from flashproof.kernels.attention.gluon.schedule import Schedule
+        P, W = self.P, self.W
+        fields = [gh.FakeTensor(f"SCHED_{n}", (P, W), (W, 1), dtype=torch.int32) for n in ("B", "H", "M", "BASE")]
+        sched = Schedule(*fields, gh.FakeTensor("COUNT", (P,), (1,), dtype=torch.int32))
+        return types.SimpleNamespace(dense=lambda *a, **kw: sched, sparse=lambda *a, **kw: sched)
+
+    def schedule_loads(self):
+        """What a load of the schedule returns (``kernel_exec``'s ``loads``): the CTA's count n_items*, and for
+        an entry the item's b*, h*, m*, base* (A-KER-SCHED). The values are not conditioned on the offset:
+        each read's own claim is that it addresses the CTA's row below its count (``_claims``), so under the
+        proved claims every read is one the assumption speaks of."""
+        vals = {"COUNT": self.n_items, "SCHED_B": self.b, "SCHED_H": self.h, "SCHED_M": self.m,
+                "SCHED_BASE": self.base}
+        return {name: (lambda off, run, v=v: ts.Sym(v, False)) for name, v in vals.items()}
 
     def _value(self, name, run):
         """A fresh name for the next list value loaded on this path (the same on every path: the loads come
@@ -298,7 +324,7 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D, sparse=False
     if kernel == "fwd":
         q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
         made = {"empty_like": [p.view_tensor("O", p.H, compact=True)], "empty": [p.flat("LSE", p.H)]}
-        bind = _bind(p, made, "_attn_fwd_ws", gh.Launcher(gfwd._attn_fwd_ws), overrides)
+        bind = dict(_bind(p, made, "_attn_fwd_ws", gh.Launcher(gfwd._attn_fwd_ws), overrides), schedule=p.schedule())
         fn, args = gfwd.forward, dict(q=q, k=k, v=v, prob=call)
     else:
         q, k, v = p.view_tensor("Q", p.H), p.view_tensor("K", p.Hkv), p.view_tensor("V", p.Hkv)
@@ -320,7 +346,7 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D, sparse=False
     with mock.patch.object(thost, "delta", lambda *a, **kw: delta), \
             mock.patch.object(thost, "tile_lists", p.tile_lists):
         paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,),
-                           loads=p.list_loads())
+                           loads=p.list_loads() | (p.schedule_loads() if kernel == "fwd" else {}))
     return p, paths
 
 
@@ -387,6 +413,15 @@ def _claims(kernel, p: Problem, acc):
         mask_safe = mask_safe if not isinstance(mask_safe, bool) else z3.BoolVal(mask_safe)
         return z3.And(mask_safe, z3.Implies(on, z3.And(safe, off.e >= 0, off.e < L.size, off.e >= L.first,
                                                            off.e < L.first + L.width)))
+    if acc.kind == "load" and acc.tensor in ("COUNT", "SCHED_B", "SCHED_H", "SCHED_M", "SCHED_BASE"):
+        # the forward's schedule: the CTA's count, and entries of its own row below that count
+        off, pid0 = acc.off, z3.Int("pid0")
+        if off.lin is None or set(off.lin) - {None} or acc.mask is not None:
+            return z3.BoolVal(False)
+        P, W = p.P.e, p.W.e
+        if acc.tensor == "COUNT":
+            return z3.And(_fits32(off), off.e == pid0, off.e >= 0, off.e < P)
+        return z3.And(_fits32(off), off.e >= pid0 * W, off.e < pid0 * W + p.n_items, off.e >= 0, off.e < P * W)
     if acc.kind in ("ld", "red") and acc.tensor == "SEM":  # one int32 of the CTA's (head, query block)s
         off, width = acc.off
         safe = off.safe if not isinstance(off.safe, bool) else z3.BoolVal(off.safe)
@@ -488,8 +523,8 @@ def _params(kernel):
 def _defs(kernel, p):
     """The divisions of program ids the kernel computes, with their values (see ``gluon_rewrite.Rewrite``)."""
     I = z3.Int
-    if kernel == "fwd":  # b = bh // H, h = bh % H (bh = pid1), hk = h // GROUPS
-        return [(I("pid1"), I("H"), p.b, p.h), (p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
+    if kernel == "fwd":  # hk = h // GROUPS (b, h: the schedule's entry, no division)
+        return [(p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
     # bk = bs // SPLITS (and s = bs − bk·SPLITS), Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv, GS = G // SPLITS;
     # the epilogue: Hq // GS = Hkv·S, b = bs // (Hq // GS), hk·S + s = bs % (Hq // GS); the loops over
     # GS·n_iter: (head, query block) = (it // n_iter, it % n_iter)
@@ -556,7 +591,7 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
         # alone (fewer hypotheses: sound) lets the paths share the queries of the accesses they share
         common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
         split = getattr(p, "split", [])
-        facts = p.signs + [z3.Int(f"pid{a}") >= 0 for a in (0, 1)]
+        facts = p.signs + [z3.Int(f"pid{a}") >= 0 for a in ((0,) if kernel == "fwd" else (0, 1))]  # the grid's dims
         dec = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000)))
         bad = _splits_divide(pr, p, paths, dec, facts, run)
         if bad:
@@ -632,7 +667,7 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
 # ------------------------------------------------------------------------------------ registration
 
 _MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd, "forward": gfwd, "_attn_load": gfwd, "_attn_store": gfwd,
-            "_attn_load_partition": gfwd, "_attn_consumer": gfwd, "_bwd_load": gbwd, "_attn_bwd_ws": gbwd,
+            "_work": gfwd, "_attn_consumer": gfwd, "_bwd_load": gbwd, "_attn_bwd_ws": gbwd,
             "_bwd_load_partition": gbwd,
             "_bwd_consumer": gbwd, "_bwd_iter": gbwd, "_dq_stage": gbwd, "_bwd_dq_writer": gbwd,
             "_bwd_dq_writer_det": gbwd, "backward": gbwd}
@@ -646,22 +681,27 @@ SUITE = (
         ("k-box-one-block-past", ("_attn_load", "[k_row + kv * BLOCK_N, k_col]",
                                   "[k_row + (kv + 1) * BLOCK_N, k_col]"),
          "forward: the K box of key block j taken one block further on, past the head's last key at j = n_kv − 1"),
-        ("ring-slot-mod-stages-plus-one", ("_attn_load", "slot = j % NUM_STAGES",
-                                           "slot = j % (NUM_STAGES + 1)"),
-         "forward: the producer's K/V ring slot j mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
+        ("ring-slot-mod-stages-plus-one", ("_attn_load", "slot = it % NUM_STAGES",
+                                           "slot = it % (NUM_STAGES + 1)"),
+         "forward: the producer's K/V ring slot it mod (NUM_STAGES + 1), one past the rings' NUM_STAGES slots"),
         ("k-view-of-q", ("_descs", "return (qd, kd, vd, od), (*qc, *kc, *vc, *oc)",
                          "return (qd, kd, vd, od), (*qc, *qc, *vc, *oc)"),
          "forward host: K's row-view coordinates passed as Q's (wrong when their layouts or head counts differ)"),
-        ("grid-heads-fastest", ("forward", "_attn_fwd_ws[(N // BLOCK_M, B * H)]", "_attn_fwd_ws[(B * H, N // BLOCK_M)]"),
-         "forward host: the grid launched heads fastest (the order before commit 93e2611) to the kernel that reads "
-         "program 1 as (b, h) and program 0 as the query block: with B·H > N / 128 the query blocks run past the "
-         "sequence"),
+        # the persistent schedule: the CTA's row of (b, h, m, base) entries, count[c] of them
+        ("sched-next-cta-row", ("_work", "e = gl.program_id(0) * W + i", "e = (gl.program_id(0) + 1) * W + i"),
+         "forward: the CTA reads its entries from the next CTA's row of the schedule (another CTA's items, and past "
+         "the schedule for the last CTA)"),
+        ("sched-one-past-count", ("_attn_load", "for i in range(n_items):", "for i in range(n_items + 1):"),
+         "forward: the producer walks one entry more than the CTA's count, reading the slot past its items (an "
+         "unspecified entry, past the row when the row is full)"),
+        ("sched-m-from-h", ("_work", "m = gl.load(s_m + e)", "m = gl.load(s_h + e)"),
+         "forward: the item's query block read from the head field: with more heads than query blocks the Q box "
+         "runs past the sequence"),
         # block-sparse (SPARSE): the walk lists KV_NUM, KV_IDX
-        ("sparse-kv-list-row-next-head", ("_attn_fwd_ws", "lrow = bh * gl.num_programs(0) + start_m",
-                                          "lrow = (bh + 1) * gl.num_programs(0) + start_m"),
+        ("sparse-kv-list-row-next-head", ("_work", "lrow = (b * H + h) * NM + m", "lrow = (b * H + h + 1) * NM + m"),
          "forward, block-sparse: the query block's walk-list row taken one head further on ((b·H + h + 1)·N/128 + m): "
          "another head's counts and tiles, and past both lists for the last (batch, head)"),
-        ("sparse-kv-list-one-past-count", ("_attn_load", "kv = gl.load(kv_idx + j)", "kv = gl.load(kv_idx + j + 1)"),
+        ("sparse-kv-list-one-past-count", ("_attn_load", "kv = gl.load(kv_list + j)", "kv = gl.load(kv_list + j + 1)"),
          "forward, block-sparse: the producer reads list slot j + 1 for key tile j, so its last read is the slot "
          "n_partial + n_full, past the counts: an unspecified entry (torch.empty's) as the K/V boxes' tile, and past "
          "the row when the list is full"))),
