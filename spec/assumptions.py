@@ -183,6 +183,16 @@ slots below the sum columns below the width, every other entry (past the counts:
 unspecified.
 """)
 
+assumption("A-KER-SCHED", "the persistent Gluon forward's schedule as gluon/schedule.py deals it", statement="""
+For each of the P CTAs of the forward's 1-D grid, count[c] ≤ W entries; entry i < count[c] of row c names an
+item of the call — batch b < B, query head h < Hq, query block m < N/128 — and base in [0, 2^30) (the key tiles
+the CTA ran before it, mod 2^30); every item once. P ≥ 1 is at most the item count, W at most every item, and
+P·W below 2^31 (the schedule raises otherwise). KER-BOUNDS-GLUON-FWD models each schedule read that its own
+claim shows to lie in the CTA's row below its count as such an entry. tests/kernels/test_gluon_schedule.py
+checks both ways of dealing (rounds, in order) on random tile grids: every item exactly once, the counts, the
+fields' ranges, base the running sum of the CTA's earlier items' tiles.
+""")
+
 assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""
 exp, log and the kernels' fp32 division are device approximations, not IEEE operations, so no solver
 checks them. The error bound EXT-FP-ERROR assumes: for an argument x ≤ 0, the computed exp is

@@ -64,7 +64,9 @@ gluon.bwd.HEAD_DIMS; no other head dim is claimed) —, every partition of warp_
 (the consumer warpgroups, the TMA producer and the backward's dQ writer) and every helper, one arbitrary loop
 iteration: every TMA box — loads, stores and the backward's dQ reduce-add — has int32 coordinates computed
 without wrap-around and lies inside its descriptor's global shape and inside the rows and columns of its own
-(batch, head) — the program's query block for Q, its warpgroup's rows for O; for the backward's Q, dO, lse, δ
+(batch, head) — the program's query block for Q, its warpgroup's rows for O (the forward is persistent: a
+CTA's (batch, head, query block) is that of each work item of its row of the host's schedule, whose every read —
+the count and the four fields of an entry — addresses the CTA's own row below its count, A-KER-SCHED); for the backward's Q, dO, lse, δ
 boxes and its dQ reduce-add (64 whole rows) one of the CTA's own query heads: the backward splits a GQA
 group's G heads over S = head_splits(G, deterministic) CTAs (S symbolic, every value the host chooses, shown
 to divide G), GS = G / S heads each from hk·G + s·GS —; the lse, dK and dV stores address elements of the
@@ -98,7 +100,7 @@ KER-BOUNDS-DELTA).
      + ("KER-BOUNDS-DELTA", "KER-BOUNDS-PLAN", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD"),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
                   "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-GLUON-SEMANTICS",
-                  "A-GLUON-TMA", "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY"))
+                  "A-GLUON-TMA", "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-KER-SCHED"))
 
 item("KER-SPLIT", "extension", "Any split of the keys into contiguous ranges, merged by ⋆, is exact", provenance=OURS,
      uses=("DEF-SUMMARY", "EXT-ANY-ORDER", "THM-EXACT"), statement="""

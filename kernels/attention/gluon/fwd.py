@@ -8,32 +8,37 @@ its PTX each iteration waits for S = Q Kᵀ (``wgmma.wait_group 0``) and meets C
 never overlap tensor-core work: at d = 128 that costs ~1/3 of the time. Gluon exposes the
 asynchronous MMA and the barriers, so this kernel can do what FlashAttention-3 does:
 
-- One CTA = 128 query rows of one (batch, head), in three partitions (``gl.warp_specialize``):
-  two consumer warpgroups of 64 rows each (240 registers a thread after ``setmaxnreg``) and one
-  producer warp (24 registers) that issues the TMA loads: both Q tiles once, then K_j and V_j
-  into two rings of NUM_STAGES shared-memory slots. Each slot has a *ready* mbarrier (completed
-  by the TMA byte count) and an *empty* one (one arrival from each consumer).
+- Persistent: one CTA per SM (at most one per work item), each running the work items of its row of a
+  host-built schedule (``schedule.py``; an item = 128 query rows of one (batch, head)), in three
+  partitions (``gl.warp_specialize``): two consumer warpgroups of 64 rows each (240 registers a thread
+  after ``setmaxnreg``) and one producer warp (24 registers) that issues the TMA loads: per item both Q
+  tiles into Q buffer i mod 2 (two buffers, so the next item's Q loads while this one runs), then K_j and
+  V_j into two rings of NUM_STAGES shared-memory slots whose positions continue across items (the
+  entry's ``base``), so the next item's first tiles load during this one's last. Each slot has a *ready*
+  mbarrier (completed by the TMA byte count) and an *empty* one (one arrival from each consumer).
 - Consumer iteration j (intra-warpgroup pipelining): issue S_j = Q K_jᵀ; issue
   O += P_{j−1} V_{j−1} (P in registers as the A operand); wait until only the P·V product is
   in flight; release K_j; softmax of S_j (row max, 2^(s·c − m), α, l) while P·V runs; wait;
   release V_{j−1}; O ·= α. Only warpgroup-local barriers inside the loop.
 - Causal (Nq = Nk, so top-left and bottom-right alignment agree): key blocks above the
-  diagonal are never visited, only the diagonal block is masked, and the grid starts each
-  head's query blocks with the most keys first.
-- Grid (N / 128, B·H), the query blocks of one head fastest: the CTAs resident at once (one per
-  SM) are the query blocks of one to a few heads, which stream the same K and V, so those reads
-  hit L2 (a head's K and V: 8 MiB at N = 16k, d = 128). With the heads fastest (the grid until
-  commit 93e2611, where it lived as an A/B constexpr) the resident CTAs belonged to up to 132 heads
-  whose K and V (128 MB at 4k) overflow the 50 MB L2. H200, 2026-12-02 14:36 UTC (BENCHMARKS.md,
-  session 20 call 1; bf16, d = 128, 16k tokens, H = 16; TFLOP/s, heads fastest → query blocks
-  fastest, bitwise equal outputs): 456 / 512 / 546 / 581 / 538 → 540 / 585 / 603 / 625 / 636 at
-  N = 2k / 4k / 8k / 16k / 32k; causal 465 / 525 / 566 → 505 / 552 / 604 at 4k / 8k / 16k.
+  diagonal are never visited, only the diagonal block is masked, and each head's query blocks
+  run with the most keys first.
+- Item order: a head's query blocks together, the heaviest (causal) first, as the non-persistent grid
+  ran them (its query blocks of one head fastest: the CTAs resident at once stream the same K and V,
+  which then hit L2 — a head's K and V: 8 MiB at N = 16k, d = 128; the heads fastest, until commit
+  93e2611, measured 456 / 512 / 546 / 581 / 538 → 540 / 585 / 603 / 625 / 636 TFLOP/s at N = 2k … 32k,
+  BENCHMARKS.md session 20 call 1). Persistent against that grid (one CTA per query block; it lived until
+  commit 144c268), H200 2026-12-03 (BENCHMARKS.md, session 23 calls 1–2; bf16, 16k tokens, outputs
+  bitwise equal): 1.03–1.12× dense at d = 128, 1.00–1.11× causal, 1.00–1.05× at d = 64, 1.07× GQA 64/8,
+  1.09–1.35× block-sparse (10 %, 8k): each CTA's prologue and epilogue (Q and first K loads, the last
+  P·V, the O store) overlap the next item's loads instead of standing alone, ~3.5 tile-times a CTA.
 - Head dim D = 64 or 128 (``HEAD_DIMS``; the tiles' widths, read from the descriptors). At D = 64 the
   heads-fastest grid measured slower than the Triton forward; with this grid, in the same run (d = 64,
   H = 32, TFLOP/s, Gluon with 2 / 3 / 4 ring slots vs Triton vs cuDNN): 440 / 437 / 432 vs 422 vs 451
   at 4k, 451 / 443 / 445 vs 428 vs 454 at 8k, 452 / 452 / 449 vs 433 vs 451 at 16k, 401 / 395 / 393
   vs 394 vs 425 at 8k causal, so the router sends d = 64 here too, with 2 slots.
-- Epilogue: O / l through the dead Q slot and a TMA store; lse = (m + log2 l)·ln 2.
+- Epilogue: O / l through the dead Q slot and a TMA store, read out before the Q buffer is handed back to
+  the producer (``q_empty``); lse = (m + log2 l)·ln 2.
 - Block-sparse (``SPARSE``; ``BlockSparseMask`` with 128 × 128 tiles, no dense mask): the CTA walks its
   query tile's walk list (``triton/plan.py``: the partial tiles first, then the full ones) instead of
   every key block; the producer reads entry j before waiting for a free slot. Causal, the only partial
@@ -62,12 +67,12 @@ if AVAILABLE:
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
 
-BLOCK_M = 128  # query rows per CTA: two consumer warpgroups of 64
+BLOCK_M = 128  # query rows per work item: two consumer warpgroups of 64
 BLOCK_M_WG = 64
 BLOCK_N = 128  # keys per block
 HEAD_DIMS = (64, 128)  # the head dims this forward takes (D = Dv; dispatch.GLUON_HEAD_DIMS): see the docstring
-NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + Q 32 KiB = 160 KiB at d = 128 (3 stages measured no
-#                faster; at d = 64 neither 3 nor 4)
+NUM_STAGES = 2  # K/V ring slots: 2 × 2 × 32 KiB + two Q buffers of 32 KiB = 192 KiB at d = 128 (3 stages measured
+#                no faster before the forward was persistent; at d = 64 neither 3 nor 4)
 MAXNREG = 168  # launch cap: 12 warps' worth of threads (9 used) × 168 fit in 64 K registers
 CONSUMER_REGS = 240  # per consumer thread after setmaxnreg; the producer drops to 24
 

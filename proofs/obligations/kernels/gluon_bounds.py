@@ -95,7 +95,7 @@ from flashproof.proofs.obligations.kernels.bounds import _Prover as _PartsProver
 from flashproof.proofs.obligations.kernels.bounds import _WholeFirst as _Prover
 
 ASSUME = ["A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-LAUNCH", "A-TRITON-CODEGEN", "A-GLUON-SEMANTICS", "A-GLUON-TMA",
-          "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-KER-PLAN-LISTS", "A-SOLVER-TRUST"]
+          "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-KER-PLAN-LISTS", "A-KER-SCHED", "A-SOLVER-TRUST"]
 #: the head dims each record is checked at, read from the kernel modules (one host run per D): every D in
 #: each kernel's HEAD_DIMS (64 and 128: dispatch.GLUON_HEAD_DIMS)
 HEAD_DIMS = {"fwd": tuple(gfwd.HEAD_DIMS), "bwd": tuple(gbwd.HEAD_DIMS)}
