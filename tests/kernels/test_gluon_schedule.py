@@ -160,29 +160,19 @@ def test_in_order_gives_each_item_to_the_cta_free_first():
 # ---- 3. the balance on dense causal grids ------------------------------------------------------------
 
 
-def test_rounds_balance_on_a_dense_causal_grid():
-    """rounds on B=2, H=16, NM=64 causal over 132 CTAs: makespan ≤ 1.10 × mean load (≈1.042), beats round-robin."""
-    B, H, NM, ctas = 2, 16, 64, 132
+@pytest.mark.parametrize("deal,B,H,NM,bound", [
+    (S.rounds, 2, 16, 64, 1.10),     # ≈ 1.042 of the mean; round-robin 576 > 558
+    (S.in_order, 1, 16, 128, 1.01),  # ≈ 1.001 of the mean; round-robin 1600 > 1033
+], ids=["rounds", "in_order"])
+def test_balance_on_a_dense_causal_grid(deal, B, H, NM, bound):
+    """On a dense causal grid over 132 CTAs the makespan is within ``bound`` of the mean load and below a
+    round-robin deal's."""
     tiles = causal(B * H, NM)
-    s = S.rounds(tiles, ctas, H)
-    got = S.makespan(s, tiles, H)
-    mean = mean_load(tiles, ctas)
-    assert got >= mean
-    assert got <= 1.10 * mean, (got, mean)
-    rr = round_robin_makespan(tiles, ctas, H)
-    assert got < rr, (got, rr)  # 558 < 576
-
-
-def test_in_order_balance_on_a_dense_causal_grid():
-    """in_order on B=1, H=16, NM=128 causal over 132 CTAs: makespan ≤ 1.01 × mean load (≈1.001), beats round-robin."""
-    B, H, NM, ctas = 1, 16, 128, 132
-    tiles = causal(B * H, NM)
-    s = S.in_order(tiles, ctas, H)
-    got = S.makespan(s, tiles, H)
-    mean = mean_load(tiles, ctas)
-    assert mean <= got <= 1.01 * mean, (got, mean)
-    rr = round_robin_makespan(tiles, ctas, H)
-    assert got < rr, (got, rr)  # 1033 < 1600
+    got = S.makespan(deal(tiles, 132, H), tiles, H)
+    mean = mean_load(tiles, 132)
+    assert mean <= got <= bound * mean, (got, mean)
+    rr = round_robin_makespan(tiles, 132, H)
+    assert got < rr, (got, rr)
 
 
 def test_makespan_is_the_busiest_ctas_estimated_work():
