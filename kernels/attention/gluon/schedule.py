@@ -7,17 +7,22 @@ ran before it, so that its K/V ring slots and phases continue where the last ite
 carries no counter from one item to the next). Four (P, W) int32 tensors, one per field, so that the
 kernel divides nothing to decode an entry.
 
-How items are dealt (``build``): in the order the non-persistent grid ran them — head by head, each
-head's query blocks with the most key tiles first — one round of P items at a time; in each round the
-heaviest item goes to the CTA with the least work so far, the next heaviest to the next, and so on
-(work = key tiles + ``OVERHEAD``). A round's items belong to one or two heads, so the CTAs running at
-once read the same K and V (L2), as the grid did; the balance is what the hardware's in-order dispatch
-gave the non-persistent grid, on estimated costs. Dense calls (every item's tile count known from
-the shape) keep their schedule per shape; block-sparse calls per walk list, i.e. per mask
-(``plan.WALK_LISTS``).
+Both ways of dealing take the items in the order the non-persistent grid ran them — head by head, each
+head's query blocks with the most key tiles first — so that the CTAs running at once belong to one or two
+heads and read the same K and V (L2); work = key tiles + ``OVERHEAD`` an item, an estimate:
 
-Built with torch on the tensors' device, no host sync (a CUDA graph may capture the first call): one
-round is a handful of small ops, T / P rounds for T items, once per shape or mask.
+* ``rounds``: one round of P items at a time, the round's heaviest item to the CTA with the least work so
+  far, the next heaviest to the next, and so on. Torch ops on the tiles' device, no host sync (a CUDA
+  graph may capture the first call), T / P rounds for T items.
+* ``in_order``: each item to the CTA free first, what the hardware's dispatch did for the grid. A heap on
+  the host.
+
+Dense calls (``dense``: the tile counts follow from the shape) build both on the host, keep the one with
+the smaller estimated makespan (``makespan``) and copy it to the device once per shape; block-sparse
+calls (``sparse``: the counts are on the device) deal in rounds, once per walk list, i.e. per mask
+(``plan.WALK_LISTS``). H200, 2026-12-03 (BENCHMARKS.md, session 23 call 2; d = 128, 16k tokens, causal,
+TFLOP/s rounds / in order / chosen): 635 / 618 / 634 at 4k, 666 / 659 / 666 at 8k, 684 / 689 / 690 at 16k,
+662 / 672 / 669 at 32k, 642 / 632 / 641 at 64k.
 """
 from __future__ import annotations
 
@@ -178,7 +183,9 @@ def _cached(key, owner, make):
 
 def dense(B: int, H: int, NM: int, causal: bool, device) -> Schedule:
     """The schedule of a dense call: B·H heads of NM query blocks of 128 rows, key tiles NM each, or m + 1
-    for query block m causal."""
+    for query block m causal. A new shape's schedule is built on the host and copied to the device, which a
+    CUDA graph capture does not allow: capture a shape after one eager call of it (the warm-up that
+    ``torch.cuda.make_graphed_callables`` and ``torch.compile``'s cudagraphs run anyway)."""
     device = torch.device(device)
     P = num_ctas(device)
 
