@@ -300,3 +300,18 @@ def test_rounds_refuses_a_grid_of_2_31_items(monkeypatch):
     monkeypatch.setattr(S, "_order", dealt)
     with pytest.raises(ValueError, match=r"132 x 16268816 entries, more than int32 offsets"):
         S.rounds(tiles, 132, 16)
+
+
+def test_a_new_dense_shape_inside_a_graph_capture_is_a_clear_error(monkeypatch):
+    """dense's host build of a shape not seen yet raises, naming the shape and the warm-up, while a CUDA stream
+    captures (emulated: the capture query patched); a cached shape is served during capture."""
+    monkeypatch.setattr(S, "num_ctas", lambda device: 132)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"B=1, H=3, N=640, causal=True .*run the call once before capturing"):
+        S.dense(1, 3, 5, True, "cuda")
+    cached = ("dense", 1, 3, 6, True, 132, torch.device("cuda"))
+    S._CACHE[cached] = (None, "cached")
+    try:
+        assert S.dense(1, 3, 6, True, "cuda") == "cached"
+    finally:
+        S._CACHE.pop(cached)

@@ -184,12 +184,17 @@ def _cached(key, owner, make):
 def dense(B: int, H: int, NM: int, causal: bool, device) -> Schedule:
     """The schedule of a dense call: B·H heads of NM query blocks of 128 rows, key tiles NM each, or m + 1
     for query block m causal. A new shape's schedule is built on the host and copied to the device, which a
-    CUDA graph capture does not allow: capture a shape after one eager call of it (the warm-up that
+    CUDA graph capture does not allow (it raises, saying so): capture a shape after one eager call of it (the
+    warm-up that
     ``torch.cuda.make_graphed_callables`` and ``torch.compile``'s cudagraphs run anyway)."""
     device = torch.device(device)
     P = num_ctas(device)
 
     def make():  # on the host, then one copy to the device
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"the Gluon forward's schedule for B={B}, H={H}, N={128 * NM}, causal={causal} is "
+                               "built on the host on its first call, which a CUDA graph capture cannot record: "
+                               "run the call once before capturing it")
         m = torch.arange(NM)
         tiles = (m + 1 if causal else torch.full_like(m, NM)).expand(B * H, NM)
         best = min((deal(tiles, P, H) for deal in (rounds, in_order)), key=lambda s: makespan(s, tiles, H))
