@@ -185,8 +185,7 @@ def dense(B: int, H: int, NM: int, causal: bool, device) -> Schedule:
     """The schedule of a dense call: B·H heads of NM query blocks of 128 rows, key tiles NM each, or m + 1
     for query block m causal. A new shape's schedule is built on the host and copied to the device, which a
     CUDA graph capture does not allow (it raises, saying so): capture a shape after one eager call of it (the
-    warm-up that
-    ``torch.cuda.make_graphed_callables`` and ``torch.compile``'s cudagraphs run anyway)."""
+    warm-up that ``torch.cuda.make_graphed_callables`` and ``torch.compile``'s cudagraphs run anyway)."""
     device = torch.device(device)
     P = num_ctas(device)
 
