@@ -21,13 +21,17 @@ import functools
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
-           "MAX_SPLITS", "MIN_KEYS_PER_SPLIT", "PROGRAMS_PER_SM"]
+           "MAX_SPLITS", "SPLIT_KEYS_PER_SPLIT", "PROGRAMS_PER_SM"]
 
 #: Upper bound on the split count (the merge kernel holds all of a row's partial lse values in one tile).
 MAX_SPLITS = 64
-#: A split shorter than this spends more on its fixed cost (Q load, partial write, merge read) than it saves
-#: (the H200 sweep of 2026-12-01 17:33, B = 1, 32/8, 16k: S = 16 (1024 keys) 0.027 ms, S = 32 (512) 0.030).
-MIN_KEYS_PER_SPLIT = 1024
+#: With S splits each split holds at least this many keys times S (S ≤ √(n / 32) for n keys): a split's
+#: work shrinks as n / S while the fixed costs (Q load, partial write, the merge's read of every split) grow
+#: with S, so the balance point grows as √n. H200, GPU time by graph replay, B = 1, 32/8 (ms at S = 8 / 16 /
+#: 32): 8k 0.0272 / 0.0215 / 0.0228, 16k 0.0445 / 0.0326 / 0.0327, 32k 0.0781 / 0.0504 / 0.0500, 64k 0.145 /
+#: 0.0847 / 0.0801 (2026-12-03, BENCHMARKS.md session 23 call 4). The rule before it, a fixed 1024 keys a
+#: split (from 2026-12-01 17:33: B = 1, 16k, S = 16 0.027 ms, S = 32 0.030), kept S = 8 at 8k: 1.26× the time.
+SPLIT_KEYS_PER_SPLIT = 32
 #: The most (request, KV head, split) programs per SM the heuristic adds splits up to (the H200 sweep:
 #: ``choose_num_splits``).
 PROGRAMS_PER_SM = 2
@@ -71,13 +75,13 @@ class SplitChoice(NamedTuple):
     programs_without_split: int   # B · Hkv
     target_programs: int          # PROGRAMS_PER_SM · SMs
     longest: int                  # the longest request's candidate keys
-    key_cap: int                  # the most splits of at least MIN_KEYS_PER_SPLIT keys (a power of two, ≤ MAX_SPLITS)
+    key_cap: int                  # the most splits S of at least SPLIT_KEYS_PER_SPLIT · S keys (a power of two, ≤ MAX_SPLITS)
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> SplitChoice:
     """The split count S: the largest power of two with B·Hkv·S ≤ PROGRAMS_PER_SM · SMs programs, no
-    split shorter than MIN_KEYS_PER_SPLIT keys, at most MAX_SPLITS; S = 1 (no merge) once B·Hkv
+    split shorter than SPLIT_KEYS_PER_SPLIT · S keys, at most MAX_SPLITS; S = 1 (no merge) once B·Hkv
     programs alone exceed half that target.
 
     Decode is memory-bound: the cost is the bytes of K/V, and each program streams its split of one KV
@@ -115,14 +119,16 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     S = 4 within 0.3 % of the best; B = 64, 32/8, 32k: S = 1 (chosen) ran 1.851 in the default row, S = 2
     1.865 (the sweep's own S = 1 row, 2.142, its fastest block 1.881, was timed right after the bench had
     released its paged copies: the two-level effect of ``docs/kvcache.md``, since waited out); B = 1, 16k: S = 16
-    0.027, 32 0.030, 8 0.031, so splits of at least 1024 keys (``MIN_KEYS_PER_SPLIT``; S = 16 there).
+    0.027, 32 0.030, 8 0.031, so splits of at least 1024 keys (S = 16 there). Its successor, 32·S keys a split
+    (``SPLIT_KEYS_PER_SPLIT``), keeps S = 16 at 16k and gives S = 16 at 8k (1024 keys: S = 8), where the
+    session-23 sweep measured it 1.26× faster at B = 1 and 1.04× at B = 2.
 
     Cached per argument tuple (a pure function called on every call: its loops cost ~3 µs of host time).
     """
     pairs = max(1, batch * heads_kv)
     target = PROGRAMS_PER_SM * max(1, num_sms)
     cap = 1
-    while cap * 2 <= MAX_SPLITS and longest // (cap * 2) >= MIN_KEYS_PER_SPLIT:
+    while cap * 2 <= MAX_SPLITS and longest // (cap * 2) >= SPLIT_KEYS_PER_SPLIT * (cap * 2):
         cap *= 2
     s = 1
     while s * 2 <= cap and pairs * s * 2 <= target:
