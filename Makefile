@@ -25,11 +25,13 @@ browser:                       ## headless Chromium for the audit report's brows
 prove: $(STAMP)                ## discharge every obligation; write out/audit.json and out/audit.md
 	$(BIN)/flashproof prove --jobs $(JOBS)
 
+# pytest's own script, not `python -m pytest`: the latter puts the checkout's root on sys.path, where our
+# kernels/ folder shadows Hugging Face's `kernels` package, which transformers (>= 5.25) imports.
 test: $(STAMP) browser         ## the test suite CI runs (CPU; Triton under TRITON_INTERPRET=1)
-	$(BIN)/python -m pytest -n $(JOBS) -m "not slow and not gpu" tests
+	$(BIN)/pytest -n $(JOBS) -m "not slow and not gpu" tests
 
 test-all: $(STAMP)             ## everything, including slow tests
-	$(BIN)/python -m pytest -n $(JOBS) tests
+	$(BIN)/pytest -n $(JOBS) tests
 
 audit: $(STAMP)                ## the browsable report under out/audit/
 	$(BIN)/flashproof audit --jobs $(JOBS)
