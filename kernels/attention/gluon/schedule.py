@@ -146,10 +146,9 @@ def in_order(tiles: torch.Tensor, ctas: int, H: int = None) -> Schedule:
         done[c] += n[t]
         heapq.heappush(free, (at + n[t] + OVERHEAD, c))
     W = _width(P, max(len(x) for x in lists))
-    sched = torch.zeros(4, P, W, dtype=torch.int32)
-    for c, x in enumerate(lists):
-        sched[:, c, :len(x)] = torch.tensor(x, dtype=torch.int32).T
-    return Schedule(*sched, torch.tensor([len(x) for x in lists], dtype=torch.int32))
+    pad = (0, 0, 0, 0)
+    sched = torch.tensor([x + [pad] * (W - len(x)) for x in lists], dtype=torch.int32)  # (P, W, 4): one copy
+    return Schedule(*sched.permute(2, 0, 1).contiguous(), torch.tensor([len(x) for x in lists], dtype=torch.int32))
 
 
 def makespan(s: Schedule, tiles: torch.Tensor, H: int) -> int:

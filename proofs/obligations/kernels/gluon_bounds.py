@@ -84,6 +84,7 @@ import torch
 import z3
 
 from flashproof.kernels.attention.gluon import bwd as gbwd, common as gcommon, fwd as gfwd, layout as glayout
+from flashproof.kernels.attention.gluon import schedule as gsched
 from flashproof.kernels.attention.triton import host as thost
 
 from flashproof.proofs.engine.core import Outcome, control, obligation
@@ -156,8 +157,8 @@ class Problem:
             self.P, self.W = _host("P"), _host("W")
             # (P, W: at least one CTA, at most one per item, each with at most every item; P·W addressable)
             T = B * H * self.NB.e  # the call's items
-            self.hyps += [self.m >= 0, self.m < self.NB.e, self.base >= 0, self.base <= 2 ** 30 - 1, self.n_items >= 0,
-                          self.n_items <= self.W.e, self.P.e >= 1, self.P.e <= T, self.W.e >= 1, self.W.e <= T,
+            self.hyps += [self.m >= 0, self.m < self.NB.e, self.base >= 0, self.base <= gsched.BASE_PERIOD - 1,
+                          self.n_items >= 0, self.n_items <= self.W.e, self.P.e >= 1, self.P.e <= T, self.W.e >= 1, self.W.e <= T,
                           self.P.e * self.W.e <= I32_MAX]
         else:  # grid (N / 128, B·Hkv·S): program 0 the key block, program 1 (b, kv head, split), the split fastest
             S = I("SPLITS")  # the kernel's argument: head_splits' choice on the host's path
@@ -234,10 +235,9 @@ class Problem:
         """``gluon.schedule`` for the host run: ``dense`` and ``sparse`` return the same ``Schedule`` of four
         (P, W) int32 contiguous tensors and the (P,) counts, P and W symbolic (what A-KER-SCHED says of them:
         P·W ≤ 2^31 − 1, the schedule's own check)."""
-        from flashproof.kernels.attention.gluon.schedule import Schedule
         P, W = self.P, self.W
         fields = [gh.FakeTensor(f"SCHED_{n}", (P, W), (W, 1), dtype=torch.int32) for n in ("B", "H", "M", "BASE")]
-        sched = Schedule(*fields, gh.FakeTensor("COUNT", (P,), (1,), dtype=torch.int32))
+        sched = gsched.Schedule(*fields, gh.FakeTensor("COUNT", (P,), (1,), dtype=torch.int32))
         return types.SimpleNamespace(dense=lambda *a, **kw: sched, sparse=lambda *a, **kw: sched)
 
     def schedule_loads(self):
