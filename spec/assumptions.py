@@ -183,17 +183,14 @@ slots below the sum columns below the width, every other entry (past the counts:
 unspecified.
 """)
 
-assumption("A-KER-SCHED", "the persistent Gluon kernels' schedules as gluon/schedule.py deals them", statement="""
-For each of the P CTAs of a persistent Gluon kernel's 1-D grid, count[c] ≤ W entries; entry i < count[c] of row c
-names an item of the call — the forward's: batch b < B, query head h < Hq, query block m < N/128; the backward's:
-batch b < B, head split hs < Hkv·S, key block j < N/128, for the (B, Hkv·S, N/128) the host asked the schedule
-for — and base in [0, 2^30) (the key tiles, the backward's iterations, the CTA ran before it, mod 2^30); every
-item once. P ≥ 1, W ≥ 1, and P·W below 2^31 (the schedule raises otherwise). KER-BOUNDS-GLUON-FWD and -BWD model
-each schedule read that its own claim shows to lie in the CTA's row below its count as such an entry.
-tests/kernels/test_gluon_schedule.py checks both ways of dealing (rounds, in order) on random tile grids, both
-run orders: every item exactly once, the counts, the fields' ranges, base the running sum of the CTA's earlier
-items' work, each CTA's items in run order; and the backward's schedules: every key block once, base even, the
-deterministic order (a dQ tile's earlier adders dealt first).
+assumption("A-KER-SCHED", "the persistent Gluon forward's schedule as gluon/schedule.py deals it", statement="""
+For each of the P CTAs of the forward's 1-D grid, count[c] ≤ W entries; entry i < count[c] of row c names an
+item of the call — batch b < B, query head h < Hq, query block m < N/128 — and base in [0, 2^30) (the key tiles
+the CTA ran before it, mod 2^30); every item once. P ≥ 1 is at most the item count, W at most every item, and
+P·W below 2^31 (the schedule raises otherwise). KER-BOUNDS-GLUON-FWD models each schedule read that its own
+claim shows to lie in the CTA's row below its count as such an entry. tests/kernels/test_gluon_schedule.py
+checks both ways of dealing (rounds, in order) on random tile grids: every item exactly once, the counts, the
+fields' ranges, base the running sum of the CTA's earlier items' tiles.
 """)
 
 assumption("A-FP-EXP-ACC", "accuracy of the device exp, log and division (the error bound's non-IEEE steps)", statement="""

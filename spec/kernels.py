@@ -64,13 +64,11 @@ gluon.bwd.HEAD_DIMS; no other head dim is claimed) —, every partition of warp_
 (the consumer warpgroups, the TMA producer and the backward's dQ writer) and every helper, one arbitrary loop
 iteration: every TMA box — loads, stores and the backward's dQ reduce-add — has int32 coordinates computed
 without wrap-around and lies inside its descriptor's global shape and inside the rows and columns of its own
-(batch, head) — the program's query block for Q, its warpgroup's rows for O (both kernels are persistent: a
-CTA's (batch, head, query block) — the backward's (batch, head split, key block) — is that of each work item of
-its row of the host's schedule, whose every read — the count and the four fields of an entry — addresses the
-CTA's own row below its count, A-KER-SCHED; the backward's host is shown to build its schedule for the launch's
-own shape); for the backward's Q, dO, lse, δ
-boxes and its dQ reduce-add (64 whole rows) one of the item's own query heads: the backward splits a GQA
-group's G heads over S = head_splits(G, deterministic) items (S symbolic, every value the host chooses, shown
+(batch, head) — the program's query block for Q, its warpgroup's rows for O (the forward is persistent: a
+CTA's (batch, head, query block) is that of each work item of its row of the host's schedule, whose every read —
+the count and the four fields of an entry — addresses the CTA's own row below its count, A-KER-SCHED); for the backward's Q, dO, lse, δ
+boxes and its dQ reduce-add (64 whole rows) one of the CTA's own query heads: the backward splits a GQA
+group's G heads over S = head_splits(G, deterministic) CTAs (S symbolic, every value the host chooses, shown
 to divide G), GS = G / S heads each from hk·G + s·GS —; the lse, dK and dV stores address elements of the
 program's (batch, head) rows (the warpgroup's query rows for lse, its keys for dK and dV; with S > 1 dK and dV
 go to the fp32 partials' rows of (b, hk·S + s), inside the buffer the host allocates); the deterministic

@@ -35,11 +35,9 @@ def entries(s):
     return [list(zip(b[c], h[c], m[c], base[c]))[:count[c]] for c in range(len(count))]
 
 
-def run_order(B, H, NM, reverse=True):
-    """The items (b, h, m) in run order, derived here: head row by head row, columns NM − 1 down to 0 (reverse:
-    the forward's), else 0 up to NM − 1 (the backward's key blocks)."""
-    cols = range(NM - 1, -1, -1) if reverse else range(NM)
-    return [(row // H, row % H, m) for row in range(B * H) for m in cols]
+def run_order(B, H, NM):
+    """The items (b, h, m) in run order, derived here: head row by head row, query blocks NM − 1 down to 0."""
+    return [(row // H, row % H, m) for row in range(B * H) for m in range(NM - 1, -1, -1)]
 
 
 def causal(BH, NM):
@@ -71,13 +69,12 @@ def same(a, b):
 
 @pytest.mark.parametrize("deal", DEALERS, ids=lambda f: f.__name__)
 @settings(max_examples=60, deadline=None)
-@given(grid=grids(), reverse=st.booleans())
-def test_every_item_once_with_documented_shapes_counts_and_base(deal, grid, reverse):
-    """Each item (b < B, h < H, m < NM) is used exactly once, shapes/dtypes/counts as documented, base = prefix tiles;
-    each CTA's items in run order (either way round)."""
+@given(grid=grids())
+def test_every_item_once_with_documented_shapes_counts_and_base(deal, grid):
+    """Each item (b < B, h < H, m < NM) is used exactly once, shapes/dtypes/counts as documented, base = prefix tiles."""
     B, H, NM, ctas, tiles = grid
     T = B * H * NM
-    s = deal(tiles, ctas, H, reverse)
+    s = deal(tiles, ctas, H)
     P = min(ctas, T)
     assert isinstance(s, S.Schedule)
     W = s.b.shape[1]
@@ -92,9 +89,6 @@ def test_every_item_once_with_documented_shapes_counts_and_base(deal, grid, reve
     lists = entries(s)
     used = Counter((b, h, m) for lst in lists for b, h, m, _ in lst)
     assert used == Counter(run_order(B, H, NM))
-    rank = {x: t for t, x in enumerate(run_order(B, H, NM, reverse))}
-    for lst in lists:
-        assert [rank[x[:3]] for x in lst] == sorted(rank[x[:3]] for x in lst)
     for lst in lists:
         done = 0
         for b, h, m, base in lst:
@@ -128,14 +122,13 @@ def test_head_and_batch_split_by_H(deal):
 
 
 @settings(max_examples=60, deadline=None)
-@given(grid=grids(), reverse=st.booleans())
-def test_rounds_deals_each_round_from_the_run_order(grid, reverse):
-    """rounds' column r holds exactly items r·P … r·P + P − 1 of the run order (head by head, m descending, or
-    ascending when not ``reverse``)."""
+@given(grid=grids())
+def test_rounds_deals_each_round_from_the_run_order(grid):
+    """rounds' column r holds exactly items r·P … r·P + P − 1 of the run order (head by head, m descending)."""
     B, H, NM, ctas, tiles = grid
-    s = S.rounds(tiles, ctas, H, reverse)
+    s = S.rounds(tiles, ctas, H)
     P = s.count.shape[0]
-    order = run_order(B, H, NM, reverse)
+    order = run_order(B, H, NM)
     lists = entries(s)
     for r in range(s.b.shape[1]):
         column = [lst[r][:3] for lst in lists if len(lst) > r]
@@ -302,7 +295,7 @@ def test_rounds_refuses_a_grid_of_2_31_items(monkeypatch):
     """rounds on a (2**16, 2**15) grid (an expanded view, no memory) raises the int32 ValueError before dealing."""
     tiles = torch.ones(1, 1, dtype=torch.int32).expand(2 ** 16, 2 ** 15)
 
-    def dealt(*_):  # reached only past a missing check; it would allocate 2**31-item orders
+    def dealt(_):  # reached only past a missing check; it would allocate 2**31-item orders
         raise AssertionError("rounds dealt a grid whose schedule int32 offsets cannot address")
     monkeypatch.setattr(S, "_order", dealt)
     with pytest.raises(ValueError, match=r"132 x 16268816 entries, more than int32 offsets"):
@@ -314,82 +307,11 @@ def test_a_new_dense_shape_inside_a_graph_capture_is_a_clear_error(monkeypatch):
     captures (emulated: the capture query patched); a cached shape is served during capture."""
     monkeypatch.setattr(S, "num_ctas", lambda device: 132)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    with pytest.raises(RuntimeError, match=r"forward \(B=1, H=3, N=640, causal=True\).*run the call once before capturing"):
+    with pytest.raises(RuntimeError, match=r"B=1, H=3, N=640, causal=True .*run the call once before capturing"):
         S.dense(1, 3, 5, True, "cuda")
-    with pytest.raises(RuntimeError, match=r"backward \(B=2, heads=4, N=384, causal=False, deterministic=True\).*run the "
-                       "call once before capturing"):
-        S.backward(2, 4, 3, 1, False, True, "cuda")
-    cached = ("fwd", 1, 3, 6, True, 132, torch.device("cuda"))
+    cached = ("dense", 1, 3, 6, True, 132, torch.device("cuda"))
     S._CACHE[cached] = (None, "cached")
     try:
         assert S.dense(1, 3, 6, True, "cuda") == "cached"
     finally:
         S._CACHE.pop(cached)
-
-
-# ---- 7. the backward's schedules --------------------------------------------------------------------
-
-
-def bwd_tiles(B, HS, NKB, GS, causal_):
-    """The backward's iterations per item, derived here: GS heads × the 64-row query blocks key block j visits."""
-    return [[GS * 2 * (NKB - j if causal_ else NKB) for j in range(NKB)] for _ in range(B * HS)]
-
-
-@pytest.mark.parametrize("B,HS,NKB,GS", [(1, 2, 3, 1), (2, 8, 32, 2), (1, 16, 64, 1), (4, 3, 5, 4)])
-@pytest.mark.parametrize("causal_", [False, True])
-@pytest.mark.parametrize("det", [False, True])
-def test_backward_deals_every_key_block_once_in_its_run_order(B, HS, NKB, GS, causal_, det):
-    """backward(...): every (b, hs, j) once; base = the CTA's earlier iterations (even: every item's count is); each
-    CTA's items in the run order — key blocks ascending, descending when deterministic and causal —, the better
-    of the two dealers on that order; cached per shape and mode."""
-    s = S.backward(B, HS, NKB, GS, causal_, det, "cpu")
-    reverse = det and causal_
-    tiles = torch.tensor(bwd_tiles(B, HS, NKB, GS, causal_))
-    order = run_order(B, HS, NKB, reverse)
-    rank = {x: t for t, x in enumerate(order)}
-    lists = entries(s)
-    assert Counter(x[:3] for lst in lists for x in lst) == Counter(order)
-    for lst in lists:
-        assert [rank[x[:3]] for x in lst] == sorted(rank[x[:3]] for x in lst)
-        done = 0
-        for b, h, j, base in lst:
-            assert base == done % S.BASE_PERIOD and base % 2 == 0
-            done += int(tiles[b * HS + h, j])
-    P = S.num_ctas("cpu")
-    spans = [S.makespan(f(tiles, P, HS, reverse), tiles, HS) for f in DEALERS]
-    assert S.makespan(s, tiles, HS) == min(spans)
-    assert S.backward(B, HS, NKB, GS, causal_, det, "cpu") is s
-    assert S.backward(B, HS, NKB, GS, causal_, not det, "cpu") is not s
-
-
-@pytest.mark.parametrize("causal_", [False, True])
-@pytest.mark.parametrize("B,HS,NKB", [(1, 1, 300), (2, 4, 40), (1, 64, 8)])
-def test_deterministic_writers_wait_only_on_items_dealt_before_their_own(causal_, B, HS, NKB):
-    """Deterministic: the key blocks that add into a dQ tile before key block j does (non-causal j − 1, causal
-    j + 1: the writers' ranks) come earlier in the run order, and each CTA runs its items in that order, so the
-    earliest unfinished item never waits (forward progress, all CTAs resident)."""
-    s = S.backward(B, HS, NKB, 1, causal_, True, "cpu")
-    rank = {x: t for t, x in enumerate(run_order(B, HS, NKB, reverse=causal_))}
-    for (b, h, j), t in rank.items():
-        before = j + 1 if causal_ else j - 1
-        if 0 <= before < NKB:
-            assert rank[b, h, before] < t
-    for lst in entries(s):
-        assert all(rank[x[:3]] < rank[y[:3]] for x, y in zip(lst, lst[1:]))
-
-
-def test_sparse_backward_is_rounds_over_twice_the_summed_counts_first_to_last():
-    """sparse_backward(q_num) equals rounds(2·q_num.sum(-1) as (B·H, NKB), num_ctas, H, reverse=False), cached per
-    tensor, dropped when the tensor is collected."""
-    B, H, NKB = 2, 3, 40
-    qn = _kv_num(B, H, NKB, seed=2)
-    s = S.sparse_backward(qn)
-    want = S.rounds(2 * qn.sum(-1).view(B * H, NKB), S.num_ctas(qn.device), H, reverse=False)
-    assert same(s, want)
-    assert S.sparse_backward(qn) is s
-    assert not same(s, S.sparse(qn))  # the forward's deal of the same counts: other items, other order
-    key = ("sparse-bwd", id(qn), S.num_ctas(qn.device))
-    assert key in S._CACHE
-    del qn
-    gc.collect()
-    assert key not in S._CACHE

@@ -214,9 +214,7 @@ def compile_gluon(compiled: list) -> list:
         sig = _gluon_signature(GB._attn_bwd_ws, {"q_desc": qd, "k_desc": kd, "v_desc": kd, "do_desc": qd,
                                                  "lse_desc": vd, "delta_desc": vd, "dq_desc": dqd, "sem_ptr": "*i32",
                                                  "dk_ptr": f"*{part}", "dv_ptr": f"*{part}", "q_num": "*i32",
-                                                 "q_idx": "*i32", "sm_scale": "fp32",
-                                                 **{n: "*i32" for n in ("s_b", "s_h", "s_m", "s_base", "count")}},
-                                        consts)
+                                                 "q_idx": "*i32", "sm_scale": "fp32"}, consts)
         compile_sm90(GB._attn_bwd_ws, sig, consts, f"gluon_bwd/d{D}/{dt}/causal={causal}/{group}/det={det}", compiled,
                      failures, gluon=True, options={"num_warps": 4, "maxnreg": GB.MAXNREG},
                      check=lambda asm, d=det: bwd_check(asm, d))

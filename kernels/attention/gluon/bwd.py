@@ -26,11 +26,10 @@ Deterministic mode (``prob.deterministic``: the DETERMINISTIC constexpr; ``_bwd_
 warps (staging buffer w, iterations it ≡ w mod 2, each) add into each dQ tile in a fixed order of key blocks,
 kept by one int32 semaphore per (batch, head, query block) in global memory (``semaphore.py``: acquire spin,
 add, wait for the add's completion, release increment), so dQ is bitwise repeatable; dK, dV are per-CTA sums
-in registers, repeatable already. Non-causal, ascending key blocks and every item walks qb = 0, 1, ... (no
-wrap); causal, descending key blocks and the schedule deals the key blocks last to first (shortest first), so
-a writer only ever waits on items dealt before its own, which run on CTAs that are resident (one per SM) or
-ran earlier on its own (forward progress assumes every CTA of the grid runs at once, as any persistent kernel
-does; tests/kernels/test_gluon_schedule.py checks the order). Only the writer warps wait; the consumers run ahead until both staging
+in registers, repeatable already. Non-causal, ascending key blocks and every CTA walks qb = 0, 1, ... (no
+wrap); causal, descending key blocks and the grid runs the key blocks last to first (shortest first), so a
+writer only ever waits on CTAs launched before its own (forward progress assumes CTAs start in launch order,
+as FA3's deterministic mode does). Only the writer warps wait; the consumers run ahead until both staging
 buffers are full. One writer warp (until commit b331ebf, where two were an A/B constexpr) held the consumers
 back at d = 64: H200, 2026-12-02 15:06 UTC (BENCHMARKS.md), one → two writers, TFLOP/s: 353 → 367 / 401 → 413
 / 420 → 431 at d = 64, 4k / 8k / 16k; 468 → 485 / 504 → 525 at d = 128, 4k / 8k; causal and GQA within 1 %;
@@ -40,41 +39,37 @@ and not, bf16 and fp16; backward 469 / 522 / 486 / 345 TFLOP/s at 4k, 16k non-ca
 causal (0.93 / 0.98 / 1.00 / 0.85 of the non-deterministic backward; 0.91 / 0.99 / 0.99 / 0.73 of cuDNN's).
 (Called directly then; the router took it after.)
 
-Persistent: one CTA per SM (at most one per work item), each running the items of its row of a host-built
-schedule (``schedule.backward``; block-sparse ``schedule.sparse_backward``). An item = one key block of BLOCK_N
-= 128 keys of one (batch, KV head), and G / SPLITS of the G = Hq / Hkv query heads that read it (GQA; G = 1
-otherwise), consecutive: K/V stay resident while the CTA walks the query blocks of its heads, so dK, dV sum
-over them in registers and are written once, and each head's dQ gets its own reductions. The entry (b, hs, j,
-base): batch, head split hs = hk·SPLITS + s, key block, and base, the iterations the CTA ran before it, from
-which the Q/dO ring's slots and phases and the dS and dQ buffers continue (no counter carried between items).
-Per item the producer loads K and V once the consumers have released the last item's (``kv_empty``: each
-consumer warpgroup arrives after its last wait-all), so the next item's K, V and first Q/dO tiles load
-while the consumers store dK, dV; the dQ writer drains the last item's adds meanwhile. (Persistent against
-the grid of one CTA per item (N / 128, B·Hkv·SPLITS), which lived until commit 5e4f6a0: measured in
-BENCHMARKS.md, session 24.) Item order, as that grid ran them: a head split's key blocks together (the items
-running at once stream the same Q, dO, LSE and δ, so those reads hit L2; the heads fastest, which launched
-every head's heaviest causal block first, read 4-8 % slower non-causal and no faster causal on the H200:
-BENCHMARKS.md, 2026-12-01 17:06 UTC; it lived until 2c9d53b), ascending (causal: heaviest first), dealt
-as the forward's (``schedule.py``). SPLITS = ``head_splits(G, deterministic)``: one head per item
-deterministic, two otherwise. With SPLITS > 1 each item stores its dK, dV partial sums into an fp32 (B,
-Hkv·SPLITS, N, D) buffer (head hs) and the host sums the SPLITS partials in torch's fixed order
-(deterministic). Why: causal, key block 0 walks every query block of each of its heads, so with the whole
-group per item the longest items ran 2·G·N/64 iterations (the measurements: ``head_splits``). Iteration u of
-an item is query block t = u % n_iter of head g = u // n_iter (the heads outermost): one counter (base + u)
-drives the ring slots and phases and the dS buffers on both sides, so nothing restarts between heads or
-items. Heads outermost, the running items of one (batch, KV head) add into the dQ of one or two query heads at
-a time, which stays in L2; with the heads fastest (until commit 8373e02) they added across all G heads' dQ
-(32 MB at Hq / Hkv = 64 / 8, N = 8k) and the reduce-adds missed L2: H200, 2026-12-01 22:30 UTC
-(BENCHMARKS.md), GQA 64/8 at 8k 408 → 543 TFLOP/s non-causal, 409 → 471 causal. (Nested loops over heads and
-query blocks in the producer and the writers spilled the 24-register warps; a loop over heads with the
-per-head schedule inside, masked diagonal iterations unrolled per head, spilled registers in the consumers:
-its extra loop state did not fit in 240.)
+Grid: (N / BLOCK_N, B·Hkv·SPLITS), the key block fastest: the CTAs resident at once are the key blocks of
+one or two heads, which all stream the same Q, dO, LSE and δ, so those reads hit L2. (The heads
+fastest, which launches every head's heaviest causal block first, read 4-8 % slower non-causal and
+no faster causal on the H200: BENCHMARKS.md, 2026-12-01 17:06 UTC; it lived until 2c9d53b.) (A persistent grid, one CTA per SM walking a
+host-built schedule as the forward does, measured 1.02–1.04× causal but 0.97–0.98× non-causal at d = 128 and
+0.91–0.98× deterministic: BENCHMARKS.md, session 24; it lived in 5090792.)  One CTA = one key block of BLOCK_N = 128 keys of
+one (batch, KV head), and G / SPLITS of the G = Hq / Hkv query heads that read it (GQA; G = 1
+otherwise), consecutive: K/V stay resident while the CTA walks the query blocks of its heads, so dK,
+dV sum over them in registers and are written once, and each head's dQ gets its own reductions. The
+grid's second dim is (batch, KV head, split), the split fastest; SPLITS = ``head_splits(G,
+deterministic)``: one head per CTA deterministic, two otherwise. With SPLITS > 1 each CTA stores its dK,
+dV partial sums into an fp32 (B, Hkv·SPLITS, N, D) buffer (head hk·SPLITS + s: the epilogue's own
+decomposition of its program id, with G / SPLITS as the group) and the host sums the SPLITS partials in
+torch's fixed order (deterministic). Why: causal, key block 0 walks every query block of each of its
+heads, so with the whole group per CTA the longest CTAs ran 2·G·N/64 iterations; the deterministic grid
+launches them last (the measurements: ``head_splits``). Iteration it is query
+block t = it % n_iter of head g = it // n_iter (the heads outermost): one counter drives the ring
+slots and phases and the dS buffers on both sides, so nothing restarts between heads. Heads outermost,
+the resident CTAs of one (batch, KV head) add into the dQ of one or two query heads at a time, which
+stays in L2; with the heads fastest (until commit 8373e02) they added across all G heads' dQ (32 MB
+at Hq / Hkv = 64 / 8, N = 8k) and the reduce-adds missed L2: H200, 2026-12-01 22:30 UTC (BENCHMARKS.md),
+GQA 64/8 at 8k 408 → 543 TFLOP/s non-causal, 409 → 471 causal. (Nested loops over heads and query
+blocks in the producer and the writers spilled the 24-register warps; a loop over heads with
+the per-head schedule inside, masked diagonal iterations unrolled per head, spilled registers in
+the consumers: its extra loop state did not fit in 240.)
 Partitions (``gl.warp_specialize``):
 
 * 2 consumer warpgroups (default partition + one 4-warp worker, ``CONSUMER_REGS`` registers after
   setmaxnreg).  Warpgroup w owns keys [w·64, w·64+64) of the block: its dK_w, dV_w (64×128 fp32
-  each) live in registers for the whole item.
-* 1 producer warp (24 registers): per item TMA-loads K and V (128×128, resident in shared memory),
+  each) live in registers for the whole kernel.
+* 1 producer warp (24 registers): TMA-loads K and V (128×128, resident in shared memory) once,
   then streams Q_i + lse_i and dO_i + Δ_i (64×128 bf16 tiles, 64-float 1-D tiles) through a
   NUM_STAGES ring; each slot has a ready mbarrier (TMA byte count) and an empty one (one arrival
   per consumer warpgroup).  lse/Δ come through shared memory, not per-thread global loads: the
@@ -133,7 +128,7 @@ from __future__ import annotations
 
 import torch
 
-from . import layout, schedule
+from . import layout
 from .common import AVAILABLE, desc_layouts, gl_dtype, jit as _jit, row_descriptor, shared_layout, tma_reduce_add
 from .semaphore import acquire_wait, complete_release
 
@@ -152,168 +147,126 @@ MAXNREG = 168  # launch cap: 12 warps' worth × 168 fits the 64K register file (
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
 # ----------------------------------------------------------------------------------------
-# A work item: one key block of one (batch, KV head, head split), the CTA's entry i of the schedule.
-# ----------------------------------------------------------------------------------------
-@_jit
-def _bwd_work(SPARSE: gl.constexpr, s_b, s_h, s_m, s_base, i, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ):
-    """Entry i of this CTA's list (``schedule.Schedule``): batch b, head split hs = hk·SPLITS + s, key block j,
-    base (the iterations the CTA ran before it: the Q/dO ring's, the dS and dQ buffers' counter). Returns (b,
-    hs, hk, h0, GS, j, base, seq_row0, i0, n_iter, n_qblk, n_part, q_list): the item's GS = G / SPLITS query
-    heads from h0 = hk·G + s·GS, its first key seq_row0, its query blocks — dense: n_iter of them from i0 (2j,
-    the diagonal, or 0 when ``diag`` is 0: deterministic non-causal), wrapping, or up to the last when ``tri``
-    (causal: n_iter = n_qblk − i0); block-sparse (one head, GS = 1): the two 64-row halves of each query tile
-    of the key block's walk list q_list (row (b·Hq + h0)·(N / 128) + j), n_part of them partial."""
-    BN: gl.constexpr = 128
-    BM: gl.constexpr = 64
-    e = gl.program_id(0) * W + i
-    b = gl.load(s_b + e)
-    hs = gl.load(s_h + e)
-    j = gl.load(s_m + e)
-    base = gl.load(s_base + e)
-    hk = hs // SPLITS
-    GS = G // SPLITS
-    h0 = hk * G + (hs - hk * SPLITS) * GS
-    seq_row0 = j * BN
-    n_qblk = N_CTX // BM
-    i0 = 2 * j * diag
-    if SPARSE:
-        lrow = (b * Hq + h0) * (N_CTX // BN) + j
-        n_part = gl.load(q_num + 2 * lrow)
-        n_iter = 2 * (n_part + gl.load(q_num + 2 * lrow + 1))
-        q_list = q_idx + lrow.to(gl.int64) * TQ
-    else:
-        n_iter = n_qblk - i0 * tri
-        n_part = n_iter * 0
-        q_list = q_idx
-    return b, hs, hk, h0, GS, j, base, seq_row0, i0, n_iter, n_qblk, n_part, q_list
-
-
-# ----------------------------------------------------------------------------------------
 # Producer: 1 warp issuing TMA loads.
 # ----------------------------------------------------------------------------------------
 @_jit
 def _bwd_load(SPARSE: gl.constexpr, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
-              do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem,
-              dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq,
-              G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch,
-              do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    """Per item: K and V of its key block, once the consumers are done with the last item's (kv_empty), then per
-    query head g of the item's GS: Q rows of (b, h0 + g) (+ the query block; the row view, ``layout.Coords``),
-    dO alike, lse/Δ rows (b·Hq + h0 + g)·N. The query blocks: dense, i0, i0 + 1, ... (mod the block count);
-    block-sparse (one head), the two 64-row halves of each 128-row query tile of the key block's list q_list,
-    in its order. The ring's slots and phases count on from the item's base."""
+              do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
+              sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0,
+              do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr,
+              dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    """Per query head g of the group: Q rows q_row0 + g·q_ph (+ the query block), columns
+    q_col0 + g·q_ch (the row view, ``layout.Coords``); dO alike; lse/Δ rows vec_row0 + g·N. The query
+    blocks: dense, i0, i0 + 1, ... (mod the block count); block-sparse (one head, G = 1), the two 64-row
+    halves of each 128-row query tile of the key block's list q_list, in its order."""
     NUM_STAGES: gl.constexpr = q_smem.type.shape[0]
     BM: gl.constexpr = q_smem.type.shape[1]
-    for i in range(n_items):
-        b, hs, hk, h0, GS, j, base, seq_row0, i0, n_iter, n_qblk, n_part, q_list = _bwd_work(
-            SPARSE, s_b, s_h, s_m, s_base, i, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ)
-        k_row, k_col = layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)
-        v_row, v_col = layout.head_rc(b, hk, seq_row0, v_pb, v_ph, v_ch)
-        q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)
-        do_row0, do_col0 = layout.head_rc(b, h0, 0, do_pb, do_ph, do_ch)
-        vec_row0 = (b * Hq + h0) * N_CTX
-        mbarrier.wait(kv_empty, (i & 1) ^ 1)  # both warpgroups are past the last item's K/V reads
-        mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [k_row, k_col], kv_bar, k_smem)
-        tma.async_copy_global_to_shared(v_desc, [v_row, v_col], kv_bar, v_smem)
-        for u in range(GS * n_iter):  # the consumers' order: query block t of head g, heads outermost
-            g = u // n_iter
-            t = u - g * n_iter
-            if SPARSE:
-                qrow = (2 * gl.load(q_list + t // 2) + t % 2) * BM  # issued before the waits below
-            else:
-                qrow = ((i0 + t) % n_qblk) * BM
-            it = base + u
-            slot = it % NUM_STAGES
-            phase = (it // NUM_STAGES) & 1
-            mbarrier.wait(q_empty.index(slot), phase ^ 1)
-            mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [q_row0 + g * q_ph + qrow, q_col0 + g * q_ch],
-                                            q_ready.index(slot), q_smem.index(slot))
-            tma.async_copy_global_to_shared(lse_desc, [vec_row0 + g * N_CTX + qrow], q_ready.index(slot),
-                                            lse_smem.index(slot))  # lse, Δ: (B, Hq, N) contiguous
-            mbarrier.wait(do_empty.index(slot), phase ^ 1)
-            mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(do_desc, [do_row0 + g * do_ph + qrow, do_col0 + g * do_ch],
-                                            do_ready.index(slot), do_smem.index(slot))
-            tma.async_copy_global_to_shared(delta_desc, [vec_row0 + g * N_CTX + qrow], do_ready.index(slot),
-                                            delta_smem.index(slot))
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [k_row, k_col], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [v_row, v_col], kv_bar, v_smem)
+    for it in range(G * n_iter):  # the consumers' order: query block t of head g, heads outermost
+        g = it // n_iter
+        t = it - g * n_iter
+        if SPARSE:
+            qrow = (2 * gl.load(q_list + t // 2) + t % 2) * BM  # issued before the waits below
+        else:
+            qrow = ((i0 + t) % n_qblk) * BM
+        slot = it % NUM_STAGES
+        phase = (it // NUM_STAGES) & 1
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)
+        mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row0 + g * q_ph + qrow, q_col0 + g * q_ch], q_ready.index(slot),
+                                        q_smem.index(slot))
+        tma.async_copy_global_to_shared(lse_desc, [vec_row0 + g * N_CTX + qrow], q_ready.index(slot),
+                                        lse_smem.index(slot))  # lse, Δ: (B, Hq, N) contiguous
+        mbarrier.wait(do_empty.index(slot), phase ^ 1)
+        mbarrier.expect(do_ready.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(do_desc, [do_row0 + g * do_ph + qrow, do_col0 + g * do_ch],
+                                        do_ready.index(slot), do_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [vec_row0 + g * N_CTX + qrow], do_ready.index(slot),
+                                        delta_smem.index(slot))
 
 
 @_jit
-def _bwd_dq_writer(SPARSE: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                   do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                   s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                   dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                   dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+def _bwd_dq_writer(SPARSE: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                   ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                   q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                   dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                   dv_ph, dv_ch, dv_rs, q_list, n_part):
     """The dQ writer (1 warp): per iteration (the consumers' order), once both warpgroups have staged their
     halves (dq_full), dQ[rows of (head g, query block qb)] += the BM × D tile by one TMA bulk tensor
     reduce-add (``common.tma_reduce_add``; fp32 adds in global memory, in whatever order the CTAs'
     reductions arrive, as with the vector reductions); it waits until the copy has read the buffer
     (``store_wait(0)``, this thread's bulk groups) and hands it back (dq_empty)."""
     BM: gl.constexpr = dq_smem.type.shape[1]
-    for i in range(n_items):
-        b, hs, hk, h0, GS, j, base, seq_row0, i0, n_iter, n_qblk, n_part, q_list = _bwd_work(
-            SPARSE, s_b, s_h, s_m, s_base, i, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ)
-        vec_row0 = (b * Hq + h0) * N_CTX
-        for u in range(GS * n_iter):
-            g = u // n_iter
-            t = u - g * n_iter
-            if SPARSE:
-                qb = 2 * gl.load(q_list + t // 2) + t % 2  # the loader's block
-            else:
-                qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
-            it = base + u
-            buf = it % 2
-            mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
-            tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
-            tma.store_wait(0)
-            mbarrier.arrive(dq_empty.index(buf), count=1)
+    for it in range(G * n_iter):
+        g = it // n_iter
+        t = it - g * n_iter
+        if SPARSE:
+            qb = 2 * gl.load(q_list + t // 2) + t % 2  # the loader's block
+        else:
+            qb = (i0 + t) % n_qblk  # causal: i0 + t < n_qblk, the same block as the consumers'
+        buf = it % 2
+        mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(buf))
+        tma.store_wait(0)
+        mbarrier.arrive(dq_empty.index(buf), count=1)
 
 
 @_jit
-def _bwd_dq_writer_det(CAUSAL: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready,
-                       q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale,
-                       sm_scale, s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ,
-                       sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch,
-                       dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
+def _bwd_dq_writer_det(CAUSAL: gl.constexpr, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem,
+                       dq_full, dq_empty, sem_grp, BN: gl.constexpr, w):
     """The deterministic dQ writer w (two warps, w = 0, 1; writer w takes the iterations it ≡ w mod 2,
     i.e. staging buffer w): as ``_bwd_dq_writer``, but the reduce-adds into each dQ tile (one per key
     block that reads it) come in a fixed order, so the fp32 sums are bitwise repeatable.
-    sem_ptr[(b·Hq + h0 + g)·n_qblk + qb] (int32, zeroed by the host) counts the adds done into the tile of
-    (head h0 + g, query block qb); key block j waits until it equals its rank, adds, waits for the add
+    sem_grp[g·n_qblk + qb] (int32, zeroed by the host) counts the adds done into the tile of (head
+    h0 + g, query block qb); this key block j waits until it equals its rank, adds, waits for the add
     to COMPLETE and increments it (``semaphore``). Ranks: non-causal, ascending j (rank j; every key
-    block walks qb = 0, 1, ...); causal, descending j (rank qb // 2 − j among the key blocks 0 .. qb // 2
-    that reach qb). The schedule deals the items in that order (``schedule.backward``: a (b, head split)'s
-    key blocks ascending, causal descending) and each CTA runs its items in the order dealt, so a writer
-    waits only on items dealt before its own: on earlier items of CTAs that run at once (one per SM, all
-    resident), or on its own CTA's earlier items, done. Two writers: one add's chain (the acquire spin, the
+    block walks qb = 0, 1, ... and the grid launches key block j − 1 before j); causal, descending j
+    (rank qb // 2 − j among the key blocks 0 .. qb // 2 that reach qb; the grid launches the key
+    blocks last to first, shortest first). Either way a writer waits only on key blocks launched
+    before its own — the forward-progress argument assumes CTAs start in launch order (key block
+    fastest), as FA3's deterministic mode does. Two writers: one add's chain (the acquire spin, the
     reduce-add, its completion, the release) is longer than a consumer iteration at d = 64, so one
     writer held the consumers back; with two, the chains of consecutive tiles overlap (the order of
     the adds into each tile, hence every bit, is the same: BENCHMARKS.md, 2026-12-02 15:06 UTC)."""
     BM: gl.constexpr = dq_smem.type.shape[1]
-    for i in range(n_items):
-        b, hs, hk, h0, GS, j, base, seq_row0, i0, n_iter, n_qblk, n_part, q_list = _bwd_work(
-            False, s_b, s_h, s_m, s_base, i, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ)
-        vec_row0 = (b * Hq + h0) * N_CTX
-        sem_grp = sem_ptr + (b * Hq + h0) * n_qblk
-        half = n_iter // 2  # n_iter is even (N / 64 query blocks; causal, from the diagonal block 2j)
-        par = (w + base) % 2  # the item's iterations u ≡ par (mod 2) are it = base + u ≡ w
-        for k in range(GS * half):  # iteration u = 2(k − g·half) + par of the item: query block t of head g
-            g = k // half
-            t = 2 * (k - g * half) + par
-            qb = (i0 + t) % n_qblk
-            it = base + g * n_iter + t
-            mbarrier.wait(dq_full.index(w), (it // 2) & 1)  # buffer w's (it // 2)-th fill
-            if CAUSAL:
-                rank = qb // 2 - j
-            else:
-                rank = j
-            sem = sem_grp + g * n_qblk + qb
-            acquire_wait(sem, rank)
-            tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(w))
-            complete_release(sem)
-            mbarrier.arrive(dq_empty.index(w), count=1)
+    j = seq_row0 // BN
+    half = n_iter // 2  # n_iter is even (N / 64 query blocks; causal, from the diagonal block 2j)
+    for k in range(G * half):  # the consumers' iteration it = 2k + w: query block t of head g
+        g = k // half
+        t = 2 * (k - g * half) + w
+        qb = (i0 + t) % n_qblk
+        mbarrier.wait(dq_full.index(w), k & 1)  # buffer w's (it // 2)-th = k-th fill
+        if CAUSAL:
+            rank = qb // 2 - j
+        else:
+            rank = j
+        sem = sem_grp + g * n_qblk + qb
+        acquire_wait(sem, rank)
+        tma_reduce_add(dq_desc, [vec_row0 + g * N_CTX + qb * BM, 0], dq_smem.index(w))
+        complete_release(sem)
+        mbarrier.arrive(dq_empty.index(w), count=1)
+
+
+@_jit
+def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                            ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                            q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                            v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                            dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part, w):
+    _bwd_dq_writer_det(False, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
+                       sem_grp, k_smem.type.shape[0], w)
+
+
+@_jit
+def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                              ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G,
+                              N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col,
+                              v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph,
+                              dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part, w):
+    _bwd_dq_writer_det(True, seq_row0, i0, n_iter, n_qblk, G, N_CTX, vec_row0, dq_desc, dq_smem, dq_full, dq_empty,
+                       sem_grp, k_smem.type.shape[0], w)
 
 
 # ----------------------------------------------------------------------------------------
@@ -405,10 +358,10 @@ def _dq_stage(dq_smem, dq_full, dq_empty, it, WG: gl.constexpr, dq):
 
 @_jit
 def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, k_smem, v_smem, q_smem, do_smem, kv_bar,
-                  kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem,
-                  dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G,
-                  SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch,
-                  do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                  q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale,
+                  seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch,
+                  vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb,
+                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
     BM: gl.constexpr = q_smem.type.shape[1]
     D: gl.constexpr = q_smem.type.shape[2]
     BN: gl.constexpr = k_smem.type.shape[0]
@@ -425,268 +378,254 @@ def _bwd_consumer(WG: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, 
     k_w = k_smem.slice(WG * BNW, BNW, dim=0)
     v_w = v_smem.slice(WG * BNW, BNW, dim=0)
     k_cols = k_smem.slice(WG * DQW, DQW, dim=1)
-    for i in range(n_items):
-        b, hs, hk, h0, GS, j, base, seq_row0, i0, n_iter, n_qblk, n_part, q_list = _bwd_work(
-            SPARSE, s_b, s_h, s_m, s_base, i, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ)
-        dk = gl.zeros([BNW, D], gl.float32, acc_layout)
-        dv = gl.zeros([BNW, D], gl.float32, acc_layout)
-        mbarrier.wait(kv_bar, i & 1)
-        # GQA: iteration u is query block t = u % n_iter of head u // n_iter (heads outermost), so dK, dV sum
-        # over the item's heads in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
-        for u in range(0, GS * n_iter):
-            t = u % n_iter
-            if SPARSE:  # qb only decides the mask: the list's partial tile (first, at most one) is the diagonal
-                qb = i0 + t + 2 * (t >= 2 * n_part).to(gl.int32)  # i0 = 2j; past it, a block the mask skips
-            elif CAUSAL:
-                qb = i0 + t
-            else:
-                qb = (i0 + t) % n_qblk
-            dk, dv = _bwd_iter(base + u, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready,
-                               q_empty, do_empty, ds_smem, ds_ready, dq_smem, dq_full, dq_empty, lse_smem, delta_smem,
-                               qk_scale, sm_scale, seq_row0, s_layout, a_layout, dq_layout)
-        # every wgmma of this warpgroup that read K or V has retired (each iteration ends in a wait-all): the
-        # producer may load the next item's K and V while dK, dV go out
-        mbarrier.arrive(kv_empty, count=1)
-        # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its row view
-        # (``layout.Coords``; row strides dk_rs, dv_rs) at head hs: at SPLITS = 1 the KV head, else the
-        # (B, Hkv·SPLITS, N, D) partials' head hk·SPLITS + s. The entry's b, hs, j are read again here, not
-        # carried through the loop in registers. (``layout.head_rc``'s formula, written out: through the
-        # helper the column product moves ahead of the row's 64-bit scaling in the PTX, and ptxas then
-        # schedules the causal kernels differently.)
-        e = gl.program_id(0) * W + i
-        b = gl.load(s_b + e)
-        hs = gl.load(s_h + e)
-        seq_row0 = gl.load(s_m + e) * BN
-        dk_blk = dk_ptr + (b * dk_pb + hs * dk_ph + seq_row0).to(gl.int64) * dk_rs + hs * dk_ch
-        dv_blk = dv_ptr + (b * dv_pb + hs * dv_ph + seq_row0).to(gl.int64) * dv_rs + hs * dv_ch
-        # the rows' offsets in int64: r·dk_rs can pass 2^31 (a (B·N, Hkv·D) view with over 2^31 / 127 / D KV heads,
-        # which the 1-D grid admits; the non-persistent grid's second dim, B·Hkv·S ≤ 65535, did not)
-        r = (gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout)) + WG * BNW).to(gl.int64)
-        c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-        gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), dk.to(dk_blk.dtype.element_ty))
-        gl.store(dv_blk + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_blk.dtype.element_ty))
+    dk = gl.zeros([BNW, D], gl.float32, acc_layout)
+    dv = gl.zeros([BNW, D], gl.float32, acc_layout)
+    mbarrier.wait(kv_bar, 0)
+
+    # GQA: iteration it is query block t = it % n_iter of head it // n_iter (heads outermost), so dK, dV
+    # sum over the group in registers. Causal: blocks from the diagonal on (no wrap), the first two masked.
+    for it in range(0, G * n_iter):
+        t = it % n_iter
+        if SPARSE:  # qb only decides the mask: the list's partial tile (first, at most one) is the diagonal
+            qb = i0 + t + 2 * (t >= 2 * n_part).to(gl.int32)  # i0 = 2j; past it, a block the mask skips
+        elif CAUSAL:
+            qb = i0 + t
+        else:
+            qb = (i0 + t) % n_qblk
+        dk, dv = _bwd_iter(it, qb, dk, dv, WG, CAUSAL, k_w, v_w, k_cols, q_smem, do_smem, q_ready, do_ready, q_empty,
+                           do_empty, ds_smem, ds_ready, dq_smem,
+                           dq_full, dq_empty, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, s_layout, a_layout,
+                           dq_layout)
+
+    # epilogue: dK, dV -> global (direct stores from the accumulator layout), each through its
+    # row view (``layout.Coords``; row strides dk_rs, dv_rs). The block's position is recomputed here
+    # from the program ids and the kernel's arguments, not carried through the loop in registers.
+    # (``layout.head_rc``'s formula, written out: through the helper the column product moves ahead
+    # of the row's 64-bit scaling in the PTX, and ptxas then schedules the causal kernels differently.)
+    bk = gl.program_id(1)
+    Hkv = Hq // G
+    b = bk // Hkv
+    hk = bk % Hkv
+    dk_blk = dk_ptr + (b * dk_pb + hk * dk_ph + seq_row0).to(gl.int64) * dk_rs + hk * dk_ch
+    dv_blk = dv_ptr + (b * dv_pb + hk * dv_ph + seq_row0).to(gl.int64) * dv_rs + hk * dv_ch
+    r = gl.arange(0, BNW, layout=gl.SliceLayout(1, acc_layout)) + WG * BNW
+    c = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
+    gl.store(dk_blk + gl.expand_dims(r * dk_rs, 1) + gl.expand_dims(c, 0), dk.to(dk_blk.dtype.element_ty))
+    gl.store(dv_blk + gl.expand_dims(r * dv_rs, 1) + gl.expand_dims(c, 0), dv.to(dv_blk.dtype.element_ty))
 
 
 # constexprs do not pass through the partitions' argument tuples: one wrapper per combination
 @_jit
-def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base,
-                  n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch,
-                  k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr,
-                  dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(0, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg0_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                  lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                  dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs, q_list, n_part):
+    _bwd_consumer(0, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                    ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m,
-                    s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph,
-                    q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                    dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(0, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg0_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(0, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg0_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                    ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m,
-                    s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph,
-                    q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                    dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(0, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg0_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(0, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg0_sparse_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                           ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b,
-                           s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                           dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr,
-                           dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(0, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg0_sparse_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                           ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                           q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                           v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                           dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(0, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                  ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base,
-                  n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch,
-                  k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr,
-                  dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(1, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg1_full(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                  lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                  q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                  dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch,
+                  dv_rs, q_list, n_part):
+    _bwd_consumer(1, False, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                    ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m,
-                    s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph,
-                    q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                    dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(1, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg1_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(1, True, False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg1_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem,
-                    ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m,
-                    s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph,
-                    q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
-                    dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(1, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg1_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
+                    lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph,
+                    q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                    dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                    dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(1, False, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty,
+                  ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                  q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col,
+                  dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb,
+                  dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_wg1_sparse_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                           ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b,
-                           s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                           dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr,
-                           dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_consumer(1, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty,
-                  do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                  s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                  dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                  dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_wg1_sparse_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                           ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                           q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                           v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                           dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_consumer(1, True, True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                  ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                  q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                  dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                  dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
 def _bwd_load_partition(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
-                        kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem,
-                        dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base, n_items, W, diag, tri,
-                        N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch,
-                        v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
-                        dv_ch, dv_rs):
+                        q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale,
+                        sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph,
+                        do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty,
+                        sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list,
+                        n_part):
     _bwd_load(False, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
-              kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full,
-              dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num,
-              q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch,
-              dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+              q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale,
+              seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch,
+              vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb,
+              dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
 def _bwd_load_partition_sparse(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem,
-                               kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
-                               delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base,
-                               n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb,
-                               q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb,
-                               dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
+                               kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem,
+                               qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch,
+                               do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem,
+                               dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                               dv_ch, dv_rs, q_list, n_part):
     _bwd_load(True, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
-              kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full,
-              dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num,
-              q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch,
-              dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+              q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem, delta_smem, qk_scale, sm_scale,
+              seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch,
+              vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb,
+              dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_dq_writer_dense(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                         ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b,
-                         s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                         dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr,
-                         dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_dq_writer(False, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                   ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h,
-                   s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb,
-                   q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch,
-                   dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+def _bwd_dq_writer_dense(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                         ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                         q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                         v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                         dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_dq_writer(False, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                   dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                   dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
-def _bwd_dq_writer_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                          ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b,
-                          s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                          dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr,
-                          dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs):
-    _bwd_dq_writer(True, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                   ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h,
-                   s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb,
-                   q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch,
-                   dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
-
-
-@_jit
-def _bwd_dq_writer_det_full(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                            ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                            s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ,
-                            sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch,
-                            dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
-    _bwd_dq_writer_det(False, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                       ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b,
-                       s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                       dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr,
-                       dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w)
-
-
-@_jit
-def _bwd_dq_writer_det_causal(k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                              ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale,
-                              s_b, s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ,
-                              sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph,
-                              do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w):
-    _bwd_dq_writer_det(True, k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty,
-                       ds_smem, ds_ready, lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b,
-                       s_h, s_m, s_base, n_items, W, diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr,
-                       dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr,
-                       dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, w)
+def _bwd_dq_writer_sparse(k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                          ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX,
+                          q_row0, q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row,
+                          v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs,
+                          dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part):
+    _bwd_dq_writer(True, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem,
+                   ds_ready, lse_smem, delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, G, N_CTX, q_row0,
+                   q_ph, q_col0, q_ch, do_row0, do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc,
+                   dq_smem, dq_full, dq_empty, sem_grp, Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph,
+                   dv_ch, dv_rs, q_list, n_part)
 
 
 @_jit
 def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, sem_ptr, dk_ptr, dv_ptr, q_num, q_idx,
-                 s_b, s_h, s_m, s_base, count, sm_scale, N_CTX, W, Hq, G, SPLITS, TQ, q_pb, q_ph, q_ch, k_pb, k_ph,
-                 k_ch, v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_pb, dk_ph, dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs,
-                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SPARSE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr, DETERMINISTIC: gl.constexpr):
-    """Persistent: CTA c runs the count[c] work items of row c of the schedule (``schedule.Schedule``: s_b, s_h,
-    s_m, s_base (grid, W) int32 contiguous; an item is key block s_m of (batch s_b, head split s_h), the split
-    s_h = hk·SPLITS + s of KV head hk). Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is
-    b·*_pb + h·*_ph + n, its columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is
-    a contiguous (B, Hq, N, D) accumulator. SPARSE (block-sparse, 128 × 128 tiles, one query head per item:
-    SPLITS = G): the walk lists of ``triton/plan.py`` per key tile, q_num (B, Hq, N / 128, 2) = (partial, full)
-    counts and q_idx (B, Hq, N / 128, TQ) = the query tiles, partial first, int32 contiguous; dense: unused."""
+                 sm_scale, N_CTX, Hq, G, SPLITS, TQ, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch, v_pb, v_ph, v_ch, do_pb, do_ph,
+                 do_ch, dk_pb, dk_ph, dk_ch, dv_pb, dv_ph, dv_ch, dk_rs, dv_rs, NUM_STAGES: gl.constexpr,
+                 CAUSAL: gl.constexpr, SPARSE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                 DETERMINISTIC: gl.constexpr):
+    """Row views (``layout.Coords``, one per tensor): the row of (b, h, n) is b·*_pb + h·*_ph + n, its
+    columns start at h·*_ch; dK's and dV's row strides are dk_rs, dv_rs. dQ (fp32) is a contiguous
+    (B, Hq, N, D) accumulator. SPARSE (block-sparse, 128 × 128 tiles, one query head per CTA: SPLITS = G):
+    the walk lists of ``triton/plan.py`` per key tile, q_num (B, Hq, N / 128, 2) = (partial, full) counts
+    and q_idx (B, Hq, N / 128, TQ) = the query tiles, partial first, int32 contiguous; dense: unused."""
     BM: gl.constexpr = q_desc.block_type.shape[0]
     BN: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
-    gl.static_assert(BM == 64 and BN == 128, "the work items' decode (_bwd_work) assumes 64-row query blocks, "
-                     "128-key blocks (the causal schedule: BLOCK_N == 2·BLOCK_M)")
+    gl.static_assert(BN == 2 * BM, "the causal schedule assumes BLOCK_N == 2·BLOCK_M")
     gl.static_assert(dq_desc.block_type.shape[0] == BM and dq_desc.block_type.shape[1] == HEAD_D,
                      "dQ's TMA box: BLOCK_M rows × the head dim")
-    # the schedule keeps base modulo 2^30 (schedule.BASE_PERIOD): slots and phases need 2·NUM_STAGES | 2^30
-    gl.static_assert((NUM_STAGES & (NUM_STAGES - 1)) == 0, "NUM_STAGES must be a power of two")
     dt: gl.constexpr = q_desc.dtype
 
-    n_items = gl.load(count + gl.program_id(0))
-    qk_scale = sm_scale * 1.4426950408889634
-    # the items' query blocks (``_bwd_work``): from the diagonal (diag = 1) but deterministic non-causal (every
-    # key block walks qb = 0, 1, ...: the order its writer adds in); up to the last block (tri = 1) causal.
-    # IR values (partition arguments are), not constexprs
-    diag = n_items * 0 + 1
+    j = gl.program_id(0)  # key block: the fastest grid dim (the resident CTAs share their Q, dO in L2)
+    if DETERMINISTIC and CAUSAL:
+        j = gl.num_programs(0) - 1 - j  # shortest first: a writer waits only on earlier-launched key blocks
+    bs = gl.program_id(1)  # (batch, KV head, head split), the split fastest
+    bk = bs // SPLITS
+    Hkv = Hq // G
+    b = bk // Hkv
+    hk = bk % Hkv
+    GS = G // SPLITS  # the query heads of this CTA: GS of the group, from h0
+    seq_row0 = j * BN  # first key (within the sequence)
+    h0 = hk * G + (bs - bk * SPLITS) * GS  # the CTA's first query head
+    k_row, k_col = layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)  # row views: (b, hk, seq_row0)
+    v_row, v_col = layout.head_rc(b, hk, seq_row0, v_pb, v_ph, v_ch)
+    q_row0, q_col0 = layout.head_rc(b, h0, 0, q_pb, q_ph, q_ch)  # (b, h0, 0): the CTA's first query head
+    do_row0, do_col0 = layout.head_rc(b, h0, 0, do_pb, do_ph, do_ch)
+    vec_row0 = (b * Hq + h0) * N_CTX
+    n_qblk = N_CTX // BM
+    i0 = seq_row0 // BM  # first query block: the diagonal
     if DETERMINISTIC and not CAUSAL:
-        diag = n_items * 0
-    tri = n_items * 0
-    if CAUSAL:
-        tri = n_items * 0 + 1
+        i0 = i0 * 0  # every key block walks qb = 0, 1, ...: the order its deterministic writer adds in
+    sem_grp = sem_ptr + (b * Hq + h0) * n_qblk  # deterministic dQ: one int32 per (head, query block)
+    if SPARSE:  # the key tile's walk list (row (b·Hq + h0)·(N / 128) + j), two 64-row blocks per listed tile
+        lrow = (b * Hq + h0) * gl.num_programs(0) + j
+        n_part = gl.load(q_num + 2 * lrow)
+        n_iter = 2 * (n_part + gl.load(q_num + 2 * lrow + 1))
+        q_list = q_idx + lrow.to(gl.int64) * TQ
+    else:
+        if CAUSAL:
+            n_iter = n_qblk - i0
+        else:
+            n_iter = n_qblk
+        n_part = n_iter * 0  # partition arguments are IR values
+        q_list = q_idx
+    qk_scale = sm_scale * 1.4426950408889634
 
     k_smem = gl.allocate_shared_memory(dt, k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dt, v_desc.block_type.shape, v_desc.layout)
@@ -699,7 +638,6 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)  # dQ staging
 
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     do_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -708,7 +646,6 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
-    mbarrier.init(kv_empty, count=2)
     for s in gl.static_range(NUM_STAGES):
         mbarrier.init(q_ready.index(s), count=1)
         mbarrier.init(do_ready.index(s), count=1)
@@ -720,14 +657,14 @@ def _attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
         mbarrier.init(dq_empty.index(i), count=1)
     fence_async_shared()
 
-    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, kv_empty, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready,
-            lse_smem, delta_smem, dq_smem, dq_full, dq_empty, qk_scale, sm_scale, s_b, s_h, s_m, s_base, n_items, W,
-            diag, tri, N_CTX, Hq, G, SPLITS, q_num, q_idx, TQ, sem_ptr, dq_desc, q_pb, q_ph, q_ch, k_pb, k_ph, k_ch,
-            v_pb, v_ph, v_ch, do_pb, do_ph, do_ch, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs)
+    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, do_ready, q_empty, do_empty, ds_smem, ds_ready, lse_smem,
+            delta_smem, qk_scale, sm_scale, seq_row0, i0, n_iter, n_qblk, GS, N_CTX, q_row0, q_ph, q_col0, q_ch, do_row0,
+            do_ph, do_col0, do_ch, vec_row0, k_row, k_col, v_row, v_col, dq_desc, dq_smem, dq_full, dq_empty, sem_grp,
+            Hq, dk_ptr, dk_pb, dk_ph, dk_ch, dk_rs, dv_ptr, dv_pb, dv_ph, dv_ch, dv_rs, q_list, n_part)
     load_args = (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc) + args
     regs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS]
     if DETERMINISTIC:  # two dQ writers (_bwd_dq_writer_det), w = 0 and 1: IR values, not Python ints
-        w0 = n_items * 0
+        w0 = n_iter * 0
         wregs: gl.constexpr = [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS, PRODUCER_REGS]
         if CAUSAL:
             gl.warp_specialize([(_bwd_wg0_causal, args), (_bwd_wg1_causal, args), (_bwd_load_partition, load_args),
@@ -772,7 +709,7 @@ def head_splits(G, deterministic):
     deterministic 64/8 8k 383 / 409 / 459 / 462, 16k 403 / 414 / 474 / 490, 32/8 8k 415 / 460 / 457,
     16k 420 / 474 / 491; not deterministic 64/8 8k 462 / 485 / 483 / 483, 16k 479 / 509 / 518 / 508,
     32/8 flat (480 / 479 / 478, 514 / 515 / 517). Fewer heads per CTA shorten the longest CTAs (causal:
-    key block 0 walks every query block of each of its heads), which the deterministic schedule deals
+    key block 0 walks every query block of each of its heads), which the deterministic grid launches
     last (shortest first); the partial sums cost 2·splits·B·Hkv·N·D fp32 of memory and one pass."""
     per_cta = 1 if deterministic else 2 - G % 2  # 2 when G is even (arithmetic: no branch on G)
     return G // per_cta
@@ -813,21 +750,17 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
              TensorDescriptor.from_tensor(dq_acc.view(B * Hq * N, D), [BLOCK_M, D], dq_layout(D)))
     # deterministic=True: one int32 per (batch, head, query block) counts the dQ adds done (_bwd_dq_writer_det)
     sem = torch.zeros(B * Hq * (N // BLOCK_M) if prob.deterministic else 1, dtype=torch.int32, device=q.device)
-    causal = prob.window == (None, 0)  # dense: prob.causal; block-sparse: the diagonal tiles masked
-    if sparse:  # the per-mask walk lists per key tile (built once per mask: triton/plan.py), their schedule
+    if sparse:  # the per-mask walk lists per key tile (built once per mask: triton/plan.py)
         lists = tile_lists(prob, B, Hq, N, N, ("Q",))
         q_num, q_idx = lists["Q_NUM"], lists["Q_IDX"]
-        s = schedule.sparse_backward(q_num)
     else:
         q_num = q_idx = sem  # unused
-        s = schedule.backward(B, Hkv * S, N // BLOCK_N, Hq // Hkv // S, causal, prob.deterministic, q.device)
-    # one CTA per SM (at most one per item), each walking its row of the schedule
-    _attn_bwd_ws[(s.count.shape[0],)](*descs, sem, dk, dv, q_num, q_idx, s.b, s.h, s.m, s.base, s.count,
-                                      float(prob.scale), N, s.b.shape[1], Hq, Hq // Hkv, S,
-                                      q_idx.shape[-1] if sparse else 0, *qc, *kc, *vc, *doc, *dkc, *dvc, dk.stride(2),
-                                      dv.stride(2), NUM_STAGES=NUM_STAGES, CAUSAL=causal, SPARSE=sparse,
-                                      CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
-                                      DETERMINISTIC=prob.deterministic, num_warps=4, maxnreg=MAXNREG)
+    causal = prob.window == (None, 0)  # dense: prob.causal; block-sparse: the diagonal tiles masked
+    _attn_bwd_ws[(N // BLOCK_N, B * Hkv * S)](*descs, sem, dk, dv, q_num, q_idx, float(prob.scale), N, Hq, Hq // Hkv, S,
+                                              q_idx.shape[-1] if sparse else 0, *qc, *kc, *vc, *doc, *dkc, *dvc,
+                                              dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES, CAUSAL=causal,
+                                              SPARSE=sparse, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+                                              DETERMINISTIC=prob.deterministic, num_warps=4, maxnreg=MAXNREG)
     if S > 1:  # the partials summed in a fixed order (torch's reduction), into the layout empty_like gives
         dk, dv = (torch.empty_like(x).copy_(p.view(B, Hkv, S, N, D).sum(2)) for x, p in ((k, dk), (v, dv)))
     dq = torch.empty_like(q)

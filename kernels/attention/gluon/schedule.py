@@ -1,4 +1,4 @@
-"""The persistent Gluon kernels' work lists: which items each CTA runs, in which order.
+"""The persistent forward's work list: which query blocks each CTA runs, in which order.
 
 The Gluon forward launches one CTA per SM (at most one per work item); CTA c runs the items
 0 … count[c] − 1 of its row in turn. An item is one query block of one (batch, head): entry i of CTA c
@@ -91,29 +91,25 @@ def _width(P, W):
     return W
 
 
-def _order(tiles, reverse):
-    """The run order of the items: row by row, each row's columns last to first when ``reverse`` (the forward:
-    a head's query blocks, the causal heaviest first), else first to last (the backward: a head's key blocks,
-    the causal heaviest first): (row, column, work) per item, int64."""
+def _order(tiles):
+    """The run order of the items: head by head, each head's query blocks last to first (the causal grid's
+    heaviest first): (head row, query block, key tiles) per item, int64."""
     BH, NM = tiles.shape
-    cols = torch.arange(NM - 1, -1, -1) if reverse else torch.arange(NM)
     bh = torch.arange(BH, device=tiles.device).repeat_interleave(NM)
-    sm = cols.to(tiles.device).repeat(BH)
+    sm = torch.arange(NM - 1, -1, -1, device=tiles.device).repeat(BH)
     return bh, sm, tiles.to(torch.int64)[bh, sm]
 
 
-def rounds(tiles: torch.Tensor, ctas: int, H: int = None, reverse: bool = True) -> Schedule:
+def rounds(tiles: torch.Tensor, ctas: int, H: int = None) -> Schedule:
     """``tiles`` (B·H, NM) int: the key tiles of query block m of head b·H + h (dense, or a walk list's counts)
     -> the ``Schedule`` of P = min(ctas, B·H·NM) CTAs dealt in rounds (module docstring), W = ceil(B·H·NM / P)
     entries each at most. Every item appears exactly once; a CTA's ``base`` is the sum of the tile counts of
-    its earlier items. ``H``: heads per batch (default: all B·H rows one batch); ``reverse``: each row's columns
-    in the run order last to first (the forward's), else first to last (the backward's: ``backward``). Runs on
-    ``tiles``' device."""
+    its earlier items. ``H``: heads per batch (default: all B·H rows one batch). Runs on ``tiles``' device."""
     BH, NM, H, P = _checked(tiles, ctas, H)
     dev = tiles.device
     T = BH * NM
     W = _width(P, -(-T // P))
-    bh, sm, n = _order(tiles, reverse)
+    bh, sm, n = _order(tiles)
     cost = n + OVERHEAD
     work = torch.zeros(P, dtype=torch.int64, device=dev)  # estimated work so far
     done = torch.zeros(P, dtype=torch.int64, device=dev)  # key tiles so far (the next item's base)
@@ -135,12 +131,12 @@ def rounds(tiles: torch.Tensor, ctas: int, H: int = None, reverse: bool = True) 
     return Schedule(*sched, count)
 
 
-def in_order(tiles: torch.Tensor, ctas: int, H: int = None, reverse: bool = True) -> Schedule:
+def in_order(tiles: torch.Tensor, ctas: int, H: int = None) -> Schedule:
     """As ``rounds``, dealt as the hardware dispatches a grid: each item in run order to the CTA that (by
     the estimate) is free first, lowest index on ties. On the host (a heap over the CTAs; ``tiles`` on
     the CPU)."""
     BH, NM, H, P = _checked(tiles, ctas, H)
-    bh, sm, n = (x.tolist() for x in _order(tiles.cpu(), reverse))
+    bh, sm, n = (x.tolist() for x in _order(tiles.cpu()))
     free = [(0, c) for c in range(P)]
     lists = [[] for _ in range(P)]
     done = [0] * P
@@ -184,61 +180,29 @@ def _cached(key, owner, make):
     return value
 
 
-def _dense(key, tiles, H, reverse, device, what):
-    """The schedule of a dense call under ``key``: both dealers on the host, the smaller makespan, one copy to
-    ``device``; ``what`` names the call in the capture error."""
+def dense(B: int, H: int, NM: int, causal: bool, device) -> Schedule:
+    """The schedule of a dense call: B·H heads of NM query blocks of 128 rows, key tiles NM each, or m + 1
+    for query block m causal. A new shape's schedule is built on the host and copied to the device, which a
+    CUDA graph capture does not allow (it raises, saying so): capture a shape after one eager call of it (the
+    warm-up that ``torch.cuda.make_graphed_callables`` and ``torch.compile``'s cudagraphs run anyway)."""
     device = torch.device(device)
     P = num_ctas(device)
 
-    def make():
+    def make():  # on the host, then one copy to the device
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(f"the Gluon {what}'s schedule is built on the host on its first call, which a CUDA "
-                               "graph capture cannot record: run the call once before capturing it")
-        best = min((deal(tiles(), P, H, reverse) for deal in (rounds, in_order)), key=lambda s: makespan(s, tiles(), H))
-        return Schedule(*(x.to(device) for x in best))
-    return _cached(key + (P, device), None, make)
-
-
-def dense(B: int, H: int, NM: int, causal: bool, device) -> Schedule:
-    """The forward's schedule of a dense call: B·H heads of NM query blocks of 128 rows, key tiles NM each, or
-    m + 1 for query block m causal. A new shape's schedule is built on the host and copied to the device, which
-    a CUDA graph capture does not allow (it raises, saying so): capture a shape after one eager call of it (the
-    warm-up that ``torch.cuda.make_graphed_callables`` and ``torch.compile``'s cudagraphs run anyway)."""
-    def tiles():
+            raise RuntimeError(f"the Gluon forward's schedule for B={B}, H={H}, N={128 * NM}, causal={causal} is "
+                               "built on the host on its first call, which a CUDA graph capture cannot record: "
+                               "run the call once before capturing it")
         m = torch.arange(NM)
-        return (m + 1 if causal else torch.full_like(m, NM)).expand(B * H, NM)
-    what = f"forward (B={B}, H={H}, N={128 * NM}, causal={causal})"
-    return _dense(("fwd", B, H, NM, bool(causal)), tiles, H, True, device, what)
-
-
-def backward(B: int, HS: int, NKB: int, GS: int, causal: bool, deterministic: bool, device) -> Schedule:
-    """The backward's schedule of a dense call: items (b, hs, j) — batch, head split hs = hk·S + s of the
-    HS = Hkv·S per batch (``bwd.head_splits``), key block j of NKB — of GS query heads × the 64-row query blocks
-    key block j visits each: 2·NKB, or 2·(NKB − j) causal (from its diagonal on); ``base`` counts those
-    iterations. Run order: a head split's key blocks first to last (the causal heaviest first), deterministic
-    causal last to first (each dQ tile's adds come in descending key blocks: a writer then waits only on items
-    dealt before its own). Built and cached as ``dense``."""
-    def tiles():
-        j = torch.arange(NKB)
-        return (GS * 2 * (NKB - j if causal else torch.full_like(j, NKB))).expand(B * HS, NKB)
-    what = f"backward (B={B}, heads={HS}, N={128 * NKB}, causal={causal}, deterministic={deterministic})"
-    return _dense(("bwd", B, HS, NKB, GS, bool(causal), bool(deterministic)), tiles, HS, deterministic and causal,
-                  device, what)
+        tiles = (m + 1 if causal else torch.full_like(m, NM)).expand(B * H, NM)
+        best = min((deal(tiles, P, H) for deal in (rounds, in_order)), key=lambda s: makespan(s, tiles, H))
+        return Schedule(*(x.to(device) for x in best))
+    return _cached(("dense", B, H, NM, bool(causal), P, device), None, make)
 
 
 def sparse(kv_num: torch.Tensor) -> Schedule:
-    """The forward's schedule of a block-sparse call from its walk list's counts ``kv_num`` (B, H, NM, 2):
+    """The schedule of a block-sparse call from its forward walk list's counts ``kv_num`` (B, H, NM, 2):
     (partial, full) key tiles per query block; kept as long as that list is (once per mask)."""
     B, H, NM, _ = kv_num.shape
     P = num_ctas(kv_num.device)
     return _cached(("sparse", id(kv_num), P), kv_num, lambda: rounds(kv_num.sum(-1).view(B * H, NM), P, H))
-
-
-def sparse_backward(q_num: torch.Tensor) -> Schedule:
-    """The backward's schedule of a block-sparse call (one query head per item) from its walk list's counts
-    ``q_num`` (B, Hq, NKB, 2): (partial, full) query tiles per key block, two 64-row iterations each; key blocks
-    first to last; kept as long as that list is."""
-    B, H, NKB, _ = q_num.shape
-    P = num_ctas(q_num.device)
-    return _cached(("sparse-bwd", id(q_num), P), q_num,
-                   lambda: rounds(2 * q_num.sum(-1).view(B * H, NKB), P, H, reverse=False))

@@ -150,27 +150,27 @@ class Problem:
         # the router's row bound (GLUON_MAX_ROWS; at D = 128 also what a device's memory allows)
         self.hyps = self.signs + [B * H * N <= GLUON_MAX_ROWS,
                                   self.h == self.hk * self.G.e + self.g]
-        # persistent, grid (P,): CTA pid0 runs the items of its row of the schedule; n_items*: the CTA's count, at
-        # most W (A-KER-SCHED: every entry below the CTA's count is an item of the call, base in [0, 2^30); P, W:
-        # at least one CTA, each with at least one slot, P·W addressable)
-        self.base, self.n_items = I("base*"), I("n_items*")
-        self.P, self.W = _host("P"), _host("W")
-        self.hyps += [self.base >= 0, self.base <= gsched.BASE_PERIOD - 1, self.n_items >= 0,
-                      self.n_items <= self.W.e, self.P.e >= 1, self.W.e >= 1, self.P.e * self.W.e <= I32_MAX]
-        if kernel == "fwd":  # an item (b*, h*, m*, base*): a query block of one (batch, head)
-            self.m = I("m*")
-            self.hyps += [self.m >= 0, self.m < self.NB.e]
-        else:  # an item (b*, hs*, j*, base*): key block j* of head split hs* = hk*·S + s* of batch b*
+        if kernel == "fwd":  # persistent, grid (P,): CTA pid0 runs the items of its row of the schedule
+            # (b*, h*, m*, base*): the item of the loop iteration's entry (A-KER-SCHED: every entry below the
+            # CTA's count is an item of the call, base in [0, 2^30)); n_items*: the CTA's count, at most W
+            self.m, self.base, self.n_items = I("m*"), I("base*"), I("n_items*")
+            self.P, self.W = _host("P"), _host("W")
+            # (P, W: at least one CTA, at most one per item, each with at most every item; P·W addressable)
+            T = B * H * self.NB.e  # the call's items
+            self.hyps += [self.m >= 0, self.m < self.NB.e, self.base >= 0, self.base <= gsched.BASE_PERIOD - 1,
+                          self.n_items >= 0, self.n_items <= self.W.e, self.P.e >= 1, self.P.e <= T, self.W.e >= 1, self.W.e <= T,
+                          self.P.e * self.W.e <= I32_MAX]
+        else:  # grid (N / 128, B·Hkv·S): program 0 the key block, program 1 (b, kv head, split), the split fastest
             S = I("SPLITS")  # the kernel's argument: head_splits' choice on the host's path
-            self.S, self.GS, self.s, self.hs, self.j = S, I("GS*"), I("s*"), I("hs*"), I("j*")
-            # the item's GS = G / S query heads, from h0* (the split s* of the (b*, hk*) group)
+            self.S, self.GS, self.s, self.bk = S, I("GS*"), I("s*"), I("bk*")
+            # the CTA's GS = G / S query heads, from h0* (the split s* of the (b*, hk*) group)
             self.h0 = self.hk * self.G.e + self.s * self.GS
-            self.hyps += [self.j >= 0, self.j < self.NB.e]
-            # G = S·GS and the entry's hs* = hk*·S + s*: facts ``check`` adds once every launch of the host call is
-            # shown to pass an S ≥ 1 that divides G and to build its schedule for (B, Hkv·S, N / 128, G / S) (then
-            # GS* exists, and hk* < Hkv, s* < S for every entry hs* < Hkv·S: A-KER-SCHED)
-            self.split = [S >= 1, self.GS >= 1, self.s >= 0, self.s < S, self.hs >= 0, self.G.e == S * self.GS,
-                          self.hs == self.hk * S + self.s]
+            # G = S·GS and the program's (bk*, s*): facts ``check`` adds once every launch of the host call is
+            # shown to pass an S ≥ 1 that divides G (then GS*, bk*, s* exist for every program of the grid)
+            self.split = [S >= 1, self.GS >= 1, self.s >= 0, self.s < S, self.bk >= 0, self.G.e == S * self.GS,
+                          self.bk == self.b * self.Hkv.e + self.hk, I("pid1") == self.bk * S + self.s]
+            # the CTA's key block: deterministic and causal, the grid runs the key blocks last to first
+            self.j = self.NB.e - 1 - I("pid0") if deterministic and causal else I("pid0")
             self.nqb = self.NB.e * 2  # 64-row query blocks: one dQ semaphore per (b, h, query block)
         self.tensors = {}
 
@@ -232,35 +232,21 @@ class Problem:
         return out
 
     def schedule(self):
-        """``gluon.schedule`` for the host run: each builder returns the same ``Schedule`` of four (P, W) int32
-        contiguous tensors and the (P,) counts, P and W symbolic (what A-KER-SCHED says of them: P·W ≤ 2^31 − 1,
-        the schedule's own check). The backward's builders also record the shape they were asked for (facts
-        sched.B, sched.HS, sched.NKB, sched.GS of the path), which ``_splits_divide`` checks against the launch."""
+        """``gluon.schedule`` for the host run: ``dense`` and ``sparse`` return the same ``Schedule`` of four
+        (P, W) int32 contiguous tensors and the (P,) counts, P and W symbolic (what A-KER-SCHED says of them:
+        P·W ≤ 2^31 − 1, the schedule's own check)."""
         P, W = self.P, self.W
         fields = [gh.FakeTensor(f"SCHED_{n}", (P, W), (W, 1), dtype=torch.int32) for n in ("B", "H", "M", "BASE")]
         sched = gsched.Schedule(*fields, gh.FakeTensor("COUNT", (P,), (1,), dtype=torch.int32))
-
-        def asked(B, HS, NKB, GS):
-            kx._RUN.base.extend(z3.Int(f"sched.{n}") == ts.Sym.lift(v).e
-                                for n, v in (("B", B), ("HS", HS), ("NKB", NKB), ("GS", GS)))
-            return sched
-
-        def backward(B, HS, NKB, GS, causal, deterministic, device):
-            return asked(B, HS, NKB, GS)
-
-        def sparse_backward(q_num):  # one query head per item
-            B, H, NKB, _ = q_num.shape
-            return asked(B, H, NKB, 1)
-        return types.SimpleNamespace(dense=lambda *a, **kw: sched, sparse=lambda *a, **kw: sched, backward=backward,
-                                     sparse_backward=sparse_backward)
+        return types.SimpleNamespace(dense=lambda *a, **kw: sched, sparse=lambda *a, **kw: sched)
 
     def schedule_loads(self):
         """What a load of the schedule returns (``kernel_exec``'s ``loads``): the CTA's count n_items*, and for
-        an entry the item's fields (A-KER-SCHED) — forward b*, h*, m*, base*; backward b*, hs*, j*, base*. The
-        values are not conditioned on the offset: each read's own claim is that it addresses the CTA's row below
-        its count (``_claims``), so under the proved claims every read is one the assumption speaks of."""
-        h, m = (self.h, self.m) if self.kernel == "fwd" else (self.hs, self.j)
-        vals = {"COUNT": self.n_items, "SCHED_B": self.b, "SCHED_H": h, "SCHED_M": m, "SCHED_BASE": self.base}
+        an entry the item's b*, h*, m*, base* (A-KER-SCHED). The values are not conditioned on the offset:
+        each read's own claim is that it addresses the CTA's row below its count (``_claims``), so under the
+        proved claims every read is one the assumption speaks of."""
+        vals = {"COUNT": self.n_items, "SCHED_B": self.b, "SCHED_H": self.h, "SCHED_M": self.m,
+                "SCHED_BASE": self.base}
         return {name: (lambda off, run, v=v: ts.Sym(v, False)) for name, v in vals.items()}
 
     def _value(self, name, run):
@@ -354,14 +340,13 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D, sparse=False
         # (torch's sum of the partials copied in: no kernel access) and dQ
         made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)],
                 "empty": [p.partials("DKP"), p.partials("DVP")], "zeros": [p.flat("DQ_ACC", p.H, 4), sem]}
-        bind = dict(_bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides),
-                    schedule=p.schedule())
+        bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
         fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
     delta = p.flat("DELTA", p.H)
     with mock.patch.object(thost, "delta", lambda *a, **kw: delta), \
             mock.patch.object(thost, "tile_lists", p.tile_lists):
         paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,),
-                           loads=p.list_loads() | p.schedule_loads())
+                           loads=p.list_loads() | (p.schedule_loads() if kernel == "fwd" else {}))
     return p, paths
 
 
@@ -540,10 +525,12 @@ def _defs(kernel, p):
     I = z3.Int
     if kernel == "fwd":  # hk = h // GROUPS (b, h: the schedule's entry, no division)
         return [(p.h, I("GROUPS"), p.hk, p.g)] + gs.SPLITS
-    # the entry's head split: hk = hs // SPLITS (and s = hs − hk·SPLITS); GS = G // SPLITS; the loops over
-    # GS·n_iter: (head, query block) = (u // n_iter, u % n_iter)
-    S, zero = p.S, z3.IntVal(0)
-    return [(p.hs, S, p.hk, p.s), (I("G"), S, p.GS, zero)] + gs.SPLITS
+    # bk = bs // SPLITS (and s = bs − bk·SPLITS), Hkv = Hq // G, b = bk // Hkv, hk = bk % Hkv, GS = G // SPLITS;
+    # the epilogue: Hq // GS = Hkv·S, b = bs // (Hq // GS), hk·S + s = bs % (Hq // GS); the loops over
+    # GS·n_iter: (head, query block) = (it // n_iter, it % n_iter)
+    S, Hkv, zero = p.S, p.Hkv.e, z3.IntVal(0)
+    return [(I("pid1"), S, p.bk, p.s), (p.bk, Hkv, p.b, p.hk), (I("Hq"), I("G"), Hkv, zero), (I("G"), S, p.GS, zero),
+            (I("Hq"), p.GS, Hkv * S, zero), (I("pid1"), Hkv * S, p.b, p.hk * S + p.s)] + gs.SPLITS
 
 
 #: the tensors whose claims rest on the facts of one launch (the host's choice between dK, dV and their partials)
@@ -551,26 +538,20 @@ _LAUNCH_OWN = ("DK", "DV", "DKP", "DVP")
 
 
 def _splits_divide(pr, p, paths, dec, facts, run):
-    """On each launch of the host call (bwd): the SPLITS it passes is ≥ 1 and divides G, and the schedule it
-    launched with was built for its own shape — (B, Hkv·SPLITS, N / 128, G / SPLITS), the facts sched.* the fake
-    builders record (``Problem.schedule``) —, asked under the problem's sign facts, the launch's SPLITS argument
-    and its host branches alone (not ``p.split``, which this discharges: given it, GS* = G / SPLITS exists, and
-    every entry's head split hs* < Hkv·SPLITS, A-KER-SCHED, is hk*·SPLITS + s* with hk* < Hkv, s* < SPLITS)."""
+    """On each launch of the host call (bwd): the SPLITS it passes is ≥ 1 and divides G, and the grid's second
+    dim is at most B·Hkv·SPLITS, asked under the problem's sign facts, the launch's SPLITS argument and grid
+    and its host branches alone (not ``p.split``, which this discharges: given it, GS* = G / SPLITS and the
+    program's bk*, s* with b* < B, hk* < Hkv exist for every program id of the grid)."""
     if not getattr(p, "split", None):
         return None
     rw0 = Rewrite(list(facts), [], dec, (), facts)
-    names = ("B", "HS", "NKB", "GS")
+    pid1 = z3.Int("pid1")
     for path in {tuple(f.get_id() for f in x.launched): x for x in paths}.values():
         (value,) = [f.arg(1) for f in path.base if z3.is_eq(f) and f.arg(0).eq(p.S)]
-        asked = {str(a): f for f in path.base if z3.is_eq(f) for a in f.children() if str(a).startswith("sched.")}
-        if sorted(asked) != sorted(f"sched.{n}" for n in names):
-            return Outcome("refuted", detail=f"{run}: the launch's schedule was not built by schedule.backward or "
-                                             "schedule.sparse_backward on its path (no sched.* facts)")
-        sB, sHS, sNKB, sGS = (z3.Int(f"sched.{n}") for n in names)
-        claim = rw0(z3.And(value >= 1, p.G.e % value == 0, sB == p.B.e, sHS == p.Hkv.e * value, sNKB == p.NB.e,
-                           sGS * value == p.G.e))
-        bad = pr.prove(claim, z3.BoolVal(True), facts, [rw0(f) for f in list(path.launched) + list(asked.values())],
-                       f"{run} head_splits: SPLITS ≥ 1 divides G; the schedule of (B, Hkv·SPLITS, N/128, G/SPLITS)")
+        (grid,) = [f.arg(1) for f in path.base if z3.is_lt(f) and f.arg(0).eq(pid1)]
+        claim = rw0(z3.And(value >= 1, p.G.e % value == 0, grid <= p.B.e * p.Hkv.e * value))
+        bad = pr.prove(claim, z3.BoolVal(True), facts, [rw0(f) for f in path.launched],
+                       f"{run} head_splits: SPLITS ≥ 1 divides G, grid ≤ B·Hkv·SPLITS")
         if bad:
             return bad
     return None
@@ -610,7 +591,7 @@ def check(ctx, kernel, overrides=None, causal=(False, True), deterministic=(Fals
         # alone (fewer hypotheses: sound) lets the paths share the queries of the accesses they share
         common = set.intersection(*[{f.get_id() for f in x.base} for x in paths])
         split = getattr(p, "split", [])
-        facts = p.signs + [z3.Int("pid0") >= 0]  # the grid's one dim
+        facts = p.signs + [z3.Int(f"pid{a}") >= 0 for a in ((0,) if kernel == "fwd" else (0, 1))]  # the grid's dims
         dec = _PartsProver(ctx._replace(timeout_ms=min(ctx.timeout_ms, 2000)))
         bad = _splits_divide(pr, p, paths, dec, facts, run)
         if bad:
@@ -689,7 +670,7 @@ _MODULES = {"_descs": gfwd, "_attn_fwd_ws": gfwd, "forward": gfwd, "_attn_load":
             "_work": gfwd, "_attn_consumer": gfwd, "_bwd_load": gbwd, "_attn_bwd_ws": gbwd,
             "_bwd_load_partition": gbwd,
             "_bwd_consumer": gbwd, "_bwd_iter": gbwd, "_dq_stage": gbwd, "_bwd_dq_writer": gbwd,
-            "_bwd_dq_writer_det": gbwd, "_bwd_work": gbwd, "backward": gbwd}
+            "_bwd_dq_writer_det": gbwd, "backward": gbwd}
 
 #: (obligation id, kernel, the checker's configurations, ((control name, (function, old, new), bug), ...))
 SUITE = (
@@ -749,38 +730,26 @@ SUITE = (
                                "qrow = ((i0 + t) % n_qblk + 1) * BM"),
          "backward: the producer's Q box one query block further on, past the head's rows at the last block "
          "(the split loop's query block reaches n_iter − 1)"),
-        ("k-box-one-block-past", ("_bwd_load", "layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)",
-                                  "layout.head_rc(b, hk, seq_row0 + 128, k_pb, k_ph, k_ch)"),
-         "backward: the item's K box one key block further on, past the head's keys for the last block"),
+        ("k-box-one-block-past", ("_attn_bwd_ws", "layout.head_rc(b, hk, seq_row0, k_pb, k_ph, k_ch)",
+                                  "layout.head_rc(b, hk, seq_row0 + BN, k_pb, k_ph, k_ch)"),
+         "backward: the CTA's K box one key block further on, past the head's keys for the last block"),
         # the head split (S = head_splits(G, deterministic) CTAs per (batch, KV head), GS = G / S heads each)
-        ("h0-without-gs", ("_bwd_work", "h0 = hk * G + (hs - hk * SPLITS) * GS",
-                           "h0 = hk * G + (hs - hk * SPLITS)"),
-         "backward: the item's first query head hk·G + s, without the factor GS: with two heads per item (not "
+        ("h0-without-gs", ("_attn_bwd_ws", "h0 = hk * G + (bs - bk * SPLITS) * GS",
+                           "h0 = hk * G + (bs - bk * SPLITS)"),
+         "backward: the CTA's first query head hk·G + s, without the factor GS: with two heads per CTA (not "
          "deterministic, G even) split s walks heads hk·G + s, hk·G + s + 1, the next split's first head among them "
-         "(inside the group: refuted by the claims on the item's own heads)"),
-        ("items-whole-group", ("_bwd_work", "GS = G // SPLITS", "GS = G"),
-         "backward: each item walks the group's G heads instead of its split's GS, from its h0 (past the group for "
-         "s ≥ 1)"),
+         "(inside the group: refuted by the claims on the CTA's own heads)"),
+        ("partitions-whole-group", ("_attn_bwd_ws", "n_iter, n_qblk, GS, N_CTX", "n_iter, n_qblk, G, N_CTX"),
+         "backward: the partitions given the group's G instead of the CTA's GS, so each CTA walks G heads from its "
+         "h0 (past the group for s ≥ 1) and the epilogue decomposes its program id with Hq / G"),
         ("partials-hkv-heads", ("backward", "torch.empty(B, Hkv * S, N, D,", "torch.empty(B, Hkv, N, D,"),
          "backward host: the dK/dV partials allocated with Hkv heads instead of Hkv·S: the CTAs of splits s ≥ 1 "
          "(and of KV heads past Hkv / S) store past the buffer's rows"),
-        ("epilogue-kv-head", ("_bwd_consumer", "hs = gl.load(s_h + e)", "hs = gl.load(s_h + e) // SPLITS"),
-         "backward: the epilogue stores dK, dV at the item's KV head hk instead of its head split hk·S + s: with "
-         "S > 1 the splits of one KV head store their partial sums into the same rows (the rows of (b, hk) in the "
-         "(B, Hkv·S, N, D) partials)"),
-        ("epilogue-next-entry", ("_bwd_consumer", "e = gl.program_id(0) * W + i", "e = gl.program_id(0) * W + i + 1"),
-         "backward: the epilogue re-reads the entry after the item's (the next item's b, hs, j): its last item's "
-         "re-read is past the CTA's count, an unspecified entry (past the row when the row is full)"),
-        # the persistent schedule: the CTA's row of (b, hs, j, base) entries, count[c] of them, built by the host
-        ("bwd-sched-next-cta-row", ("_bwd_work", "e = gl.program_id(0) * W + i", "e = (gl.program_id(0) + 1) * W + i"),
-         "backward: the CTA reads its entries from the next CTA's row of the schedule (another CTA's items, and past "
-         "the schedule for the last CTA)"),
-        ("bwd-sched-one-past-count", ("_bwd_dq_writer", "for i in range(n_items):", "for i in range(n_items + 1):"),
-         "backward: the dQ writer walks one entry more than the CTA's count, reading the slot past its items"),
-        ("bwd-sched-kv-heads", ("backward", "schedule.backward(B, Hkv * S, N // BLOCK_N", "schedule.backward(B, Hkv, N "
-                                "// BLOCK_N"),
-         "backward host: the schedule built for Hkv head splits instead of Hkv·S, while the kernel decodes its "
-         "entries with S splits (with S > 1 only the first Hkv / S KV heads get items)"),
+        ("epilogue-whole-group", ("_attn_bwd_ws", "            Hq, dk_ptr, dk_pb", "            Hq // SPLITS, dk_ptr, dk_pb"),
+         "backward: the epilogue's head decomposition with the group's G instead of GS (the partitions keep GS): "
+         "its Hq argument, which only the epilogue reads, given as Hq / SPLITS, so it computes Hkv = Hq / SPLITS / GS "
+         "= Hq / G and stores the dK/dV partials of program (b, hk, s) at the rows of program id b·Hkv + hk·S + s "
+         "read as (batch, KV head) with Hkv heads"),
         # D = 64 only: at D = 128 each mutant is the kernel itself (64 = D / 2, 128 = D)
         ("d64-dq-half-of-d128", ("_bwd_consumer", "DQW: gl.constexpr = D // 2", "DQW: gl.constexpr = 64"),
          "backward at D = 64: each warpgroup's dQ columns taken 64 wide (D = 128's half): warpgroup 0 stages its "
@@ -800,8 +769,8 @@ SUITE = (
          "backward, block-sparse: the dQ writer reads list slot t instead of t // 2 (two 64-row blocks per listed "
          "tile), past the counts for t ≥ n_partial + n_full: an unspecified entry as the reduce-add's tile, and past "
          "the row"),
-        ("sparse-q-list-row-of-kv-head", ("_bwd_work", "lrow = (b * Hq + h0) * (N_CTX // BN) + j",
-                                          "lrow = (b * Hq + hk) * (N_CTX // BN) + j"),
+        ("sparse-q-list-row-of-kv-head", ("_attn_bwd_ws", "lrow = (b * Hq + h0) * gl.num_programs(0) + j",
+                                          "lrow = (b * Hq + hk) * gl.num_programs(0) + j"),
          "backward, block-sparse: the key tile's walk-list row of query head hk (the KV head's index) instead of the "
          "CTA's own h0 = hk·G + s: another head's list, inside the tensor (refuted by the claim that each list read "
          "is in the program's own row, as a wrong h0 is by the claims on the CTA's own heads)"))),
@@ -816,8 +785,6 @@ ONLY = {**{c: dict(dense=False)  # mutants of the SPARSE branch: the block-spars
                      "sparse-dq-writer-list-slot-t", "sparse-q-list-row-of-kv-head")},
         "dq-reduce-one-block-past": dict(deterministic=(False,)), "sem-one-qblock-past": dict(deterministic=(True,)),
         "h0-without-gs": dict(deterministic=(False,)),  # deterministic, GS = 1: the mutant is the kernel
-        "items-whole-group": dict(deterministic=(False,)), "epilogue-kv-head": dict(deterministic=(False,)),
-        "bwd-sched-one-past-count": dict(deterministic=(False,)),
         "d64-dq-half-of-d128": dict(head_dims=(64,)), "d64-dk-view-of-d128": dict(head_dims=(64,))}
 
 #: the head dims the quick run checks each record at: the forward at both (its record and controls take ~3 s of
