@@ -149,11 +149,6 @@ class FakeTorch:
         t.requested = _numel(shape)
         return t
 
-    def sum(self, t, dim, out=None):
-        """``torch.sum(t, dim, out=out)``: by shape only (torch's own reduction, no access claimed), ``out``
-        when given."""
-        return t.sum(dim) if out is None else out
-
     def __getattr__(self, name):
         return getattr(torch, name)
 

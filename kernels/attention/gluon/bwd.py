@@ -761,9 +761,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
                                               dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES, CAUSAL=causal,
                                               SPARSE=sparse, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
                                               DETERMINISTIC=prob.deterministic, num_warps=4, maxnreg=MAXNREG)
-    if S > 1:  # the partials summed in a fixed order (torch's reduction, fp32) straight into the layout and dtype
-        # empty_like gives: one pass (a sum into fp32, then a copy, wrote and read the fp32 sums once more)
-        dk, dv = (torch.sum(p.view(B, Hkv, S, N, D), 2, out=torch.empty_like(x)) for x, p in ((k, dk), (v, dv)))
+    if S > 1:  # the partials summed in a fixed order (torch's reduction), into the layout empty_like gives
+        dk, dv = (torch.empty_like(x).copy_(p.view(B, Hkv, S, N, D).sum(2)) for x, p in ((k, dk), (v, dv)))
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv

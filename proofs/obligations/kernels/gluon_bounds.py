@@ -16,7 +16,7 @@ two deterministic ones, writer w = 0 and 1, when ``prob.deterministic``; the blo
 (out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
 dQ's fp32 accumulator, δ and the int32 semaphores contiguous; the backward's fp32 dK/dV partials as the
 contiguous tensor of the shape the host asks ``torch.empty`` for, row view "bhnd"; the partials' ``view``,
-``torch.sum`` into ``empty_like``'s dK, dV by shape only: torch's own ops, no access of theirs
+``sum`` and the ``copy_`` into ``empty_like``'s dK, dV by shape only: torch's own ops, no access of theirs
 claimed), the row view's kind as a z3 Bool with
 ``layout.coords`` executed for each kind (the real ``row_view``'s accepting paths are exactly those two:
 KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
