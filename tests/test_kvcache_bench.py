@@ -108,6 +108,7 @@ def test_other_merge_rows_where_there_are_splits(cpu_bench, monkeypatch):
     monkeypatch.setattr(api, "_sm_count", lambda device: 132)
     from flashproof.kernels.kvcache import plan
     monkeypatch.setattr(plan, "SPLIT_KEYS_PER_SPLIT", 128)   # two splits of 512 keys (a short CPU call)
+    monkeypatch.setattr(plan, "SHORT_SPLITS", 1)             # (not up to 16 of 128 keys)
     plan.choose_num_splits.cache_clear()
     try:
         rows = bench.time_shape(1, 2, 1, 1, 1024, ["ours-other-merge"], seed=0, copy=4.0, tuning="first")

@@ -29,7 +29,8 @@ def _violates(batch, heads_kv, longest, sms, s):
     """Which of the rule's limits split count s breaks (an empty tuple: none)."""
     return tuple(name for name, bad in (
         ("max", s > plan.MAX_SPLITS),
-        ("keys", s > 1 and longest // s < plan.SPLIT_KEYS_PER_SPLIT * s),
+        ("keys", s > 1 and longest // s < plan.SPLIT_KEYS_PER_SPLIT * s
+         and not (s <= plan.SHORT_SPLITS and longest // s >= plan.SHORT_SPLIT_KEYS)),
         ("programs", s > 1 and batch * heads_kv * s > plan.PROGRAMS_PER_SM * sms)) if bad)
 
 
@@ -59,8 +60,9 @@ def test_num_splits_is_monotone():
 
 @pytest.mark.parametrize("batch,longest,expected", [
     (1, 16384, 16), (2, 16384, 16), (4, 16384, 8), (8, 16384, 4), (16, 16384, 2), (32, 16384, 1),
-    (64, 16384, 1), (256, 16384, 1), (8, 131072, 4), (64, 32768, 1), (1, 131072, 32), (1, 4096, 8),
-    (1, 8192, 16), (2, 8192, 16), (4, 8192, 8), (1, 32768, 32), (1, 65536, 32), (1, 100, 1), (1, 0, 1)])
+    (64, 16384, 1), (256, 16384, 1), (8, 131072, 4), (64, 32768, 1), (1, 131072, 32), (1, 4096, 16),
+    (1, 8192, 16), (2, 8192, 16), (4, 8192, 8), (1, 32768, 32), (1, 65536, 32), (1, 100, 1), (1, 0, 1),
+    (1, 2048, 16), (2, 2048, 16), (4, 2048, 8), (2, 4096, 16), (4, 4096, 8), (1, 1024, 8), (1, 256, 2)])
 def test_the_h200_choices(batch, longest, expected):
     """The values the docstring derives for the H200 (132 SMs) at Hkv = 8."""
     assert plan.choose_num_splits(batch, 8, longest, 132).num_splits == expected

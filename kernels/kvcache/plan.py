@@ -21,7 +21,8 @@ import functools
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
-           "MAX_SPLITS", "SPLIT_KEYS_PER_SPLIT", "PROGRAMS_PER_SM"]
+           "MAX_SPLITS", "SPLIT_KEYS_PER_SPLIT", "SHORT_SPLITS",
+           "SHORT_SPLIT_KEYS", "PROGRAMS_PER_SM"]
 
 #: Upper bound on the split count (the merge kernel holds all of a row's partial lse values in one tile).
 MAX_SPLITS = 64
@@ -32,6 +33,11 @@ MAX_SPLITS = 64
 #: 0.0847 / 0.0801 (2026-12-03, BENCHMARKS.md session 23 call 4). The rule before it, a fixed 1024 keys a
 #: split (from 2026-12-01 17:33: B = 1, 16k, S = 16 0.027 ms, S = 32 0.030), kept S = 8 at 8k: 1.26× the time.
 SPLIT_KEYS_PER_SPLIT = 32
+#: ... or, up to SHORT_SPLITS splits, at least SHORT_SPLIT_KEYS keys each (one program per SM at B·Hkv = 8 needs
+#: S = 16 however short the cache): H200, graph replay, 32/8, B = 1, time / cuDNN's at S = 8 / 16: 2k 1.07 / 0.98,
+#: 4k 1.10 / 0.96 (2026-12-03, BENCHMARKS.md session 24 call 2); the √(n / 32) cap alone kept S = 8 there.
+SHORT_SPLITS = 16
+SHORT_SPLIT_KEYS = 128
 #: The most (request, KV head, split) programs per SM the heuristic adds splits up to (the H200 sweep:
 #: ``choose_num_splits``).
 PROGRAMS_PER_SM = 2
@@ -75,14 +81,15 @@ class SplitChoice(NamedTuple):
     programs_without_split: int   # B · Hkv
     target_programs: int          # PROGRAMS_PER_SM · SMs
     longest: int                  # the longest request's candidate keys
-    key_cap: int                  # the most splits S of at least SPLIT_KEYS_PER_SPLIT · S keys (a power of two, ≤ MAX_SPLITS)
+    key_cap: int                  # the most splits S of at least SPLIT_KEYS_PER_SPLIT · S keys, or ≤ SHORT_SPLITS of
+    #                               SHORT_SPLIT_KEYS (a power of two, ≤ MAX_SPLITS)
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> SplitChoice:
     """The split count S: the largest power of two with B·Hkv·S ≤ PROGRAMS_PER_SM · SMs programs, no
-    split shorter than SPLIT_KEYS_PER_SPLIT · S keys, at most MAX_SPLITS; S = 1 (no merge) once B·Hkv
-    programs alone exceed half that target.
+    split shorter than SPLIT_KEYS_PER_SPLIT · S keys (or, for S ≤ SHORT_SPLITS, than SHORT_SPLIT_KEYS), at
+    most MAX_SPLITS; S = 1 (no merge) once B·Hkv programs alone exceed half that target.
 
     Decode is memory-bound: the cost is the bytes of K/V, and each program streams its split of one KV
     head's cache. Where the rule comes from: the forced-split sweep of the H200 run of 2026-12-01
@@ -128,7 +135,8 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     pairs = max(1, batch * heads_kv)
     target = PROGRAMS_PER_SM * max(1, num_sms)
     cap = 1
-    while cap * 2 <= MAX_SPLITS and longest // (cap * 2) >= SPLIT_KEYS_PER_SPLIT * (cap * 2):
+    while cap * 2 <= MAX_SPLITS and (longest // (cap * 2) >= SPLIT_KEYS_PER_SPLIT * (cap * 2) or (
+            cap * 2 <= SHORT_SPLITS and longest // (cap * 2) >= SHORT_SPLIT_KEYS)):
         cap *= 2
     s = 1
     while s * 2 <= cap and pairs * s * 2 <= target:
