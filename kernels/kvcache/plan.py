@@ -128,7 +128,9 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     released its paged copies: the two-level effect of ``docs/kvcache.md``, since waited out); B = 1, 16k: S = 16
     0.027, 32 0.030, 8 0.031, so splits of at least 1024 keys (S = 16 there). Its successor, 32·S keys a split
     (``SPLIT_KEYS_PER_SPLIT``), keeps S = 16 at 16k and gives S = 16 at 8k (1024 keys: S = 8), where the
-    session-23 sweep measured it 1.26× faster at B = 1 and 1.04× at B = 2.
+    session-23 sweep measured it 1.26× faster at B = 1 and 1.04× at B = 2. Below 8k that cap held S = 8 at
+    B = 1 (8 programs a split count short of one per SM): up to ``SHORT_SPLITS`` splits of ``SHORT_SPLIT_KEYS``
+    keys are allowed too, S = 16 at 2k and 4k, 0.98 / 0.96 of cuDNN's time against 1.07 / 1.10 (session 24).
 
     Cached per argument tuple (a pure function called on every call: its loops cost ~3 µs of host time).
     """
