@@ -21,8 +21,7 @@ import functools
 from typing import Any, NamedTuple
 
 __all__ = ["IntOps", "INT_OPS", "chunk_size", "split_range", "split_ranges", "SplitChoice", "choose_num_splits",
-           "MAX_SPLITS", "SPLIT_KEYS_PER_SPLIT", "SHORT_SPLITS",
-           "SHORT_SPLIT_KEYS", "PROGRAMS_PER_SM"]
+           "MAX_SPLITS", "SPLIT_KEYS_PER_SPLIT", "SHORT_SPLITS", "SHORT_SPLIT_KEYS", "PROGRAMS_PER_SM"]
 
 #: Upper bound on the split count (the merge kernel holds all of a row's partial lse values in one tile).
 MAX_SPLITS = 64
@@ -129,7 +128,7 @@ def choose_num_splits(batch: int, heads_kv: int, longest: int, num_sms: int) -> 
     0.027, 32 0.030, 8 0.031, so splits of at least 1024 keys (S = 16 there). Its successor, 32·S keys a split
     (``SPLIT_KEYS_PER_SPLIT``), keeps S = 16 at 16k and gives S = 16 at 8k (1024 keys: S = 8), where the
     session-23 sweep measured it 1.26× faster at B = 1 and 1.04× at B = 2. Below 8k that cap held S = 8 at
-    B = 1 (8 programs a split count short of one per SM): up to ``SHORT_SPLITS`` splits of ``SHORT_SPLIT_KEYS``
+    B = 1 (64 programs for 132 SMs): up to ``SHORT_SPLITS`` splits of ``SHORT_SPLIT_KEYS``
     keys are allowed too, S = 16 at 2k and 4k, 0.98 / 0.96 of cuDNN's time against 1.07 / 1.10 (session 24).
 
     Cached per argument tuple (a pure function called on every call: its loops cost ~3 µs of host time).
