@@ -93,11 +93,14 @@ and not, under --deep. Their int32 row indices rest on the row bound B·Hq·N �
 phases, the staging buffers' full/empty protocol), the semaphores' ordering and forward progress (a schedule
 property, not a bounds claim: that dQ is bitwise repeatable is measured on the GPU, not proved), which pairs the
 causal schedules visit (KER-TILES runs the Triton kernels' walk only), the δ kernel (Triton's,
-KER-BOUNDS-DELTA).
+KER-BOUNDS-DELTA) and the Triton kernel that sums the GQA backward's dK / dV partials into the gradients
+(partials.sum_partials_kernel, KER-BOUNDS-PSUM: symbolic batch, KV heads, split count S, length, head dim up to
+256 lanes and the strides of both tensors, one arbitrary iteration of its loop over the splits).
 """,
      checked_by=tuple(f"KER-BOUNDS-{k}{g}" for k in ("FWD", "DQ", "DKDV")
                       for g in ("", "-VARLEN", "-TMA", "-REPORTED", "-BIAS", "-SPARSE"))
-     + ("KER-BOUNDS-DELTA", "KER-BOUNDS-PLAN", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD", "KER-BOUNDS-GLUON-BWD"),
+     + ("KER-BOUNDS-DELTA", "KER-BOUNDS-PSUM", "KER-BOUNDS-PLAN", "KER-BOUNDS-GLUON-VIEW", "KER-BOUNDS-GLUON-FWD",
+        "KER-BOUNDS-GLUON-BWD"),
      assumptions=("A-TRITON-INT", "A-TRITON-DIV", "A-TRITON-MASKED-LOAD", "A-TRITON-TMA", "A-TRITON-LAUNCH",
                   "A-TRITON-CODEGEN", "A-KER-HOST-LIMITS", "A-KER-CU-VALID", "A-KER-PLAN-LISTS", "A-GLUON-SEMANTICS",
                   "A-GLUON-TMA", "A-GLUON-EMPTY-LIKE", "A-GLUON-DEVICE-MEMORY", "A-KER-SCHED"))

@@ -10,8 +10,8 @@ arguments and grid they build:
   and dtype the host asked for: a tensor of exactly that shape); every other attribute is torch's.
   ``FakeTensor.view``: ``view(-1)`` and the 2-D ``view(rows, D)`` (rows · D = numel a side condition of the
   path); any other shape gives a tensor of that shape with unknown strides (no descriptor or row view is
-  built on it), which ``sum(dim)`` and ``copy_`` take by shape only: torch's own ops, which read and write
-  their operands themselves (no access of theirs is claimed).
+  built on it). ``copy_`` (dQ's conversion) takes its operands by shape only: torch's own op, which reads and
+  writes them itself (no access of its is claimed).
 * ``SymDesc``: a TensorDescriptor (global shape, strides, block shape), recorded by name in ``DESCS``.
 * ``row_view`` / ``coords`` / ``tma_kind`` (``layout.py``) for a tensor read through a row view whose
   kind is a z3 Bool (``FakeTensor.bhnd``): ``layout.coords`` is executed for each kind and the two
@@ -102,10 +102,6 @@ class FakeTensor:
         if len(shape) == 2:
             raise kx.Unsupported(f"view{shape} of a fake tensor of shape {self.shape}")
         return FakeTensor(self.name, shape, (None,) * len(shape), self.dtype)
-
-    def sum(self, dim):
-        return FakeTensor(self.name, self.shape[:dim] + self.shape[dim + 1:], (None,) * (len(self.shape) - 1),
-                          self.dtype)
 
     def copy_(self, other):
         return self

@@ -135,6 +135,12 @@ def compile_all(compiled: list) -> list:
         consts = dict(HAS_LEFT=True, HAS_RIGHT=True, HAS_DENSE=False, TRANSPOSED=transposed, BLOCK=64)
         sig.update({n: "constexpr" for n in consts})
         compile_sm90(tile_plan, sig, consts, f"tile_plan/transposed={transposed}", compiled, failures)
+    from flashproof.kernels.attention.triton.partials import sum_partials_kernel
+    for dt in ("bf16", "fp16"):  # the GQA backward's dK / dV partial sums (fp32 in, the gradient's dtype out)
+        sig = {p.name: "i32" for p in sum_partials_kernel.params if not p.is_constexpr}
+        consts = dict(BLOCK_N=32, BLOCK_D=128)
+        sig.update(P="*fp32", OUT=f"*{dt}", **{n: "constexpr" for n in consts})
+        compile_sm90(sum_partials_kernel, sig, consts, f"sum_partials_kernel/{dt}", compiled, failures)
     return failures
 
 

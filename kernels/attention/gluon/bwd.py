@@ -51,8 +51,8 @@ dV sum over them in registers and are written once, and each head's dQ gets its 
 grid's second dim is (batch, KV head, split), the split fastest; SPLITS = ``head_splits(G,
 deterministic)``: one head per CTA deterministic, two otherwise. With SPLITS > 1 each CTA stores its dK,
 dV partial sums into an fp32 (B, Hkv·SPLITS, N, D) buffer (head hk·SPLITS + s: the epilogue's own
-decomposition of its program id, with G / SPLITS as the group) and the host sums the SPLITS partials in
-torch's fixed order (deterministic). Why: causal, key block 0 walks every query block of each of its
+decomposition of its program id, with G / SPLITS as the group) and ``triton/partials.py`` sums the SPLITS
+partials in a fixed order and rounds once (deterministic). Why: causal, key block 0 walks every query block of each of its
 heads, so with the whole group per CTA the longest CTAs ran 2·G·N/64 iterations; the deterministic grid
 launches them last (the measurements: ``head_splits``). Iteration it is query
 block t = it % n_iter of head g = it // n_iter (the heads outermost): one counter drives the ring
@@ -721,6 +721,7 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
     router sends here (``dispatch.gluon_rule``; deterministic or not; Hq = G·Hkv). δ = rowsum(out · dout) −
     dlse comes from the Triton δ kernel (``triton/host.py``: ``delta``). ``route``: the plan (unused)."""
     from ..triton.host import delta as _delta, tile_lists
+    from ..triton.partials import sum_partials
 
     B, Hq, N, D = q.shape
     Hkv = k.shape[1]
@@ -761,8 +762,8 @@ def backward(q, k, v, out, lse, dout, dlse, prob, route=None):
                                               dk.stride(2), dv.stride(2), NUM_STAGES=NUM_STAGES, CAUSAL=causal,
                                               SPARSE=sparse, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
                                               DETERMINISTIC=prob.deterministic, num_warps=4, maxnreg=MAXNREG)
-    if S > 1:  # the partials summed in a fixed order (torch's reduction), into the layout empty_like gives
-        dk, dv = (torch.empty_like(x).copy_(p.view(B, Hkv, S, N, D).sum(2)) for x, p in ((k, dk), (v, dv)))
+    if S > 1:  # the partials summed in a fixed order and rounded once, into the layout empty_like gives
+        dk, dv = (sum_partials(p.view(B, Hkv, S, N, D), torch.empty_like(x)) for x, p in ((k, dk), (v, dv)))
     dq = torch.empty_like(q)
     dq.copy_(dq_acc)  # one conversion pass (the kernel added scale · dS K), written in q's layout
     return dq, dk, dv

@@ -3,7 +3,8 @@ element of its tensor, for every shape and stride the host admits (> 2^31 elemen
 where it would not.
 
 Executed symbolically (``kernel_exec``): the whole bodies of ``fwd.attn_fwd``, ``bwd.attn_bwd_dkdv``,
-``bwd.attn_bwd_dq`` and ``bwd.attn_bwd_delta`` with every helper they call (seq_bounds, key_range,
+``bwd.attn_bwd_dq``, ``bwd.attn_bwd_delta`` and ``partials.sum_partials_kernel`` (the Gluon GQA backward's
+dK / dV partial sums: symbolic split count S, one arbitrary iteration of its loop over S) with every helper they call (seq_bounds, key_range,
 query_range, load_kv, allowed_pairs, the step functions), with symbolic B, heads, lengths, head dims,
 strides, window, program ids and loop iterations, for each listed configuration. Each recorded access
 gives one query: under the path, the lane domains and the host's facts, an access whose mask (an upper
@@ -42,7 +43,7 @@ from typing import NamedTuple
 
 import z3
 
-from flashproof.kernels.attention.triton import bwd, fwd, host
+from flashproof.kernels.attention.triton import bwd, fwd, host, partials
 
 from flashproof.proofs.engine.core import Outcome, control, fresh_solver, model_dict, obligation, z3_prove
 from flashproof.proofs.support import kernel_exec as kx, radix, triton_sym as ts
@@ -213,6 +214,9 @@ def _configs(kernel, rows, windows=("both",), subs=(2,), sparse_bias=(False,), s
     if kernel == "delta":  # no window, mask or varlen: host.delta launches BLOCK_M 64 (16 interpreted)
         yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (64, 16)[:rows])
         return
+    if kernel == "psum":  # no window, mask or varlen: partials.sum_partials launches 32 rows (16 interpreted)
+        yield from (Config(bm, 16, 256, 256, False, False, False, False, False, False) for bm in (32, 16)[:rows])
+        return
     table = [(m, n) for m, n, _, _ in host.TUNED[kernel][1]]
     for bm, bn in table[:rows]:
         for bias, varlen, (left, right), mask, desc in itertools.product(
@@ -254,6 +258,14 @@ def _setup(kernel, cfg: Config):
         grid = ((sh.Nq + cfg.bm - 1) / cfg.bm, sh.B * sh.Hq)
         consts = dict(BLOCK_M=cfg.bm, BLOCK_DV=cfg.bdv, HAS_DLSE=True)
         return sh, {**sh.args, **consts}, grid
+    if kernel == "psum":  # P (B, Hkv, S, N, D) fp32 partials, OUT (B, Hkv, N, D): both strided (any layout)
+        splits = z3.Int("splits")  # S = gluon.bwd.head_splits(G, deterministic): a divisor of the group size G
+        sh.hyps += [splits >= 1, splits <= sh.G]
+        sh.tensor("P", (sh.B, sh.Hkv, splits, sh.Nq, sh.D), ["spb", "sph", "sps", "spn", "spd"])
+        sh.tensor("OUT", (sh.B, sh.Hkv, sh.Nq, sh.D), ["sob", "soh", "son", "sod"])
+        sh.int_arg("S", splits), sh.int_arg("N", sh.Nq), sh.int_arg("D", sh.D), sh.int_arg("Hkv", sh.Hkv)
+        grid = ((sh.Nq + cfg.bm - 1) / cfg.bm, sh.B * sh.Hkv)
+        return sh, {**sh.args, "BLOCK_N": cfg.bm, "BLOCK_D": cfg.bd}, grid
     for name, shape, st in (("Q", Q, strided("q")), ("K", KV, strided("k")), ("V", DV, strided("v"))):
         sh.tensor(name, shape, st)
     sh.tensor("MASK", (sh.Bm, sh.Hm, sh.Nq, sh.Nk), ["smb", "smh", "smi", "smj"])
@@ -318,7 +330,8 @@ def _setup(kernel, cfg: Config):
     return sh, {**a, **consts}, grid
 
 
-KERNELS = {"fwd": fwd.attn_fwd, "dkdv": bwd.attn_bwd_dkdv, "dq": bwd.attn_bwd_dq, "delta": bwd.attn_bwd_delta}
+KERNELS = {"fwd": fwd.attn_fwd, "dkdv": bwd.attn_bwd_dkdv, "dq": bwd.attn_bwd_dq, "delta": bwd.attn_bwd_delta,
+           "psum": partials.sum_partials_kernel}
 
 
 def _params(fn):
@@ -607,10 +620,13 @@ SUITE = (
     ("KER-BOUNDS-DELTA", "delta", "all", "rows-unmasked",
      ("attn_bwd_delta", "io = (offs_m[:, None] < N) & (offs_dv[None, :] < DV)", "io = (offs_dv[None, :] < DV)"),
      "δ: the O and dO loads read the block's rows past the sequence end"),
+    ("KER-BOUNDS-PSUM", "psum", "all", "split-offset-int32",
+     ("sum_partials_kernel", "src + (b * 0 + s) * sps", "src + s * sps"),
+     "GQA dK/dV partial sums: the split's offset s·sps in int32, which wraps once the partials pass 2^31 elements"),
 )
 
 _MODULES = {"attn_fwd": fwd, "seq_bounds": fwd, "load_kv": fwd, "add_bias": fwd, "attn_bwd_dq": bwd,
-            "attn_bwd_dkdv": bwd, "_dkdv_step": bwd, "attn_bwd_delta": bwd}
+            "attn_bwd_dkdv": bwd, "_dkdv_step": bwd, "attn_bwd_delta": bwd, "sum_partials_kernel": partials}
 BOUNDS_QUICK = {"table rows": 1, "windows": ["both"], "BLOCK_D": 256,
                 "B, H, N, D, strides, window sides, cu_seqlens": "symbolic"}
 BOUNDS_DEEP = dict(BOUNDS_QUICK, **{"table rows": "all", "windows": ["none", "both", "causal"]})

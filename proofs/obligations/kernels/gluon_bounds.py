@@ -15,9 +15,9 @@ two deterministic ones, writer w = 0 and 1, when ``prob.deterministic``; the blo
 ``complete_release``), one arbitrary iteration per loop. Modelled (``gluon_host``): torch's allocations
 (out, dK, dV as ``empty_like`` lays them out, compact (B, H, N, D) or (B, N, H, D): A-GLUON-EMPTY-LIKE; lse,
 dQ's fp32 accumulator, δ and the int32 semaphores contiguous; the backward's fp32 dK/dV partials as the
-contiguous tensor of the shape the host asks ``torch.empty`` for, row view "bhnd"; the partials' ``view``,
-``sum`` and the ``copy_`` into ``empty_like``'s dK, dV by shape only: torch's own ops, no access of theirs
-claimed), the row view's kind as a z3 Bool with
+contiguous tensor of the shape the host asks ``torch.empty`` for, row view "bhnd"; the partials' ``view`` and
+their sum into ``empty_like``'s dK, dV (``triton.partials.sum_partials``) by shape only: that kernel's accesses are
+KER-BOUNDS-PSUM's), the row view's kind as a z3 Bool with
 ``layout.coords`` executed for each kind (the real ``row_view``'s accepting paths are exactly those two:
 KER-BOUNDS-GLUON-VIEW, which runs it), ``triton.host.delta``; ``common.tma_reduce_add`` is a TMA write of
 its box (A-GLUON-TMA).
@@ -85,7 +85,7 @@ import z3
 
 from flashproof.kernels.attention.gluon import bwd as gbwd, common as gcommon, fwd as gfwd, layout as glayout
 from flashproof.kernels.attention.gluon import schedule as gsched
-from flashproof.kernels.attention.triton import host as thost
+from flashproof.kernels.attention.triton import host as thost, partials as tpartials
 
 from flashproof.proofs.engine.core import Outcome, control, obligation
 from flashproof.proofs.support import gluon_host as gh, gluon_sym as gs, kernel_exec as kx, triton_sym as ts
@@ -337,14 +337,15 @@ def _run(kernel, causal, overrides=None, deterministic=False, *, D, sparse=False
         sem = gh.FakeTensor("SEM", (n_sem,), (1,), dtype=torch.int32)
         p.tensors["SEM"] = (sem, p.H)
         # S = 1: dK, dV as empty_like gives them; S > 1: the fp32 partials (empty), then empty_like's dK, dV
-        # (torch's sum of the partials copied in: no kernel access) and dQ
+        # (the partials summed in by triton.partials.sum_partials: its accesses are KER-BOUNDS-PSUM's) and dQ
         made = {"empty_like": [dk, dv, gh.FakeTensor("DQ", q.shape, (None,) * 4)],
                 "empty": [p.partials("DKP"), p.partials("DVP")], "zeros": [p.flat("DQ_ACC", p.H, 4), sem]}
         bind = _bind(p, made, "_attn_bwd_ws", gh.Launcher(gbwd._attn_bwd_ws, strides), overrides)
         fn, args = gbwd.backward, dict(q=q, k=k, v=v, out=out, lse=lse, dout=dout, dlse=None, prob=call)
     delta = p.flat("DELTA", p.H)
     with mock.patch.object(thost, "delta", lambda *a, **kw: delta), \
-            mock.patch.object(thost, "tile_lists", p.tile_lists):
+            mock.patch.object(thost, "tile_lists", p.tile_lists), \
+            mock.patch.object(tpartials, "sum_partials", lambda parts, out: out):
         paths = kx.execute(fn, args, hyps=p.hyps, bind=bind, overrides=overrides, rejects=(ValueError,),
                            loads=p.list_loads() | (p.schedule_loads() if kernel == "fwd" else {}))
     return p, paths
