@@ -135,11 +135,13 @@ def test_module_level_includes_guarded_imports_but_not_function_bodies(tmp_path)
 
 #: the only flashproof.kernels modules proofs/ may import, each for the index or schedule code the
 #: obligations run symbolically: the Triton kernels and their host (window clamp, block-size tables) for
-#: KER-* (proofs/obligations/kernels/, proofs/mutants/kernels.py), the Gluon kernels, their hosts and row
+#: KER-* (proofs/obligations/kernels/, proofs/mutants/kernels.py; the GQA backward's partial-sum kernel for
+#: KER-BOUNDS-PSUM and the Gluon backward host's stand-in for it), the Gluon kernels, their hosts and row
 #: views and the persistent forward's schedule type for KER-BOUNDS-GLUON-*, the KV-cache split plan (EXT-SPLIT-KV) and the ring schedule (RING-*)
 PROOFS_MAY_IMPORT_FROM_KERNELS = frozenset({
     "flashproof.kernels.attention.triton.fwd", "flashproof.kernels.attention.triton.bwd",
     "flashproof.kernels.attention.triton.plan", "flashproof.kernels.attention.triton.host",
+    "flashproof.kernels.attention.triton.partials",
     "flashproof.kernels.attention.gluon.fwd", "flashproof.kernels.attention.gluon.bwd",
     "flashproof.kernels.attention.gluon.common", "flashproof.kernels.attention.gluon.layout",
     "flashproof.kernels.attention.gluon.schedule", "flashproof.kernels.kvcache.plan", "flashproof.kernels.distributed.schedule"})
