@@ -9,8 +9,8 @@ not, 8k. On a GPU:
 (BENCHMARKS.md, 2026-12-04 20:01 UTC, session 25 call 2: run as .gpu/gaps.py.)"""
 import json, subprocess, sys, threading, time, torch
 from triton.testing import do_bench
-from bwd_problem import problem
-from flashproof.kernels import attention
+from bwd_problem import backward_step, problem
+from flashproof.bench.attention import _provider
 
 cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int, device="cuda")
 
@@ -66,11 +66,9 @@ for d, n, causal in [(128, 4096, False), (128, 4096, True), (128, 8192, False)]:
     key = f"d{d} n{n} {'causal' if causal else 'full'}"
     out[key] = {}
     for rnd in range(2):
-        for name, fn in (("ours", lambda q, k, v: attention(q, k, v, causal=causal)), ("cudnn", cud)):
+        for name, fn in (("ours", _provider("ours", causal, n)), ("cudnn", cud)):
             o = fn(q, k, v)
-            def step():
-                q.grad = k.grad = v.grad = None
-                o.backward(do, retain_graph=True)
+            step = backward_step(o, q, k, v, do)
             r = dict(bench_ms=do_bench(step, warmup=25, rep=100, return_mode="median"),
                      nogradnone_ms=do_bench(lambda: o.backward(do, retain_graph=True), warmup=25, rep=100, return_mode="median"),
                      timeline=timeline(step), sustained=sustained(step))

@@ -8,8 +8,8 @@ of the GPU in the bench's loop (its launches cost nothing there). On a GPU:
 (BENCHMARKS.md, 2026-12-04 20:05 UTC, session 25 call 3: run as .gpu/graphed.py.)"""
 import json, sys, torch
 from triton.testing import do_bench
-from bwd_problem import problem
-from flashproof.kernels import attention
+from bwd_problem import backward_step, problem
+from flashproof.bench.attention import _provider
 
 def sustained(step, n=300):
     for _ in range(10): step()
@@ -23,7 +23,7 @@ def sustained(step, n=300):
 out = {}
 for d, n, causal, heads in [(128, 4096, False, None), (128, 4096, True, None), (128, 8192, True, (32, 8)), (64, 4096, False, None)]:
     q, k, v, do, cud, Hq, Hkv = problem(d, n, causal, heads)
-    ours = lambda q, k, v: attention(q, k, v, causal=causal)
+    ours = _provider("ours", causal, n)
     units = {}
     for name, fn in (("ours", ours), ("cudnn", cud)):
         units[name] = fn
@@ -34,9 +34,7 @@ for d, n, causal, heads in [(128, 4096, False, None), (128, 4096, True, None), (
         order = list(units) if rnd % 2 == 0 else list(units)[::-1]
         for u in order:
             o = units[u](q, k, v)
-            def step():
-                q.grad = k.grad = v.grad = None
-                o.backward(do, retain_graph=True)
+            step = backward_step(o, q, k, v, do)
             res[u]["bench"].append(do_bench(step, warmup=25, rep=100, return_mode="median"))
             res[u]["sustained"].append(sustained(step))
             del o

@@ -7,9 +7,8 @@ causal and not, GQA 32/8 8k causal, d = 64 4k (bf16, 16k tokens, H·d = 2048). O
 (BENCHMARKS.md, 2026-12-04 19:58 UTC, session 25 call 1: run as .gpu/prof_bwd.py.)"""
 import json, sys, torch
 from triton.testing import do_bench
-from bwd_problem import problem
-from flashproof.bench.attention import gpu_ms
-from flashproof.kernels import attention
+from bwd_problem import backward_step, problem
+from flashproof.bench.attention import _provider, gpu_ms
 
 
 def prof(step, reps=6):
@@ -23,12 +22,10 @@ shapes = [(128, 4096, False, None), (128, 4096, True, None), (128, 8192, False, 
 for d, n, causal, heads in shapes:
     q, k, v, do, cud, Hq, Hkv = problem(d, n, causal, heads)
     rows = {}
-    for name, fn in (("ours", lambda q, k, v: attention(q, k, v, causal=causal)), ("cudnn", cud),
-                     ("ours-det", lambda q, k, v: attention(q, k, v, causal=causal, deterministic=True))):
+    for name, fn in (("ours", _provider("ours", causal, n)), ("cudnn", cud),
+                     ("ours-det", _provider("ours-det", causal, n))):
         o = fn(q, k, v)
-        def step():
-            q.grad = k.grad = v.grad = None
-            o.backward(do, retain_graph=True)
+        step = backward_step(o, q, k, v, do)
         bwd = [do_bench(step, warmup=25, rep=100, return_mode="median") for _ in range(3)]
         rows[name] = dict(bench_ms=bwd, kernels_us=prof(step))
         del o
