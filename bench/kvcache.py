@@ -500,9 +500,7 @@ def chosen_config(q, k, v, lens, table=None):
     from flashproof.kernels.kvcache import triton as kv_triton
     call = api.validate(q, k, v, cache_seqlens=lens, block_table=table, causal=True, window=None, scale=None,
                         num_splits=None, backend="triton")
-    B, Hq, Nq, Dh = q.shape
-    lp = kv_triton.launch_plan(B, Hq // call.groups, call.groups, Nq, Dh, v.shape[-1], call.num_splits, call.page_size,
-                               False, True, q.dtype, call.num_sms)
+    lp = kv_triton.call_plan(q, v, call)
     kw = kv_triton._CHOSEN.get(lp.tune_key, lp.first_kwargs)
     return kv_config.KernelConfig(kw["BLOCK_N"], kw["num_warps"], kw["num_stages"]), lp.load
 

@@ -96,3 +96,16 @@ def test_the_merge_form_follows_the_split_count():
         for forced in (True, False):
             lp = launch_plan(1, 8, 4, 1, 128, 128, S, 0, False, True, torch.bfloat16, 132, forced)
             assert lp.consts["FUSED"] == (S > 1 and forced) and (lp.merge_grid is None) == (S == 1 or forced)
+
+
+def test_the_interpreter_runs_the_first_candidate_only():
+    """Interpreted (``gpu=False``, the launch of CPU tensors under TRITON_INTERPRET=1) a launch has one
+    candidate config, the first, so ``tuning="autotune"`` times nothing (the interpreter has no timer:
+    the autotuner's benchmark raised "0 active drivers"); compiled for a GPU, every candidate of its class."""
+    pytest.importorskip("triton")
+    from flashproof.kernels.kvcache.triton import launch_plan
+    for B, S, page in ((1, 16, 0), (64, 1, 0), (8, 4, 64)):
+        cpu = launch_plan(B, 8, 4, 1, 128, 128, S, page, False, True, torch.bfloat16, 132)
+        gpu = launch_plan(B, 8, 4, 1, 128, 128, S, page, False, True, torch.bfloat16, 132, None, True)
+        assert gpu.configs == config.candidates(gpu.load, page) and len(gpu.configs) > 1
+        assert cpu.configs == gpu.configs[:1] and cpu.first_kwargs == gpu.first_kwargs

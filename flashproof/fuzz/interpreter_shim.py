@@ -1,14 +1,12 @@
 """Harness machinery for Triton's interpreter (CPU runs under ``TRITON_INTERPRET=1``): applied by the
 fuzz CLI, the Triton fuzz target on CPU, ``lab/gpu_check.py --smoke`` and tests/conftest.py; the
-kernels never import it (a workaround for the interpreter is not product code).
+kernels never import it (checking accesses is the harness's business, not the product's).
 
-* ``apply()``: the two fixes every interpreted run needs (idempotent, a no-op without triton):
-  Triton 3.6 turns a scalar (a shape-(1,) array there) into a loop bound with ``int(array)``, which
-  numpy >= 2.4 rejects ("only 0-dimensional arrays can be converted to Python scalars"): index
-  through the first element instead. And its ``tl.dot`` multiplies bf16 operands as the uint16 bit
-  patterns it stores them in (it converts fp8 only): a bf16 kernel returns garbage on CPU. bf16 → fp32
-  is exact, so the operands are widened first (the products are then exact, as on the GPU's tensor
-  cores, and accumulate in the accumulator's dtype).
+* ``apply()``: the product's interpreter fixes (``flashproof.kernels.interpreter.interpreter_fixes``:
+  numpy >= 2.4 loop bounds and bf16 dots, which the kernel modules also apply when imported), then the
+  bounds hooks below; idempotent, each under its own flag, so importing a kernel module first never
+  leaves the hooks out (it once did: the kvcache module's copy of the loop-bound fix set the flag this
+  function read, and a later ``apply()`` installed neither the bf16 dot nor the bounds hooks).
 * ``bounds_checked()``: a context manager under which every load and store a kernel issues on an
   active lane must address an element of one of its tensor arguments (views: the elements the view
   covers, not its whole storage, so a read of a strided view's padding is caught too). A stray access
@@ -29,45 +27,24 @@ class OutOfBounds(RuntimeError):
     """A load or store of an interpreted kernel addressed no element of its tensor arguments."""
 
 
+#: set on Triton's interpreter module once the bounds hooks are installed
+HOOKED = "_flashproof_bounds_hooks"
+
+
 def apply() -> None:
-    """Patch Triton's interpreter once (numpy >= 2.4 loop bounds, bf16 dots, the bounds hooks)."""
+    """The product's interpreter fixes (``flashproof.kernels.interpreter.interpreter_fixes``: numpy >= 2.4
+    loop bounds, bf16 dots), then the bounds hooks, once (idempotent, a no-op without triton)."""
+    from flashproof.kernels.interpreter import interpreter_fixes
+
     try:
         from triton.runtime import interpreter
     except ImportError:  # pragma: no cover - the kernel tests skip without triton
         return
-    if getattr(interpreter, "_flashproof_shim", False):
+    interpreter_fixes()
+    if getattr(interpreter, HOOKED, False):
         return
-    _numpy_2_4(interpreter)
-    _bf16_dot(interpreter)
     _bounds_hooks(interpreter)
-    interpreter._flashproof_shim = True
-
-
-def _numpy_2_4(interpreter) -> None:
-    patch = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-    interpreter._patch_lang_tensor = patched
-
-
-def _bf16_dot(interpreter) -> None:
-    import numpy as np
-    import triton.language as tl
-
-    builder = interpreter.InterpreterBuilder
-    dot = builder.create_dot
-
-    def widen(h):
-        if h.dtype.scalar != tl.bfloat16:
-            return h
-        data = interpreter._convert_float(h.data, tl.bfloat16, tl.float32, None).view(np.float32)
-        return interpreter.TensorHandle(data.reshape(h.data.shape), tl.float32)
-
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        return dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
-    builder.create_dot = create_dot
+    setattr(interpreter, HOOKED, True)
 
 
 def _element_addresses(t):

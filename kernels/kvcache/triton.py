@@ -35,36 +35,18 @@ import triton
 import triton.language as tl
 from triton.runtime import driver
 
-from ..interpreter import interpreting
+from ..interpreter import interpreter_fixes, interpreting
 from .config import CONFIGS, MAX_BLOCK_M, KernelConfig, candidates, fuse_merge, load_class, next_pow2, tile_shape
 from .config import TileShape as LaunchShape
 
 __all__ = ["forward", "kvcache_fwd", "kvcache_merge", "CONFIGS", "launch_shape", "LaunchShape", "Launch",
-           "launch_plan", "MAX_BLOCK_M", "config_kwargs", "merge_stages", "tickets"]
+           "launch_plan", "call_plan", "MAX_BLOCK_M", "config_kwargs", "merge_stages", "tickets"]
 
 LOG2E = 1.4426950408889634   # 1 / ln 2: exp(x) = exp2(x · log2 e)
 
 
-def _interpreter_loop_bounds():
-    """Under TRITON_INTERPRET=1, Triton 3.6 holds a scalar as a shape-(1,) numpy array and turns a
-    runtime loop bound into an int with ``int(array)``, which numpy >= 2.4 refuses; read the one
-    element instead. Interpreter only; the same patch as kernels/attention/triton/host.py's (shared flag),
-    kept here so this package does not import the attention kernels (the lead may fold the two)."""
-    from triton.runtime import interpreter
+interpreter_fixes()   # under TRITON_INTERPRET=1: the interpreter computes what the GPU does
 
-    if getattr(interpreter, "_flashproof_shim", False):
-        return
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-    interpreter._patch_lang_tensor = patched
-    interpreter._flashproof_shim = True
-
-
-if interpreting():
-    _interpreter_loop_bounds()
 
 @triton.jit
 def _split_range(s, n, NUM_SPLITS, BLOCK: tl.constexpr):
@@ -320,24 +302,35 @@ def merge_stages(block_m: int, block_dv: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def launch_plan(B: int, Hkv: int, G: int, Nq: int, D: int, Dv: int, S: int, page_size: int, has_left: bool,
-                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool | None = None) -> Launch:
+                has_right: bool, dtype: torch.dtype, num_sms: int = 1, fused_merge: bool | None = None,
+                gpu: bool = False) -> Launch:
     """The launch of a call's shape; ``fused_merge``: None routes by ``config.fuse_merge``, True/False
-    force the merge form (the bench's A/B)."""
+    force the merge form (the bench's A/B). ``gpu``: compiled for a CUDA device; else interpreted, where
+    the only candidate config is the first (the interpreter has no timer to tune by)."""
     shape = launch_shape(G, Nq, D, Dv)
     fused_merge = fuse_merge(S) if fused_merge is None else (S > 1 and fused_merge)
+    merge = (B * Hkv * G * Nq,) if S > 1 and not fused_merge else None
     consts = dict(D=D, DV=Dv, GROUPS=G, BLOCK_M=shape.block_m, BLOCK_D=shape.block_d, BLOCK_DV=shape.block_dv,
                   PAGED=bool(page_size), PAGE_SIZE=page_size or 16, HAS_LEFT=has_left, HAS_RIGHT=has_right,
                   DOT_PREC="ieee" if dtype == torch.float32 else "tf32", FUSED=fused_merge,
                   MERGE_STAGES=merge_stages(shape.block_m, shape.block_dv))
-    merge = (B * Hkv * G * Nq,) if S > 1 and not fused_merge else None
     grid = (B * Hkv * shape.m_tiles, S)
     load = load_class(grid[0] * S, num_sms)
-    configs = candidates(load, page_size)
+    configs = candidates(load, page_size) if gpu else candidates(load, page_size)[:1]   # the interpreter: no timer
     R = B * Hkv * G * Nq                                    # rows of the result
     part_strides = ((R * Dv, Hkv * G * Nq * Dv, Nq * Dv, Dv, 1), (R, Hkv * G * Nq, Nq, 1))   # (S, B, Hq, Nq[, Dv])
     return Launch(shape, grid, consts, merge, max(16, next_pow2(S)), load, configs,
                   (dtype, S > 1, load, *consts.values()), config_kwargs(consts, configs[0]), S * R * (Dv + 1),
                   S * R * Dv, part_strides)
+
+
+def call_plan(q, v_cache, call, fused_merge: bool | None = None) -> Launch:
+    """``launch_plan`` of a validated call (``api.KVCall``) on these tensors: compiled for the GPU when q
+    is a CUDA tensor that Triton does not interpret."""
+    B, Hq, Nq, D = q.shape
+    return launch_plan(B, Hq // call.groups, call.groups, Nq, D, v_cache.shape[-1], call.num_splits, call.page_size,
+                       call.left is not None, call.right is not None, q.dtype, call.num_sms, fused_merge,
+                       q.is_cuda and not interpreting())
 
 
 #: ``Launch.tune_key`` -> the launch keywords (constants and the chosen config's) of the configuration
@@ -395,8 +388,7 @@ def forward(q, k_cache, v_cache, call, *, tuning: str, config: KernelConfig | No
     B, Hq, Nq, D = q.shape
     Dv, G, S = v_cache.shape[-1], call.groups, call.num_splits
     Hkv = Hq // G
-    lp = launch_plan(B, Hkv, G, Nq, D, Dv, S, call.page_size, call.left is not None, call.right is not None, q.dtype,
-                     call.num_sms, fused_merge)
+    lp = call_plan(q, v_cache, call, fused_merge)
     out = torch.empty(B, Hq, Nq, Dv, dtype=q.dtype, device=q.device)
     lse = torch.empty(B, Hq, Nq, dtype=torch.float32, device=q.device)
     if S == 1:

@@ -83,6 +83,8 @@ def available() -> bool:
 
 
 if triton is not None:
+    from ..interpreter import interpreter_fixes
+    interpreter_fixes()   # under TRITON_INTERPRET=1: the interpreter computes what the GPU does
 
     @triton.jit
     def _chain(b, pt_ptr, pd_ptr, ids_ptr, kb_ptr, ua_ptr, g_ptr, am_ptr, s_tb, s_tk, s_db, s_dk, s_ib, s_ik, V,
