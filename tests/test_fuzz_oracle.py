@@ -1,24 +1,31 @@
 """The oracle: the dense float64 torch formula (used beyond the reference's reach) agrees with the
-verified reference on every family; mpmath and certified intervals agree with float64."""
+verified reference on every family; mpmath and certified intervals agree with float64. Every comparison
+is the tolerance module's agreement rule (``tolerance.agree``: two evaluations of one function, at least
+float64), never a tolerance of this file's."""
 import math
 
 import torch
 from hypothesis import given, settings
 
-from flashproof.fuzz.oracle import dense, oracle, reference, work
+from flashproof.fuzz.oracle import dense, oracle, read_inputs, reference, work
 from flashproof.fuzz.problem import ProblemSpec, build
 from flashproof.fuzz.strategies import attention_problems
+from flashproof.fuzz.tolerance import AGREEMENT, agree, magnitudes
 
 SMALL = attention_problems(max_nq=6, max_nk=20, max_d=3, max_heads_kv=2, max_group=3, blocks=(4, 8))
 FIELDS = ("out", "lse", "dq", "dk", "dv")
 
 
-def _close(a, b, tol):
-    assert torch.equal(torch.isfinite(a), torch.isfinite(b))
-    fin = torch.isfinite(a)
-    assert torch.equal(a[~fin], b[~fin])  # -inf LSE of empty rows on both sides
-    if fin.any():
-        assert (a[fin] - b[fin]).abs().max().item() <= tol
+def _mags(p, ref):
+    """The rule's magnitudes of problem ``p`` (the oracle's inputs, ``ref``'s LSE, p's cotangents)."""
+    qi, ki, vi = read_inputs(p)
+    return magnitudes(qi, ki, vi, p.dout, ref.lse, p.scale, dlse=p.dlse)
+
+
+def _agree(name, a, b, mags):
+    """``tolerance.agree`` (non-finite entries, the −inf LSE of empty rows, must be equal on both sides)."""
+    v = agree(name, a, b, mags)
+    assert v.ok, v
 
 
 @settings(max_examples=40)
@@ -27,10 +34,9 @@ def test_dense_float64_matches_the_verified_reference(spec):
     p = build(spec)
     ref, den = reference(p), dense(p)
     assert ref.source == "verified:float" and den.source == "dense-float64-torch"
+    mags = _mags(p, ref)
     for f in FIELDS:
-        r = getattr(ref, f)
-        mag = r[torch.isfinite(r)].abs().max().item() if torch.isfinite(r).any() else 0.0
-        _close(getattr(den, f), r, 1e-9 * (1 + mag))
+        _agree(f, getattr(den, f), getattr(ref, f), mags)
 
 
 def test_empty_rows_follow_the_extension():
@@ -46,18 +52,22 @@ def test_interval_enclosure_contains_the_float64_oracle():
                        block=4, seed=7)
     p = build(spec)
     iv, f = reference(p, num="interval"), reference(p)
+    mags = _mags(p, f)
     for name in FIELDS:
         mid, rad, val = getattr(iv, name), getattr(iv.radius, name), getattr(f, name)
         fin = torch.isfinite(mid)
-        slack = 64 * 2.0 ** -52 * (1 + val[fin].abs())  # float64 rounding of the float run
+        # the float run lies in the certified enclosure, up to its own float64 rounding: the agreement
+        # rule's bound (AGREEMENT · M_T · (1 + S)) beyond the radius
+        slack = AGREEMENT * mags[name] * (1.0 + mags["score"])
         assert ((val[fin] - mid[fin]).abs() <= rad[fin] + slack).all(), name
 
 
 def test_mpmath_agrees_with_float64():
     p = build(ProblemSpec(n_q=3, n_k=6, d=2, dv=2, huge_logits=1e3, ties=True, block=4, seed=3))
     m, f = reference(p, num="mpmath"), reference(p)
+    mags = _mags(p, f)
     for name in FIELDS:
-        _close(getattr(m, name), getattr(f, name), 1e-9 * max(1.0, getattr(f, name).abs().max().item()))
+        _agree(name, getattr(m, name), getattr(f, name), mags)
 
 
 def test_oracle_switches_to_dense_beyond_the_reference_limit():
@@ -85,9 +95,9 @@ def test_the_lse_cotangent_enters_both_oracles_alike(spec):
     p = build(spec)
     p = p._replace(dlse=lse_cotangent(spec))
     ref, den = reference(p), dense(p)
+    mags = _mags(p, ref)
     for f in ("dq", "dk", "dv"):
-        r = getattr(ref, f)
-        _close(getattr(den, f), r, 1e-9 * (1 + r.abs().max().item()))
+        _agree(f, getattr(den, f), getattr(ref, f), mags)
 
 
 def test_build_leaves_the_lse_cotangent_zero():
