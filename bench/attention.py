@@ -144,12 +144,33 @@ def _provider(name, causal, n, gqa=False):
     raise ValueError(f"unknown provider {name!r}")
 
 
-def _ref_err(fn, q, k, v, causal):
-    """Max |fn − SDPA math in float32| on the first (batch, head) slice."""
-    out = fn(q, k, v)[:1, :1].float()
-    qs, ks, vs = (t[:1, :1].float() for t in (q, k, v))
-    ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
-    return (out - ref).abs().max().item()
+def reference(q, k, v, causal):
+    """What the rule judges a provider's output against on the first (batch, head) slice: the oracle's dense
+    float64 formula (``flashproof.fuzz.oracle.masked_attention``), the naive evaluation in q's dtype (the rule's
+    baseline) and the rule's magnitudes; once per shape."""
+    from flashproof.fuzz.oracle import masked_attention
+    from flashproof.fuzz.tolerance import magnitudes, naive
+    n_q, n_k, d = q.shape[2], k.shape[2], q.shape[3]
+    qs, ks, vs = (t[:1, :1].detach() for t in (q, k, v))
+    allowed = torch.ones(1, 1, n_q, n_k, dtype=torch.bool, device=q.device)
+    if causal:
+        allowed = allowed.tril(n_k - n_q)
+    scale = d ** -0.5
+    with torch.no_grad():
+        want, lse = masked_attention(qs.double(), ks.double(), vs.double(), allowed, scale)
+        base, _, _ = naive(qs, ks, vs, allowed, scale)
+        mags = magnitudes(qs.double(), ks.double(), vs.double(), torch.zeros_like(want), lse, scale, allowed=allowed)
+    return want, base, mags
+
+
+def out_verdict(fn, q, k, v, ref):
+    """The tolerance rule's verdict (``flashproof.fuzz.tolerance.judge``) on ``fn``'s output for the first
+    (batch, head) slice against ``reference(q, k, v, causal)``: the one oracle and rule of every check."""
+    from flashproof.fuzz.tolerance import judge
+    want, base, mags = ref
+    with torch.no_grad():
+        out = fn(q, k, v)[:1, :1]
+    return judge("out", out, want, base, q.dtype, mags)
 
 
 def _tensor(B, H, n, d, layout, g):
@@ -202,8 +223,8 @@ def bench_one(shape, providers, tokens, width, do_bwd, rounds=3):
     q, k, v = (_tensor(B, h, n, d, layout, g).requires_grad_() for h in (Hq, Hkv, Hkv))
     do = _tensor(B, Hq, n, d, layout, g)
     tag = dict(heads=f"{Hq}/{Hkv}" if heads else "", layout=layout)
-    rows, base_err, ready = {}, None, {}
-    for name in providers:  # each provider's call, checked against SDPA math before any timing
+    rows, ready, ref = {}, {}, reference(q, k, v, causal)
+    for name in providers:  # each provider's call, judged against the oracle by the rule before any timing
         fn = _provider(name, causal, n, gqa=Hq != Hkv)
         if isinstance(fn, str):
             rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan, fn, **tag)
@@ -214,17 +235,14 @@ def bench_one(shape, providers, tokens, width, do_bwd, rounds=3):
         if name in ("ours", "ours-det"):  # which kernels ran: the router's plan for this call
             pre = _plan_note(q, k, v, causal, name == "ours-det")
         try:
-            with torch.no_grad():
-                err = _ref_err(fn, q, k, v, causal)
-            if name == "sdpa-flash":
-                base_err = err
-            note = pre
-            if base_err is not None and err > 5 * max(base_err, 1e-3):
-                note = f"WRONG: error {err:.3g} vs sdpa-flash {base_err:.3g}; {pre}"
-            ready[name] = (fn, fn(q, k, v) if do_bwd else None, err, note)
-        except Exception as e:  # a provider that cannot run this shape is reported, not fatal
-            rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan, f"{type(e).__name__}: {str(e)[:120]}",
-                             **tag)
+            verdict = out_verdict(fn, q, k, v, ref)
+            note = pre if verdict.ok else (f"WRONG: out {verdict.reason} at {verdict.first}: error {verdict.error:.3g} "
+                                           f"> bound {verdict.bound:.3g}; {pre}")
+            ready[name] = (fn, fn(q, k, v) if do_bwd else None, verdict.error, note)
+        except Exception as e:  # noqa: BLE001 - a third-party provider that cannot run this shape is a note; ours is WRONG
+            why = f"{type(e).__name__}: {str(e)[:120]}"
+            rows[name] = Row(d, n, causal, name, math.nan, math.nan, math.nan,
+                             f"WRONG: raised {why}" if name.startswith("ours") else why, **tag)
         torch.cuda.synchronize()
 
     def clock(unit):

@@ -20,10 +20,11 @@ def main(res: pathlib.Path) -> int:
     for f in sorted(res.glob("*/gpu_check.json")):
         for r in json.loads(f.read_text())["results"]:
             cases.append(r)
-            word = "PASS" if r.get("passed") else ("FAIL" if "passed" in r else "SKIP")
+            word = ("PASS" if r.get("passed") else "FAIL" if "passed" in r else "HARNESS" if "harness_error" in r
+                    else "SKIP")   # a harness error: the check did not run, not a finding about the kernel
             worst = max(r.get("err_over_bound", {}).values(), default="")
             lines.append(f"{word:4} {r['case']:28} {r.get('dtype', ''):5} {worst!s:8} "
-                         + "; ".join(r.get("problems", [])) + r.get("skipped", ""))
+                         + "; ".join(r.get("problems", [])) + r.get("harness_error", "") + r.get("skipped", ""))
             if word != "PASS":
                 problems.append(f"case {r['case']} {r.get('dtype', '')}: {word}")
     lines.append("")

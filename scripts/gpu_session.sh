@@ -90,7 +90,7 @@ fuzz_steps() {
 gc_steps() {  # lab/gpu_check.py's cases against the float64 oracle, one process per case group / dtype
   par gc_determinism "$GC_BOX" $GC --out "$RES/gc_determinism" --cases determinism --dtypes bf16
   for dt in bf16 fp16 fp32; do
-    par "gc_priority_$dt" "$GC_BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison --dtypes $dt
+    par "gc_priority_$dt" "$GC_BOX" $GC --out "$RES/gc_priority_$dt" --cases huge_logits,poison_window_late_nan,poison_causal_gqa_inf,poison_window_neg_inf,poison_late_1e30 --dtypes $dt
   done
   for dt in bf16 fp16; do par "gc_cases_$dt" "$GC_BOX" $GC --out "$RES/gc_cases_$dt" --cases $CASES9 --dtypes $dt; done
   # fp32 compiles and runs ~3x longer: one process per case (groups of three hit a 250 s box after
