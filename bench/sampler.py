@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -165,8 +164,9 @@ def main(argv=None) -> int:
     ids, pd, pt, pb = make_problem(B, K, V, dev)
     u = draw_uniforms(B, K, device=dev, generator=torch.Generator(device=dev).manual_seed(1))
 
+    from flashproof.kernels.interpreter import interpreting
     from flashproof.kernels.sampler import triton as sampler_triton
-    triton_ok = sampler_triton.available() and (dev.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
+    triton_ok = sampler_triton.available() and (dev.type == "cuda" or interpreting())
     default_backend = _resolve_backend("auto", pt)
     default_cfg = sampler_triton.DEFAULT_CONFIG
     cands = [default_cfg]

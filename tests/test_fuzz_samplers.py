@@ -38,7 +38,8 @@ def test_our_sampler_passes_the_exact_check():
 def test_every_negative_control_is_caught_by_the_exact_check(bug):
     (t,) = resolve_sampler(f"control:{bug}")
     s = run_sampler_campaign(t, budget=40)
-    assert s["caught"] and not s["harness_error"], s
+    assert s["caught"] and s["passed"] and not s["harness_error"], s
+    assert all("got tokens" in c for c in s["caught_by"]), s["caught_by"]  # by its tokens, never by raising
 
 
 def test_the_control_harness_without_a_bug_matches_the_reference():
@@ -63,7 +64,8 @@ def test_statistical_test_passes_ours_and_rejects_controls():
     assert s["passed"] and min(s["power_against_controls"].values()) >= 0.99, s
     for bug in ("always-accept", "residual-is-target"):
         c = run_statistical(sampler_target(control(bug), f"control:{bug}", control_=True))
-        assert c["caught"] and not c["harness_error"], c
+        assert c["caught"] and c["passed"] and not c["harness_error"], c
+        assert all("the emitted law differs" in x for x in c["caught_by"]), c["caught_by"]
 
 
 def test_cli_sampler_controls_exit_0_when_all_are_caught(capsys):

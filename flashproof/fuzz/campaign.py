@@ -9,7 +9,9 @@ deviations; the next round leaves the checks that already failed out, so one ker
 bugs reports several minimal reproducers. The summary (JSON-ready) holds, per dtype, the number
 of examples, the oracle used, the worst error/bound ratio per check and tensor, and each
 deviation with its reproducer; ``passed`` is True only when the target was available, the campaign
-complete, the harness sound and no deviation was found.
+complete, the harness sound and no deviation was found. A dtype on which no example was examined
+(every drawn problem ``Unsupported``), or a campaign whose every dtype the target lacks, is
+``complete: False`` with the reason in ``incomplete``: a campaign that checked nothing never passes.
 
 A kernel that raises is reported once: the first example on which it raises is shrunk and
 reported (reason ``error``); later examples that raise the same kind of error (same exception type
@@ -423,6 +425,8 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
         target = user_target(kernel)
     else:
         raise ValueError(f"kernel must be a target name, a targets.Target or a callable, received {kernel!r}")
+    if not dtypes:  # a campaign over no dtype would examine nothing and pass
+        raise ValueError(f"dtypes must name at least one of {sorted(DTYPES)}, received {tuple(dtypes)!r}")
     for dt in dtypes:
         if dt not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, received {dt!r}")
@@ -496,9 +500,16 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                 summary["complete"] = False
                 summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
                     f"{dt}: the {seconds:.1f} s budget ran out after {stats['examples']} examples")
+            # a dtype on which the kernel ran on nothing (every problem unsupported) checked nothing: never a pass
+            unexamined = not (stats["cut"] or stats["fault"] or summary["harness_error"]) and not (
+                stats["examples"] or stats["known_errors"])
+            if unexamined:
+                summary["complete"] = False
+                summary["incomplete"] = (summary["incomplete"] + "; " if summary["incomplete"] else "") + (
+                    f"{dt}: no example was examined ({stats['unsupported']} unsupported)")
             notes |= stats["notes"]
             summary["results"].append({"dtype": dt, "complete": not stats["cut"] and not stats["fault"]
-                                       and not summary["harness_error"],
+                                       and not summary["harness_error"] and not unexamined,
                                        "examples": stats["examples"], "unsupported": stats["unsupported"],
                                        "known_errors": stats["known_errors"],
                                        "oracles": dict(stats["sources"]),
@@ -513,6 +524,9 @@ def campaign(kernel="torch", *, device: str | None = None, dtypes=DEFAULT_DTYPES
                 break
             if stats["fault"]:
                 break  # the CUDA context is unusable: no further dtype can run in this process
+    if summary["complete"] and all("skipped" in r for r in summary["results"]):
+        summary["complete"] = False  # every dtype skipped: nothing was examined
+        summary["incomplete"] = f"no dtype was examined: the kernel takes none of {list(dtypes)}"
     summary["compiles"] = dict(compiled)
     summary["notes"] = sorted(notes)
     summary["passed"] = not summary["deviations"] and summary["complete"] and not summary["harness_error"]

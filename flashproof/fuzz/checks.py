@@ -21,9 +21,11 @@ Who failed: every call into the kernel (its forward, its backward through autogr
 determinism calls) goes through ``_call``, which also waits for the device (``faults.py``); an
 exception there — a device fault included — is a finding about the kernel (reason ``error``),
 reported once per example however many checks met it. After a device fault no further check
-runs. Any other exception — the oracle, the baseline, the comparison — is the harness's,
-propagates, and ends the campaign as a harness error (exit 4), never as a deviation. The oracles must agree before any verdict
-(``oracle.oracles``).
+runs. ``Target.run`` is taken whole for the kernel, except the steps its adapter runs through
+``targets.adapter_step`` (building the call's arguments, converting layouts and results): those
+raise ``HarnessError``, which ``_call`` lets through. Any other exception — the oracle, the
+baseline, the comparison — is the harness's, propagates, and ends the campaign as a harness error
+(exit 4), never as a deviation. The oracles must agree before any verdict (``oracle.oracles``).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import torch
 
 import re
 
+from .errors import HarnessError
 from .faults import FAULT_NOTE, is_device_fault, synchronize
 from .oracle import Expected, oracles, read_inputs as oracle_inputs, vjp
 from .problem import Problem, ProblemSpec, build, lse_cotangent, sparse_route
@@ -166,12 +169,13 @@ class _KernelRaised(Exception):
 def _call(label: str, device: str, fn, *args):
     """Call into the kernel and wait for the device (``faults.synchronize``: a device fault of the
     kernel's work surfaces here, not in a later harness op): its exceptions become
-    ``_KernelRaised`` (findings), ``Unsupported`` passes through (the example is skipped)."""
+    ``_KernelRaised`` (findings), ``Unsupported`` passes through (the example is skipped), and so
+    does ``HarnessError`` (an adapter's own code failed: ``targets.adapter_step``)."""
     try:
         r = fn(*args)
         synchronize(device)
         return r
-    except Unsupported:
+    except (Unsupported, HarnessError):
         raise
     except Exception as exc:
         raise _KernelRaised(label, exc) from exc
@@ -259,7 +263,14 @@ def merge_partials(outs: list, lses: list) -> tuple[torch.Tensor, torch.Tensor]:
     return out, lse
 
 
-def check_split(ctx: _Ctx, leaves):
+#: the note of an example whose split check could not merge (``check_split``)
+SPLIT_NO_LSE = "split not checked: the kernel returned no LSE for a key partition (partial results cannot be merged)"
+
+
+def check_split(ctx: _Ctx, leaves, notes: set):
+    """The kernel on three key partitions, merged by their LSEs, against the oracle. A partition
+    returned without an LSE cannot be merged: nothing is judged and ``notes`` gets
+    ``SPLIT_NO_LSE``, so the summary says the check did not run."""
     n_k = ctx.problem.spec.n_k
     cuts = sorted({0, n_k // 3, (2 * n_k) // 3, n_k})
     parts = [slice(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
@@ -268,6 +279,7 @@ def check_split(ctx: _Ctx, leaves):
         for keys in parts:
             r = _run(ctx, _case(ctx, *leaves, keys=keys), False, "split")
             if r.lse is None:
+                notes.add(SPLIT_NO_LSE)
                 return [], []
             runs.append(r)
     out, lse = merge_partials([r.out for r in runs], [r.lse.reshape(r.out.shape[:3]) for r in runs])
@@ -377,7 +389,7 @@ def examine(target: Target, spec: ProblemSpec, dtype: str, device: str, *, check
     if want_grads:
         collect(check_gradients, run, leaves, label="gradients")
     if "split" in checks and "mask" not in lacks and "lse" not in lacks:
-        collect(check_split, leaves, label="split")
+        collect(check_split, leaves, notes, label="split")
     if "determinism" in checks and target.deterministic:
         if determinism_runs >= 2:
             collect(check_determinism, target.deterministic == "fwd+bwd" and want_grads, determinism_runs,

@@ -20,7 +20,6 @@ Masks other than causal/window/varlen, gradients, and (Triton) float64 are not f
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import torch
 
@@ -96,7 +95,8 @@ def run(backend: str):
 
         if not c.structured:
             raise targets.Unsupported("attention_with_kvcache takes causal/window/varlen structure only, no mask")
-        q, k, v, kw, nq = to_kvcache_call(c)
+        # building the cache is the harness's code: a failure there is a HarnessError, not the kernel's
+        q, k, v, kw, nq = targets.adapter_step(f"kvcache-{backend}", to_kvcache_call, c)
         # the campaign's tuning (Case.tuning: "first" unless --all-configs), and "first" under the interpreter
         tuning = c.tuning if c.q.is_cuda else "first"
         extra = {"tuning": tuning} if backend == "triton" else {}
@@ -104,11 +104,20 @@ def run(backend: str):
             r = attention_with_kvcache(q, k, v, backend=backend, **kw, **extra)
         if c.cu_seqlens_q is None:            # every request has the case's Nq queries: no padding rows
             return targets.KernelOut(r.out, r.lse)
-        Nq = q.shape[2]
-        out = torch.cat([r.out[b, :, Nq - n:] for b, n in enumerate(nq)], 1)          # (Hq, ΣNq_b, Dv)
-        lse = torch.cat([r.lse[b, :, Nq - n:] for b, n in enumerate(nq)], 1)          # (Hq, ΣNq_b)
-        return targets.KernelOut(out[None], lse[None])
+        # the padding rows dropped from a result of the call's shapes (checked first: a wrong one is the kernel's)
+        R, Hq, Nq = q.shape[:3]
+        if tuple(r.out.shape[:3]) != (R, Hq, Nq) or r.lse is None or tuple(r.lse.shape) != (R, Hq, Nq):
+            raise ValueError(f"attention_with_kvcache returned out {tuple(r.out.shape)}, lse "
+                             f"{None if r.lse is None else tuple(r.lse.shape)} for q {tuple(q.shape)}")
+        return targets.adapter_step(f"kvcache-{backend}", _unpadded, r, nq, Nq)
     return call
+
+
+def _unpadded(r, nq: list, Nq: int) -> targets.KernelOut:
+    """The case's query rows of the call's result: the last Nq_b rows of request b, packed."""
+    out = torch.cat([r.out[b, :, Nq - n:] for b, n in enumerate(nq)], 1)          # (Hq, ΣNq_b, Dv)
+    lse = torch.cat([r.lse[b, :, Nq - n:] for b, n in enumerate(nq)], 1)          # (Hq, ΣNq_b)
+    return targets.KernelOut(out[None], lse[None])
 
 
 def _unavailable(backend: str):
@@ -118,7 +127,8 @@ def _unavailable(backend: str):
         if backend == "triton":
             if importlib.util.find_spec("triton") is None:
                 return "triton is not installed"
-            if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            from flashproof.kernels.interpreter import interpreting
+            if device == "cpu" and not interpreting():
                 return "triton on CPU needs TRITON_INTERPRET=1"
         if device.startswith("cuda") and not torch.cuda.is_available():
             return "no CUDA device"

@@ -237,6 +237,11 @@ class _OutOfTime(BaseException):
     pass
 
 
+class _Harness(BaseException):
+    """The check itself failed (or a negative control raised): not an ``Exception``, so hypothesis
+    does not shrink it as a finding; the run ends with ``harness_error``."""
+
+
 #: Search rounds (seeds seed, seed + 1, …) of ``budget`` batches each: a batch costs milliseconds,
 #: and at 40 batches a float32 accept test escaped on most seeds.
 ROUNDS = 4
@@ -245,9 +250,11 @@ ROUNDS = 4
 def run_exact(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, seconds: float | None = None,
               repro_dir=None, max_batch: int = 8, max_k: int = 4, rounds: int = ROUNDS) -> dict:
     """``rounds`` hypothesis searches of ``budget`` batches; the first deviating batch is shrunk and
-    reported. A negative control (``target.control``) must deviate: its summary then has ``caught``
-    True and no deviations; one that escapes is a harness error (the check is too weak), never a
-    pass."""
+    reported. A negative control (``target.control``) must deviate in its tokens: its summary then
+    has ``caught`` True and no deviations; one that escapes is a harness error (the check is too
+    weak), never a pass, and so is one that raises (an error shows nothing about the check). An
+    exception of the check's own code (the batch, the reference, the comparison) is a harness error,
+    never a deviation of the sampler."""
     t0 = time.monotonic()
     deadline = float("inf") if seconds is None else t0 + seconds
     seen, stats = {}, {"examples": 0, "cut": False}
@@ -258,8 +265,14 @@ def run_exact(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, s
             if time.monotonic() > deadline:
                 stats["cut"] = True
                 raise _OutOfTime()
-            devs = seen[spec] = check_batch(target, spec, device)
+            try:  # the sampler's own exceptions are caught inside check_batch: what escapes is ours
+                devs = seen[spec] = check_batch(target, spec, device)
+            except Exception as e:
+                raise _Harness(f"{type(e).__name__}: {e} while checking {spec.describe()}"[:600]) from None
             stats["examples"] += 1
+        if target.control and any(d.reason == "error" for d in devs):
+            raise _Harness(f"negative control {target.name} raised {devs[0].note} on {spec.describe()}: only a "
+                           "token deviation catches a control")
         if devs:
             raise _Found(devs)
 
@@ -269,7 +282,7 @@ def run_exact(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, s
         given(sampler_specs(max_batch=max_batch, max_k=max_k, greedy=target.greedy))(prop))
     from .campaign import _no_local_constants
 
-    found = []
+    found, harness = [], ""
     for r in range(rounds):
         try:
             with _no_local_constants():  # the draws depend on the seed only, not on what the process imported
@@ -278,18 +291,21 @@ def run_exact(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, s
             found = e.args[0]
         except _OutOfTime:
             pass
-        if found or stats["cut"]:
+        except _Harness as e:
+            harness = str(e)
+        if found or stats["cut"] or harness:
             break
     summary = {"sampler": target.name, "doc": target.doc, "mode": "exact", "device": device, "budget": budget,
-               "seed": seed, "examples": stats["examples"], "complete": not stats["cut"], "control": target.control,
-               "deviations": [d.as_dict() for d in found], "harness_error": "", "notes": []}
+               "seed": seed, "examples": stats["examples"], "complete": not stats["cut"] and not harness,
+               "control": target.control, "deviations": [d.as_dict() for d in found], "harness_error": harness,
+               "notes": []}
     if found and repro_dir is not None and not target.control:
         summary["deviations"][0]["script"] = write_script(found[0], target.name, repro_dir, device)
     if target.control:
         summary["caught"] = bool(found)
         summary["caught_by"] = [d["reproducer"] for d in summary["deviations"]]
         summary["deviations"] = []
-        if not found:
+        if not found and not harness:
             summary["harness_error"] = (f"negative control {target.name} ({target.doc}) escaped {stats['examples']} "
                                         "batches: the exact check is too weak")
     summary["passed"] = summary["complete"] and not summary["deviations"] and not summary["harness_error"]

@@ -21,7 +21,8 @@ from fractions import Fraction
 
 import torch
 
-__all__ = ["run_statistical", "ALPHA", "N", "exact_law", "g_test", "power"]
+__all__ = ["run_statistical", "ALPHA", "MIN_POWER", "N", "V", "K", "tables", "exact_law", "g_test", "power",
+           "power_at"]
 
 V, K, N = 3, 2, 20000
 ALPHA = 1e-3
@@ -67,8 +68,9 @@ def exact_law(tab: dict, rules=None) -> dict:
     return canonical(emission_law(run))
 
 
-def _cells(law: dict):
-    big = [o for o, p in law.items() if N * p >= 5]
+def _cells(law: dict, n: int = N):
+    """The G-test's cells at n samples: each outcome expected at least 5 times alone, the rest pooled."""
+    big = [o for o, p in law.items() if n * p >= 5]
     small = [o for o in law if o not in big]
     return [[o] for o in big] + ([small] if small else [])
 
@@ -91,14 +93,20 @@ def g_test(observed: dict, law: dict) -> tuple:
 
 def power(law: dict, bad: dict) -> float:
     """P(the G-test rejects at ALPHA) when the sampler follows ``bad`` (normal approximation of the
-    non-central χ²; an outcome ``law`` forbids counts as certain detection once it appears)."""
+    non-central χ²; an outcome ``law`` forbids counts as certain detection once it appears), at N samples."""
+    return power_at(law, bad, N)
+
+
+def power_at(law: dict, bad: dict, n: int) -> float:
+    """``power`` of a G-test on ``n`` samples (same ALPHA, cells pooled as ``_cells`` pools them at n):
+    for a caller whose G-test has a sample size of its own."""
     import mpmath
 
     extra = sum(float(w) for o, w in bad.items() if o not in law)
     if extra > 0:
-        return 1 - (1 - extra) ** N
-    cells = _cells(law)
-    lam = sum(N * (float(sum(bad.get(x, 0) for x in c)) - float(sum(law[x] for x in c))) ** 2
+        return 1 - (1 - extra) ** n
+    cells = _cells(law, n)
+    lam = sum(n * (float(sum(bad.get(x, 0) for x in c)) - float(sum(law[x] for x in c))) ** 2
               / float(sum(law[x] for x in c)) for c in cells)
     df = len(cells) - 1
     crit = float(mpmath.findroot(lambda x: mpmath.gammainc(df / 2, x / 2, mpmath.inf, regularized=True) - ALPHA,
@@ -123,6 +131,15 @@ def _drafts(tab: dict, gen: torch.Generator):
     return ids, pd, pt, pb
 
 
+def _counts(tokens: torch.Tensor) -> dict:
+    """Emitted sequence (the row's tokens ≥ 0) -> how many of the rows emitted it."""
+    counts: dict = {}
+    for row in tokens.tolist():
+        seq = tuple(t for t in row if t >= 0)
+        counts[seq] = counts.get(seq, 0) + 1
+    return counts
+
+
 def run_statistical(target, *, device: str = "cpu", budget: int = 40, seed: int = 0, seconds=None,
                     repro_dir=None) -> dict:
     """One G-test run of ``target`` (its ``generator`` drives it) on the tables of ``seed``."""
@@ -138,27 +155,36 @@ def run_statistical(target, *, device: str = "cpu", budget: int = 40, seed: int 
     weak = {k: v for k, v in powers.items() if v < MIN_POWER}
     if weak:
         summary["harness_error"] = f"the G-test's power is below {MIN_POWER} against {weak} at N = {N}"
-    try:
+    raised = ""
+    try:  # the sampler under test and its result's shape, nothing of ours: what raises here is the sampler's
         r = target.fn(ids.to(device), pd.to(device), pt.to(device), pb.to(device),
                       generator=torch.Generator(device=device).manual_seed(7 + seed))
         tokens = r[0].detach().cpu()
-        counts: dict = {}
-        for row in tokens.tolist():
-            seq = tuple(t for t in row if t >= 0)
-            counts[seq] = counts.get(seq, 0) + 1
-        g, p, df = g_test(counts, law)
-        summary["g"], summary["p_value"], summary["df"] = round(g, 3), p, df
-        if p < ALPHA:
-            summary["deviations"].append({"reproducer": f"[{target.name}] G = {g:.1f} on {df} df, p = {p:.2e} < "
-                                          f"{ALPHA}: the emitted law differs from the reference's "
-                                          f"(flashproof.fuzz.sampler_stat.tables({seed}), N = {N})"})
+        if tokens.dim() != 2 or tokens.shape[0] != N:
+            raise ValueError(f"tokens of shape {tuple(tokens.shape)}, expected ({N}, {K + 1})")
     except Exception as e:
-        summary["deviations"].append({"reproducer": f"[{target.name}] raised {type(e).__name__}: {e}"[:300]})
-    if target.control:
-        summary["caught"] = bool(summary["deviations"])
-        summary["caught_by"] = [d["reproducer"] for d in summary["deviations"]]
+        raised = f"{type(e).__name__}: {e}"[:300]
+        summary["deviations"].append({"reason": "error", "reproducer": f"[{target.name}] raised {raised}"})
+    if not raised:
+        try:  # the counting and the G-test are ours: their failure is the harness's, never a finding
+            g, p, df = g_test(_counts(tokens), law)
+        except Exception as e:
+            summary["harness_error"] = f"the G-test raised {type(e).__name__}: {e}"[:300]
+        else:
+            summary["g"], summary["p_value"], summary["df"] = round(g, 3), p, df
+            if p < ALPHA:
+                summary["deviations"].append({"reason": "law", "reproducer":
+                                              f"[{target.name}] G = {g:.1f} on {df} df, p = {p:.2e} < "
+                                              f"{ALPHA}: the emitted law differs from the reference's "
+                                              f"(flashproof.fuzz.sampler_stat.tables({seed}), N = {N})"})
+    if target.control:  # caught only by the law: a control that raises shows nothing about the test's power
+        summary["caught_by"] = [d["reproducer"] for d in summary["deviations"] if d["reason"] == "law"]
+        summary["caught"] = bool(summary["caught_by"])
         summary["deviations"] = []
-        if not summary["caught"] and not summary["harness_error"]:
+        if raised and not summary["harness_error"]:
+            summary["harness_error"] = (f"negative control {target.name} raised {raised} instead of emitting "
+                                        "tokens: only a deviation of the emitted law catches a control")
+        elif not summary["caught"] and not summary["harness_error"]:
             summary["harness_error"] = f"negative control {target.name} passed the G-test: the test is too weak"
     summary["passed"] = not summary["deviations"] and not summary["harness_error"]
     summary["detail"] = (f"{N} cycles, V = {V}, K = {K}; G-test at alpha {ALPHA}"

@@ -19,7 +19,6 @@ below; every one must be caught) and ``controls`` for all of them.
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Callable, NamedTuple
 
 import torch
@@ -76,6 +75,8 @@ def control(bug: str) -> Callable:
             k = K if bug == "reads-padded-drafts" else counts[b]
             for i in range(k):
                 x = int(draft_token_ids[b, i])
+                if bug == "reads-padded-drafts":  # a padded −7 read as a kernel's unchecked load reads it: an
+                    x %= V                        # in-range id (not an IndexError, which catches no check)
                 p = p_target[b, i].double()
                 q = torch.nn.functional.one_hot(torch.tensor(x), V).double() if p_draft is None else p_draft[b, i].double()
                 ua = 0.5 if bug == "hard-coded-u" else float(u.accept[b, i])
@@ -136,7 +137,8 @@ def resolve_sampler(name: str) -> list:
     if name == "torch":
         return [sampler_target(_ours("torch"), "sampler:torch")]
     if name == "triton":
-        if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        from flashproof.kernels.interpreter import interpreting
+        if not interpreting() and not torch.cuda.is_available():
             raise UsageError("--sampler triton needs CUDA (or TRITON_INTERPRET=1 on the CPU)")
         return [sampler_target(_ours("triton"), "sampler:triton")]
     if name == "controls":

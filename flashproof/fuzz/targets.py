@@ -19,6 +19,10 @@ the kernel does not expose it. Normalisations (see ``docs/fuzz.md``):
 
 A target that cannot take a problem raises ``Unsupported`` (the campaign skips that example); a
 target that is not installed, or needs a device that is absent, reports why via ``unavailable``.
+Who failed: the checks take whatever ``Target.run`` raises for the kernel's (a test's own wrapper
+is all kernel); an adapter runs its own code — building the call's arguments, converting layouts
+and results — through ``adapter_step``, which raises ``HarnessError`` instead, so a bug of ours is
+never reported as a deviation of the kernel.
 Names: ``torch``, ``triton`` (ours; ``triton-atomic``: the same with deterministic=False), ``sdpa-math``, ``sdpa-efficient``, ``sdpa-flash``,
 ``sdpa-cudnn``, ``flex``, ``flash-attn``, and ``mutant:<bug>`` for ``flashproof.fuzz.kernel_mutants``.
 """
@@ -26,14 +30,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import traceback
 import warnings
 from typing import Callable, NamedTuple
 
 import torch
 
+from .errors import HarnessError
 from .problem import expand_tiles, structure
 
-__all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES", "block_tiles"]
+__all__ = ["Case", "KernelOut", "Target", "Unsupported", "get", "names", "FEATURES", "block_tiles", "adapter_step"]
 
 #: Problem features a target may lack (the campaign does not draw them for it; a dtype it lacks is
 #: skipped). "causal": no causal flag and no mask; "scale": no softmax scale (only 1/√D is drawn);
@@ -45,6 +51,21 @@ FEATURES = frozenset({"mask", "window", "varlen", "gqa", "dv", "causal", "causal
 
 class Unsupported(Exception):
     """This target cannot take this problem (not a deviation)."""
+
+
+def adapter_step(what: str, fn: Callable, *args):
+    """``fn(*args)``, a step of an adapter's own code around the kernel call (``what`` names the
+    adapter). ``Target.run`` is otherwise taken whole for the kernel (``checks._call``), so an
+    exception here would be reported as the kernel's: it becomes ``HarnessError`` (the innermost
+    frame named), never a finding. ``Unsupported`` and ``HarnessError`` pass through."""
+    try:
+        return fn(*args)
+    except (Unsupported, HarnessError):
+        raise
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        raise HarnessError(f"the {what} adapter raised {type(exc).__name__}: {exc} (in {frame.name}, "
+                           f"{os.path.basename(frame.filename)}:{frame.lineno})") from exc
 
 
 class Case(NamedTuple):
@@ -109,8 +130,9 @@ def _ours(backend: str | None, fn=None) -> Callable:
             chosen = "auto"
         if chosen == "triton" and not c.q.is_cuda:  # interpreted: without the shim a bf16 dot or a loop
             from .interpreter_shim import apply  # bound fails inside Triton, not in the kernel (harness's)
-            apply()
-        r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=mask_arg(c),
+            adapter_step("ours", apply)
+        mask = adapter_step("ours", mask_arg, c)
+        r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=mask,
                  scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
                  deterministic=deterministic, backend=chosen, tuning=c.tuning)
         return KernelOut(r.out, r.lse)
@@ -171,7 +193,8 @@ def _ours_unavailable(backend: str) -> Callable:
         if backend == "triton":
             if importlib.util.find_spec("triton") is None:
                 return "triton is not installed"
-            if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            from flashproof.kernels.interpreter import interpreting
+            if device == "cpu" and not interpreting():
                 return "triton on CPU needs TRITON_INTERPRET=1"
             if importlib.util.find_spec("flashproof.kernels.attention.triton.host") is None:
                 return "flashproof.kernels.attention.triton.host is not built yet"
@@ -214,7 +237,7 @@ def _sdpa(name: str) -> Callable:
     def run(c: Case, deterministic: bool) -> KernelOut:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        kw = _sdpa_mask(c)
+        kw = adapter_step(name, _sdpa_mask, c)
         gqa = c.q.shape[1] != c.k.shape[1]
         try:
             with sdpa_kernel([getattr(SDPBackend, _SDPA[name])]), warnings.catch_warnings():

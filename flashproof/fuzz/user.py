@@ -52,7 +52,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from .errors import UsageError
-from .targets import Case, KernelOut, Target, Unsupported
+from .targets import Case, KernelOut, Target, Unsupported, adapter_step
 
 __all__ = ["Conventions", "Capabilities", "kernel", "capabilities", "user_target", "load", "CHOICES", "PARAMS"]
 
@@ -214,65 +214,93 @@ def user_target(fn: Callable, name: str | None = None, **conventions) -> Target:
 
 
 def _adapter(fn, caps: Capabilities, conv: Conventions, gqa: bool):
+    """``Target.run`` of ``fn``: the call's arguments built and its results converted to our
+    conventions by the harness (``targets.adapter_step``: a failure there is a ``HarnessError``);
+    what ``fn`` raises, and a result that breaks the contract (``_returned``), are the kernel's."""
     def run(c: Case, deterministic: bool) -> KernelOut:
-        B, Hq, nq, d = c.q.shape
-        Hkv, nk = c.k.shape[1], c.k.shape[2]
-        kw, need_mask = {}, not c.structured
-        aligned = conv.causal_alignment == "bottom-right" or _square(c)
-        if c.causal:
-            if caps.causal is not None and aligned:
-                kw[caps.causal] = True
-            else:
-                need_mask = True
-        if c.window is not None:
-            if caps.window is not None and aligned:
-                kw[caps.window] = tuple(c.window)
-            else:
-                need_mask = True
-        if c.cu_seqlens_q is not None:
-            if caps.cu_seqlens_q is not None:
-                kw[caps.cu_seqlens_q], kw[caps.cu_seqlens_k] = c.cu_seqlens_q, c.cu_seqlens_k
-            else:
-                need_mask = True
-        if need_mask:
-            if caps.mask is None:
-                raise Unsupported("the problem needs a mask and the kernel declares no mask/attn_mask parameter")
-            kw = {caps.mask: c.allowed}  # the mask is the whole rule: causal, window and sequences included
-        if caps.scale is not None:
-            kw[caps.scale] = c.scale
-        elif not math.isclose(c.scale, 1.0 / math.sqrt(d), rel_tol=1e-12):
-            raise Unsupported("the kernel declares no scale parameter (only 1/sqrt(D) can be fuzzed)")
-        if Hq != Hkv:
-            if not gqa:
-                raise Unsupported("Hq != Hkv and the kernel declares no enable_gqa (nor kernel(gqa=True))")
-            if caps.gqa is not None:
-                kw[caps.gqa] = True
-        if caps.return_lse is not None:
-            kw[caps.return_lse] = conv.lse != "none"
-        if caps.deterministic is not None:
-            kw[caps.deterministic] = bool(deterministic)
-        q, k, v = (_to_layout(t, conv.layout) for t in (c.q, c.k, c.v))
+        q, k, v, kw = adapter_step("user kernel", _arguments, caps, conv, gqa, c, deterministic)
         r = fn(q, k, v, **kw)
-        out, lse = (r[0], r[1] if len(r) > 1 else None) if isinstance(r, (tuple, list)) else (r, None)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"the kernel returned {type(out).__name__}, expected a tensor out (or (out, lse))")
-        if conv.layout == "bnhd":
-            if out.dim() != 4:
-                raise ValueError(f"the kernel returned out of shape {tuple(out.shape)}, expected (B, Nq, Hq, Dv)")
-            out = out.transpose(1, 2)
-        lse = None if conv.lse == "none" else lse
-        if lse is not None and not isinstance(lse, torch.Tensor):
-            raise TypeError(f"the kernel returned lse of type {type(lse).__name__}, expected a tensor (B, Hq, Nq)")
-        if lse is not None and conv.lse == "log2":
-            lse = lse * _LN2
-        if conv.empty_rows == "nan":
-            empty = ~c.allowed.any(-1)  # (B, Hq, Nq)
-            out = torch.where(empty[..., None], torch.zeros((), dtype=out.dtype, device=out.device), out)
-            if lse is not None and lse.numel() == empty.numel():
-                lse = torch.where(empty.reshape(lse.shape), torch.full((), float("-inf"), dtype=lse.dtype,
-                                                                      device=lse.device), lse)
-        return KernelOut(out, lse)
+        out, lse = _returned(r, conv, c)
+        return adapter_step("user kernel", _converted, out, lse, conv, c)
     return run
+
+
+def _arguments(caps: Capabilities, conv: Conventions, gqa: bool, c: Case, deterministic: bool):
+    """(q, k, v, keywords) of the kernel's call for ``c`` in its declared layout; ``Unsupported``
+    when it cannot take the case."""
+    B, Hq, nq, d = c.q.shape
+    Hkv, nk = c.k.shape[1], c.k.shape[2]
+    kw, need_mask = {}, not c.structured
+    aligned = conv.causal_alignment == "bottom-right" or _square(c)
+    if c.causal:
+        if caps.causal is not None and aligned:
+            kw[caps.causal] = True
+        else:
+            need_mask = True
+    if c.window is not None:
+        if caps.window is not None and aligned:
+            kw[caps.window] = tuple(c.window)
+        else:
+            need_mask = True
+    if c.cu_seqlens_q is not None:
+        if caps.cu_seqlens_q is not None:
+            kw[caps.cu_seqlens_q], kw[caps.cu_seqlens_k] = c.cu_seqlens_q, c.cu_seqlens_k
+        else:
+            need_mask = True
+    if need_mask:
+        if caps.mask is None:
+            raise Unsupported("the problem needs a mask and the kernel declares no mask/attn_mask parameter")
+        kw = {caps.mask: c.allowed}  # the mask is the whole rule: causal, window and sequences included
+    if caps.scale is not None:
+        kw[caps.scale] = c.scale
+    elif c.scale != 1.0 / math.sqrt(d):  # exactly the expression problem.build sets (no tolerance needed)
+        raise Unsupported("the kernel declares no scale parameter (only 1/sqrt(D) can be fuzzed)")
+    if Hq != Hkv:
+        if not gqa:
+            raise Unsupported("Hq != Hkv and the kernel declares no enable_gqa (nor kernel(gqa=True))")
+        if caps.gqa is not None:
+            kw[caps.gqa] = True
+    if caps.return_lse is not None:
+        kw[caps.return_lse] = conv.lse != "none"
+    if caps.deterministic is not None:
+        kw[caps.deterministic] = bool(deterministic)
+    q, k, v = (_to_layout(t, conv.layout) for t in (c.q, c.k, c.v))
+    return q, k, v, kw
+
+
+def _returned(r, conv: Conventions, c: Case):
+    """(out, lse) of the kernel's result ``r``, checked against the contract before the harness
+    converts it (a wrong type or shape is the kernel's error, not a crash of the conversion)."""
+    out, lse = (r[0], r[1] if len(r) > 1 else None) if isinstance(r, (tuple, list)) else (r, None)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the kernel returned {type(out).__name__}, expected a tensor out (or (out, lse))")
+    B, Hq, nq = c.q.shape[:3]
+    want = (B, nq, Hq, c.v.shape[3]) if conv.layout == "bnhd" else (B, Hq, nq, c.v.shape[3])
+    if tuple(out.shape) != want:
+        dims = "(B, Nq, Hq, Dv)" if conv.layout == "bnhd" else "(B, Hq, Nq, Dv)"
+        raise ValueError(f"the kernel returned out of shape {tuple(out.shape)}, expected {dims} = {want}")
+    lse = None if conv.lse == "none" else lse
+    if lse is not None and not (isinstance(lse, torch.Tensor) and lse.is_floating_point()):
+        raise TypeError(f"the kernel returned lse of type {type(lse).__name__}"
+                        f"{'' if not isinstance(lse, torch.Tensor) else f' ({lse.dtype})'}, expected a floating "
+                        "tensor (B, Hq, Nq)")
+    return out, lse
+
+
+def _converted(out: torch.Tensor, lse, conv: Conventions, c: Case) -> KernelOut:
+    """The kernel's (out, lse) in our conventions: (B, Hq, Nq, Dv) layout, natural-log LSE, and
+    with ``empty_rows="nan"`` rows without an allowed key set to out 0, LSE −inf."""
+    if conv.layout == "bnhd":
+        out = out.transpose(1, 2)
+    if lse is not None and conv.lse == "log2":
+        lse = lse * _LN2
+    if conv.empty_rows == "nan":
+        empty = ~c.allowed.any(-1)  # (B, Hq, Nq)
+        out = torch.where(empty[..., None], torch.zeros((), dtype=out.dtype, device=out.device), out)
+        if lse is not None and lse.numel() == empty.numel():
+            lse = torch.where(empty.reshape(lse.shape), torch.full((), float("-inf"), dtype=lse.dtype,
+                                                                  device=lse.device), lse)
+    return KernelOut(out, lse)
 
 
 def _square(c: Case) -> bool:
