@@ -10,15 +10,13 @@ import os
 import pytest
 import torch
 
-from flashproof.fuzz.tolerance import agree
+from flashproof.fuzz.sampler_stat import ALPHA, MIN_POWER, power_at
+from flashproof.fuzz.tolerance import agree, magnitudes
 
 _PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "spec_e2e.py")
 _spec = importlib.util.spec_from_file_location("spec_e2e", _PATH)
 e2e = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(e2e)
-
-#: G-test p-values: a law that holds must not fall below this; the control must
-P_MIN = 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +43,16 @@ def test_cached_steps_equal_the_full_sequence_model(models):
         for n in (5, 1, 3, 1):
             got.append(target.step(ids[:, start:start + n], cache, torch.full((2,), start)))
             start += n
-        # two float64 evaluations of one function, by the tolerance module's agreement rule: the
-        # probabilities are a softmax, attention's out with one-hot values (M_out = 1), S the largest |logit|
-        v = agree("out", torch.cat(got, 1), full, {"out": 1.0, "score": logits.abs().max().item()})
+        # two float64 evaluations of one function (not bitwise equal: the cached path's attention sums in
+        # another order, 1e-16 apart), held to the tolerance module's agreement rule. The probabilities are
+        # attention's out for q = the logits, k = v = the identity (scores = logits, one-hot values), so
+        # ``magnitudes`` of that q, k, v gives the rule's M_out and S.
+        B, N, V = logits.shape
+        eye = torch.eye(V, dtype=logits.dtype).expand(B, 1, V, V)
+        q = logits.detach()[:, None]                                              # (B, 1, N, V)
+        lse = torch.logsumexp(q, -1)
+        mags = magnitudes(q, eye, eye, torch.zeros_like(q), lse, 1.0)
+        v = agree("out", torch.cat(got, 1), full, mags)
         assert v.ok, v
     finally:
         models[0].float()
@@ -71,10 +76,17 @@ def test_emitted_tokens_follow_the_target_law_and_the_control_is_rejected(models
     target, draft, data = models
     *_, m, L = e2e.SIZES["tiny"]
     gen = torch.Generator().manual_seed(5)
-    law = e2e.law_check(target, draft, data[:8], L, 2, m, dtype=torch.float32, gen=gen)
-    assert law["speculative"]["p"] > P_MIN, law
-    assert law["plain"]["p"] > P_MIN, law
-    assert law["draft"]["p"] < P_MIN, law
+    prompt = data[:8]
+    law = e2e.law_check(target, draft, prompt, L, 2, m, dtype=torch.float32, gen=gen)
+    # the control can only be rejected if the G-test of m samples has the power to: sampler_stat's
+    # power at m samples, from the exact laws of the L tokens under the target and under the draft
+    exact = {name: {i: p for i, p in enumerate(e2e.target_law(lm, prompt, L, dtype=torch.float32).tolist()) if p > 0}
+             for name, lm in (("target", target), ("draft", draft))}
+    pw = power_at(exact["target"], exact["draft"], m)
+    assert pw >= MIN_POWER, f"the G-test has power {pw:.3f} < {MIN_POWER} against the draft's law at m = {m}"
+    assert law["speculative"]["p"] > ALPHA, law
+    assert law["plain"]["p"] > ALPHA, law
+    assert law["draft"]["p"] < ALPHA, law
 
 
 def test_speed_table_times_every_k_in_rounds(models):

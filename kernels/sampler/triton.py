@@ -32,7 +32,6 @@ flags (B,) into one int64 buffer.
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import torch
@@ -350,8 +349,9 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-@functools.lru_cache(maxsize=64)
 def _checked(cfg: TritonConfig) -> None:
+    # not cached: a cache matches by equality, so TritonConfig(1024, 256, 8, 3.0) (== (…, 3)) or a bool
+    # for an int would pass once the int config had been checked; the check is a few comparisons
     chunk, block = cfg.chunk, cfg.block
     if (not all(isinstance(v, int) and not isinstance(v, bool) for v in cfg) or chunk < 1 or block < 1
             or chunk != _pow2(chunk) or block != _pow2(block) or block > chunk

@@ -16,21 +16,39 @@ from support.kernel_cases import ids, leaves, problem_of
 
 from flashproof.fuzz.oracle import read_inputs
 from flashproof.fuzz.problem import ProblemSpec, build
+from flashproof.fuzz.sampler_stat import ALPHA, MIN_POWER
 from flashproof.fuzz.strategies import attention_problems
 from flashproof.kernels import attention
 from flashproof.kernels.attention import dispatch, dropout_mask
 from flashproof.kernels.attention import dropout as D
 from flashproof.kernels.attention.api import validate
 
-#: false-alarm rate of each kept-fraction test below, over the choice of seed: by Hoeffding's
-#: inequality P(|K/n − q| ≥ ε) ≤ 2·exp(−2nε²) for n independent Bernoulli(q) bits, so ε is set to
-#: make that bound ALPHA (no normal approximation involved)
-ALPHA = 1e-6
+# Each kept-fraction test below has the project's one false-alarm rate, sampler_stat's ALPHA, over
+# the choice of seed: by Hoeffding's inequality P(|K/n − q| ≥ ε) ≤ 2·exp(−2nε²) for n independent
+# Bernoulli(q) bits, so ε is set to make that bound ALPHA (no normal approximation involved); each
+# negative control first shows the test's power against it is at least sampler_stat's MIN_POWER.
 
 
-def hoeffding_ok(kept: int, n: int, q: float, alpha: float = ALPHA) -> bool:
-    """Accept "kept ~ Binomial(n, q)" unless |kept/n − q| ≥ ε(n, α) = sqrt(ln(2/α) / (2n))."""
-    return abs(kept / n - q) < math.sqrt(math.log(2 / alpha) / (2 * n))
+def hoeffding_eps(n: int) -> float:
+    """ε(n) = sqrt(ln(2/ALPHA) / (2n)): the half-width at which 2·exp(−2nε²) = ALPHA."""
+    return math.sqrt(math.log(2 / ALPHA) / (2 * n))
+
+
+def hoeffding_ok(kept: int, n: int, q: float) -> bool:
+    """Accept "kept ~ Binomial(n, q)" unless |kept/n − q| ≥ ε(n)."""
+    return abs(kept / n - q) < hoeffding_eps(n)
+
+
+def hoeffding_power(n: int, q: float, q_bad: float) -> float:
+    """A lower bound on P(reject) when the bits are Bernoulli(q_bad) instead of q: accepting needs
+    |K/n − q_bad| > |q_bad − q| − ε, which Hoeffding bounds by exp(−2n(|q_bad − q| − ε)²) (one side)."""
+    gap = abs(q_bad - q) - hoeffding_eps(n)
+    return 1 - math.exp(-2 * n * gap * gap) if gap > 0 else 0.0
+
+
+def assert_powerful(n: int, q: float, q_bad: float) -> None:
+    pw = hoeffding_power(n, q, q_bad)
+    assert pw >= MIN_POWER, f"power {pw:.3f} < {MIN_POWER} against keep probability {q_bad} (vs {q}) at n = {n}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
@@ -172,7 +190,7 @@ def test_kernel_output_counts_the_kept_keys():
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_kept_fraction_is_one_minus_p(p):
-    shape = (4, 4, 128, 128)  # n = 262144 bits: ε ≈ 0.0053 at ALPHA
+    shape = (4, 4, 128, 128)  # n = 262144 bits: ε ≈ 0.0038 at ALPHA
     keep = dropout_mask(2024, p, shape)
     assert hoeffding_ok(int(keep.sum()), keep.numel(), 1 - D.realised_p(p))
 
@@ -181,6 +199,7 @@ def test_kept_fraction_control_is_rejected():
     """Negative control: bits drawn with keep probability 1 − p − 0.02 must fail the same test."""
     p, shape = 0.5, (4, 4, 128, 128)
     keep = dropout_mask(2024, p + 0.02, shape)
+    assert_powerful(keep.numel(), 1 - p, 1 - D.realised_p(p + 0.02))
     assert not hoeffding_ok(int(keep.sum()), keep.numel(), 1 - p)
 
 
@@ -195,8 +214,10 @@ def test_bits_of_neighbouring_positions_are_independent():
         assert hoeffding_ok(int(both.sum()), both.numel(), q * q), name
     same_head = a[:, :1].expand(shape)  # a planted bug: every head reads head 0's bits
     both = same_head[:, 0::2] & same_head[:, 1::2]
+    assert_powerful(both.numel(), q * q, q)  # both bits of a pair are one bit: kept with probability q
     assert not hoeffding_ok(int(both.sum()), both.numel(), q * q)
     both = a & a  # a planted bug: the seed is ignored (two seeds give the same bits)
+    assert_powerful(both.numel(), q * q, q)
     assert not hoeffding_ok(int(both.sum()), both.numel(), q * q)
 
 

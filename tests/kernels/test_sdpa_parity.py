@@ -11,6 +11,7 @@ compared with SDPA's (the same exception type for the same bad call). The router
 additive float mask (Triton on CUDA, torch on CPU, never Gluon) is asserted on its Plan."""
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import pytest
@@ -181,22 +182,28 @@ def _qkv(Hq=2, Hkv=2, Nq=5, Nk=5):
     return torch.randn(1, Hq, Nq, 8), torch.randn(1, Hkv, Nk, 8), torch.randn(1, Hkv, Nk, 8)
 
 
+# (id, args, kwargs, the exception SDPA raises, a fragment of our message that names the problem)
 BAD = [
-    ("gqa_without_enable_gqa", _qkv(Hq=4, Hkv=2), {}),
-    ("mask_and_is_causal", _qkv(), {"attn_mask": torch.ones(5, 5, dtype=torch.bool), "is_causal": True}),
-    ("float_mask_other_dtype", _qkv(), {"attn_mask": torch.zeros(5, 5, dtype=torch.float64)}),
-    ("mask_does_not_broadcast", _qkv(), {"attn_mask": torch.ones(5, 4, dtype=torch.bool)}),
+    ("gqa_without_enable_gqa", _qkv(Hq=4, Hkv=2), {}, RuntimeError, "pass enable_gqa=True"),
+    ("mask_and_is_causal", _qkv(), {"attn_mask": torch.ones(5, 5, dtype=torch.bool), "is_causal": True},
+     RuntimeError, "attn_mask should not be set when is_causal=True"),
+    ("float_mask_other_dtype", _qkv(), {"attn_mask": torch.zeros(5, 5, dtype=torch.float64)}, RuntimeError,
+     "attn_mask dtype to be bool or float or to match query dtype"),
+    ("mask_does_not_broadcast", _qkv(), {"attn_mask": torch.ones(5, 4, dtype=torch.bool)}, RuntimeError,
+     "attn_mask of shape (5, 4) does not broadcast to the scores (1, 2, 5, 5)"),
 ]
 
 
-@pytest.mark.parametrize("args,kw", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
-def test_bad_calls_raise_what_sdpa_raises(args, kw):
+@pytest.mark.parametrize("args,kw,exc,words", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_calls_raise_what_sdpa_raises(args, kw, exc, words):
     """As SDPA's math path (its reference semantics, and what its documentation states: torch 2.13's
-    CPU flash path accepts attn_mask with is_causal=True, the math path raises)."""
-    with pytest.raises(Exception) as theirs, sdpa_kernel(SDPBackend.MATH):
+    CPU flash path accepts attn_mask with is_causal=True, the math path raises): the same exception
+    type, and a message that says what is wrong."""
+    with pytest.raises(exc) as theirs, sdpa_kernel(SDPBackend.MATH):
         F.scaled_dot_product_attention(*args, **kw)
-    with pytest.raises(type(theirs.value)):
+    with pytest.raises(exc, match=re.escape(words)) as ours:
         sdpa(*args, **kw)
+    assert type(ours.value) is type(theirs.value)
 
 
 def test_dropout_p_reaches_attention():

@@ -1,90 +1,54 @@
 """Statistical test with calibrated power: the production sampler's empirical law of emitted token
 sequences against the exact law of the verified reference (branching backend), by a G-test.
 
-Setting: V = 3, k = 2, prefix-dependent dyadic tables (multiples of 1/64, so the float32 rows the
-sampler reads are exactly the rationals the reference uses). N = 20000 cycles per run.
-False-alarm rate: ALPHA = 1e-3 per run (the p-value of the G statistic against χ² with cells − 1
-degrees of freedom, cells with expected count < 5 pooled). Power: before sampling a negative
-control we compute its exact law, the non-centrality λ = N·Σ (P_bad − P)²/P of the χ² test, and
-require the normal-approximated power P(χ²(df, λ) > critical value) ≥ 0.99; then the control must
-actually be rejected. Seeds are fixed, so each run is deterministic.
+Setting, false-alarm rate and power are sampler_stat's (``flashproof.fuzz.sampler_stat``: the one
+statistical rule, imported here, not restated): V = 3, k = 2, its prefix-dependent dyadic tables
+(multiples of 1/64, so the float32 rows the sampler reads are exactly the rationals the reference uses),
+N cycles per run, its G-test at its ALPHA (cells with expected count < 5 pooled) and its power (the
+normal-approximated P(χ²(df, λ) > critical value), required ≥ its MIN_POWER before a negative control
+must actually be rejected). Seeds are fixed, so each run is deterministic.
 """
 from __future__ import annotations
 
-import itertools
-import math
-import random
 from fractions import Fraction
 
-import mpmath
 import pytest
 import torch
 
+from flashproof.fuzz.sampler_stat import ALPHA, MIN_POWER, K, N, V, exact_law, g_test, power, tables
 from flashproof.kernels.interpreter import interpreting
 from flashproof.kernels.sampler.api import SamplerUniforms, draw_uniforms, rejection_sample
 from flashproof.proofs.mutants import speculative as mut
 from flashproof.verified import speculative as sp
 from flashproof.verified.branching import canonical, emission_law
 
-V, K, N = 3, 2, 20000
-ALPHA = 1e-3
-MIN_POWER = 0.99
+
+def p_target(tab: dict, prefix) -> list:
+    return tab[tuple(prefix)][0]
 
 
-def dyadic_row(rng, zeros=0.0):
-    w = [0 if rng.random() < zeros else rng.randint(1, 8) for _ in range(V)]
-    if sum(w) == 0:
-        w[0] = 1
-    # scale to multiples of 1/64 summing to exactly 1: floor, then give the remainder to the largest
-    t = sum(w)
-    q = [x * 64 // t for x in w]
-    q[max(range(V), key=lambda y: w[y])] += 64 - sum(q)
-    return [Fraction(x, 64) for x in q]
+def p_draft(tab: dict, prefix) -> list:
+    return tab[tuple(prefix)][1]
 
 
-class Tables:
-    """Prefix-dependent p_target / p_draft over all prefixes up to length K."""
-
-    def __init__(self, seed: int):
-        rng = random.Random(seed)
-        self.rows = {}
-        for n in range(K + 1):
-            for prefix in itertools.product(range(V), repeat=n):
-                self.rows[prefix] = (dyadic_row(rng, 0.25), dyadic_row(rng, 0.25))
-
-    def p_target(self, prefix):
-        return self.rows[tuple(prefix)][0]
-
-    def p_draft(self, prefix):
-        return self.rows[tuple(prefix)][1]
-
-
-def exact_law(tab: Tables, rules=sp.RULES) -> dict:
-    def run(num):
-        uni = sp.CycleUniforms([num.uniform() for _ in range(K)], num.uniform(), num.uniform(),
-                               [num.uniform() for _ in range(K)])
-        return sp.speculative_cycle((), K, tab.p_target, tab.p_draft, uni, num=num, rules=rules).tokens
-
-    return canonical(emission_law(run))
-
-
-def batch(tab: Tables, gen: torch.Generator, draft_rows=None):
-    """Draft N cycles (torch.multinomial from p_draft given the prefix), and the rows the sampler needs."""
-    draft_rows = draft_rows or tab.p_draft
+def batch(tab: dict, gen: torch.Generator, draft_rows=None):
+    """Draft N cycles (torch.multinomial from p_draft given the prefix, or from ``draft_rows(prefix)``),
+    and the rows the sampler needs."""
+    draft_rows = draft_rows or (lambda prefix: p_draft(tab, prefix))
     ids = torch.zeros(N, K, dtype=torch.int64)
     pt = torch.zeros(N, K, V)
-    pd = torch.zeros(N, K, V)
+    pd = torch.zeros_like(pt)
     prefixes = [()] * N
     for i in range(K):
         keys = sorted(set(prefixes))
         for key in keys:
             sel = torch.tensor([p == key for p in prefixes])
-            pt[sel, i] = torch.tensor([float(x) for x in tab.p_target(key)])
-            pd[sel, i] = torch.tensor([float(x) for x in tab.p_draft(key)])
+            pt[sel, i] = torch.tensor([float(x) for x in p_target(tab, key)])
+            pd[sel, i] = torch.tensor([float(x) for x in p_draft(tab, key)])
             proposal = torch.tensor([float(x) for x in draft_rows(key)])
             ids[sel, i] = torch.multinomial(proposal, int(sel.sum()), replacement=True, generator=gen)
         prefixes = [p + (int(x),) for p, x in zip(prefixes, ids[:, i])]
-    pb = torch.stack([torch.tensor([float(x) for x in tab.p_target(p)]) for p in prefixes])
+    pb = torch.stack([torch.tensor([float(x) for x in p_target(tab, p)]) for p in prefixes])
     return ids, pd, pt, pb
 
 
@@ -94,47 +58,6 @@ def counts(tokens: torch.Tensor) -> dict:
         seq = tuple(t for t in row if t >= 0)
         out[seq] = out.get(seq, 0) + 1
     return out
-
-
-def pooled_cells(law: dict):
-    """Outcome groups with expected count ≥ 5 (the rest pooled into one group)."""
-    big = [o for o, p in law.items() if N * p >= 5]
-    small = [o for o in law if o not in big]
-    return [[o] for o in big] + ([small] if small else [])
-
-
-def g_test(observed: dict, law: dict) -> tuple[float, float, int]:
-    """(G, p-value, df). Outcomes the law gives probability 0 make p = 0 at once."""
-    if any(o not in law for o in observed):
-        return math.inf, 0.0, 0
-    cells = pooled_cells(law)
-    g = 0.0
-    for c in cells:
-        o = sum(observed.get(x, 0) for x in c)
-        e = N * float(sum(law[x] for x in c))
-        g += 2 * o * math.log(o / e) if o else 0.0
-    df = len(cells) - 1
-    return g, float(mpmath.gammainc(df / 2, g / 2, mpmath.inf, regularized=True)), df
-
-
-def critical_value(df: int) -> float:
-    return float(mpmath.findroot(lambda x: mpmath.gammainc(df / 2, x / 2, mpmath.inf, regularized=True) - ALPHA,
-                                 df + 3 * math.sqrt(2 * df) + 10))
-
-
-def power(law: dict, bad: dict) -> float:
-    """Normal approximation of P(χ²(df, λ) > critical) for the pooled cells of ``law``."""
-    cells = pooled_cells(law)
-    lam = 0.0
-    for c in cells:
-        p, q = float(sum(law[x] for x in c)), float(sum(bad.get(x, 0) for x in c))
-        lam += N * (q - p) ** 2 / p
-    extra = sum(float(w) for o, w in bad.items() if o not in law)
-    if extra > 0:
-        return 1 - (1 - extra) ** N  # an impossible outcome appears with probability ≥ this
-    df = len(cells) - 1
-    mean, sd = df + lam, math.sqrt(2 * (df + 2 * lam))
-    return 0.5 * math.erfc((critical_value(df) - mean) / (sd * math.sqrt(2)))
 
 
 def mutant_sample(kind, ids, pd, pt, pb, gen):
@@ -167,7 +90,7 @@ def law_test(seed: int, device: str = "cpu", **kw) -> None:
     """The G-test of one run: N cycles drafted on the CPU (fixed seeds), sampled on ``device`` with the
     uniforms drawn on the CPU from the same generator (so the CPU and CUDA runs see the same numbers);
     ``kw``: rejection_sample's backend / check."""
-    tab = Tables(seed)
+    tab = tables(seed)
     law = exact_law(tab)
     assert sum(law.values()) == 1
     gen = torch.Generator().manual_seed(100 + seed)
@@ -210,28 +133,25 @@ CONTROLS = {
 
 @pytest.mark.parametrize("kind", list(CONTROLS) + ["raw-draft-probs"])
 def test_negative_controls_rejected(kind):
-    tab = Tables(0)
+    tab = tables(0)
     law = exact_law(tab)
     gen = torch.Generator().manual_seed(7)
     if kind == "raw-draft-probs":
         # drafts proposed from a processed distribution (temperature 0.5 on p_draft) while the sampler is
         # given the raw p_draft: the class of transformers#47932
         def processed(prefix):
-            w = [float(x) ** 2 for x in tab.p_draft(prefix)]
+            w = [float(x) ** 2 for x in p_draft(tab, prefix)]
             return [Fraction(x / sum(w)) for x in w]
 
-        bad = None  # exact law of this mismatch: the cycle drafting from `processed`, verifying with raw rows
-        tab_bad = Tables(0)
-        tab_bad.rows = {p: (tab.p_target(p), processed(p)) for p in tab.rows}
-
+        # exact law of this mismatch: the cycle drafting from `processed`, verifying with raw rows
         def run(num):
             uni = sp.CycleUniforms([num.uniform() for _ in range(K)], num.uniform(), num.uniform(),
                                    [num.uniform() for _ in range(K)])
             drafts = []
             for i in range(K):
                 drafts.append(sp.inverse_cdf(num, [num.const(x) for x in processed(tuple(drafts))], uni.draft[i]))
-            rows_t = [tab.p_target(tuple(drafts[:i])) for i in range(K + 1)]
-            rows_d = [tab.p_draft(tuple(drafts[:i])) for i in range(K)]
+            rows_t = [p_target(tab, drafts[:i]) for i in range(K + 1)]
+            rows_d = [p_draft(tab, drafts[:i]) for i in range(K)]
             return sp.verify(drafts, rows_t, rows_d, uni, num=num).tokens
 
         bad = canonical(emission_law(run))
@@ -250,7 +170,7 @@ def test_negative_controls_rejected(kind):
 def test_control_harness_without_bug_is_accepted():
     """The per-position torch sampler above, with no bug planted, passes the same G-test (so the
     controls are rejected for their bug, not for the harness)."""
-    tab = Tables(0)
+    tab = tables(0)
     gen = torch.Generator().manual_seed(100)
     ids, pd, pt, pb = batch(tab, gen)
     g, p, df = g_test(counts(mutant_sample("none", ids, pd, pt, pb, gen)), exact_law(tab))

@@ -272,12 +272,16 @@ def test_triton_read_mode_skips_unread_rows_full_mode_does_not():
             rejection_sample(*args, uniforms=u, check="full", backend=be)
 
 
-def test_triton_backend_refuses_to_run_where_it_cannot():
+def test_triton_backend_refuses_to_run_where_it_cannot(monkeypatch):
+    """CPU tensors without TRITON_INTERPRET=1 (the api module's ``interpreting`` made to say so, whatever
+    this machine's environment) are refused with the reason and the tensors' device."""
+    from flashproof.kernels.sampler import api
+    monkeypatch.setattr(api, "interpreting", lambda: False)
     pr = build(0, 2, 2, 8)
-    if INTERP or torch.cuda.is_available():
-        pytest.skip("triton can run here")
-    with pytest.raises(RuntimeError, match="triton"):
-        check_coupled(pr, backend="triton")
+    assert pr.draft_token_ids.device.type == "cpu"
+    with pytest.raises(RuntimeError, match=r"backend='triton' runs on CUDA tensors \(or the CPU with "
+                                           r"TRITON_INTERPRET=1\); p_target is on cpu"):
+        rejection_sample(*pr[:4], uniforms=pr.uniforms, backend="triton")
 
 
 def test_auto_backend_is_torch_on_cpu_tensors():
@@ -376,3 +380,19 @@ def test_triton_config_is_checked(cfg, exc):
     pr = build(0, 2, 2, 16)
     with pytest.raises(exc, match="TritonConfig"):
         rejection_sample(*pr[:4], uniforms=pr.uniforms, backend="triton", triton_config=cfg)
+
+
+@pytest.mark.parametrize("bad", [sampler_triton.TritonConfig(1024, 256, 8, 3.0),
+                                 sampler_triton.TritonConfig(1024, 256, 8.0, 3),
+                                 sampler_triton.TritonConfig(1024, 256, 8, True)], ids=str)
+def test_triton_config_check_does_not_depend_on_history(bad):
+    """A float (or bool) where an int is required is refused even right after the equal int config
+    passed the check (a check cached by equality would accept it then, and refuse it on a fresh cache)."""
+    good = sampler_triton.TritonConfig(*(int(v) for v in bad))
+    assert good == bad and hash(good) == hash(bad)  # what an equality-keyed cache would confuse
+    sampler_triton._checked(good)
+    with pytest.raises(ValueError, match="TritonConfig needs"):
+        sampler_triton._checked(bad)
+    sampler_triton._checked(good)
+    with pytest.raises(ValueError, match="TritonConfig needs"):
+        sampler_triton._checked(bad)
