@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import torch
 
-__all__ = ["run_statistical", "ALPHA", "MIN_POWER", "N", "V", "K", "tables", "exact_law", "g_test", "power",
+__all__ = ["run_statistical", "ALPHA", "MIN_POWER", "N", "V", "K", "tables", "exact_law", "counts", "g_test", "power",
            "power_at"]
 
 V, K, N = 3, 2, 20000
@@ -131,7 +131,7 @@ def _drafts(tab: dict, gen: torch.Generator):
     return ids, pd, pt, pb
 
 
-def _counts(tokens: torch.Tensor) -> dict:
+def counts(tokens: torch.Tensor) -> dict:
     """Emitted sequence (the row's tokens ≥ 0) -> how many of the rows emitted it."""
     counts: dict = {}
     for row in tokens.tolist():
@@ -167,7 +167,7 @@ def run_statistical(target, *, device: str = "cpu", budget: int = 40, seed: int 
         summary["deviations"].append({"reason": "error", "reproducer": f"[{target.name}] raised {raised}"})
     if not raised:
         try:  # the counting and the G-test are ours: their failure is the harness's, never a finding
-            g, p, df = g_test(_counts(tokens), law)
+            g, p, df = g_test(counts(tokens), law)
         except Exception as e:
             summary["harness_error"] = f"the G-test raised {type(e).__name__}: {e}"[:300]
         else:

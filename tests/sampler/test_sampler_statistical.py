@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from flashproof.fuzz.sampler_stat import ALPHA, MIN_POWER, K, N, V, exact_law, g_test, power, tables
+from flashproof.fuzz.sampler_stat import ALPHA, MIN_POWER, K, N, V, counts, exact_law, g_test, power, tables
 from flashproof.kernels.interpreter import interpreting
 from flashproof.kernels.sampler.api import SamplerUniforms, draw_uniforms, rejection_sample
 from flashproof.proofs.mutants import speculative as mut
@@ -50,14 +50,6 @@ def batch(tab: dict, gen: torch.Generator, draft_rows=None):
         prefixes = [p + (int(x),) for p, x in zip(prefixes, ids[:, i])]
     pb = torch.stack([torch.tensor([float(x) for x in p_target(tab, p)]) for p in prefixes])
     return ids, pd, pt, pb
-
-
-def counts(tokens: torch.Tensor) -> dict:
-    out: dict = {}
-    for row in tokens.tolist():
-        seq = tuple(t for t in row if t >= 0)
-        out[seq] = out.get(seq, 0) + 1
-    return out
 
 
 def mutant_sample(kind, ids, pd, pt, pb, gen):
