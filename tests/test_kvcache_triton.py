@@ -94,10 +94,16 @@ def test_both_merges_match_the_oracle_and_leave_the_tickets_zero(fused):
     """Splits merged in the last program of each tile (``fused_merge``, one launch) or by the merge
     kernel: both against the oracle, on long ragged requests whose splits are all non-empty, with a bad
     request (NaN rows) among them; after the fused calls every ticket is back at zero, so the next call
-    (another shape) merges correctly too."""
+    (another shape) merges correctly too. Every load, store and atomic (the tickets) bounds-checked."""
+    from flashproof.fuzz.interpreter_shim import bounds_checked
     from flashproof.kernels.kvcache import KVCacheOut, api
     from flashproof.kernels.kvcache import triton as kv_triton
 
+    with bounds_checked():
+        _both_merges(fused, api, kv_triton, KVCacheOut)
+
+
+def _both_merges(fused, api, kv_triton, KVCacheOut):
     for problem in (dict(lengths=[0, 1, 130, 300], heads_q=4, heads_kv=2, n_q=3),
                     dict(lengths=[200, 257], heads_q=8, heads_kv=2, n_q=5, page_size=16)):
         p = make(dtype=torch.float32, **problem)

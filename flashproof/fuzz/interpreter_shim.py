@@ -7,8 +7,8 @@ kernels never import it (checking accesses is the harness's business, not the pr
   bounds hooks below; idempotent, each under its own flag, so importing a kernel module first never
   leaves the hooks out (it once did: the kvcache module's copy of the loop-bound fix set the flag this
   function read, and a later ``apply()`` installed neither the bf16 dot nor the bounds hooks).
-* ``bounds_checked()``: a context manager under which every load and store a kernel issues on an
-  active lane must address an element of one of its tensor arguments (views: the elements the view
+* ``bounds_checked()``: a context manager under which every load, store and atomic a kernel issues on
+  an active lane must address an element of one of its tensor arguments (views: the elements the view
   covers, not its whole storage, so a read of a strided view's padding is caught too). A stray access
   raises ``OutOfBounds`` (inside the kernel, so the interpreter reports it as an InterpreterError
   naming it). Cheap: the element addresses of each launch's tensors are listed once (fine at test
@@ -110,6 +110,24 @@ def _bounds_hooks(interpreter) -> None:
         check("store", ptrs, mask)
         return store(self, ptrs, value, mask, cache_modifier, eviction_policy)
     builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
+    rmw, cas = builder.create_atomic_rmw, builder.create_atomic_cas
+
+    def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):   # tl.atomic_add / xchg / max / …
+        check("atomic", ptr, mask)
+        return rmw(self, rmwOp, ptr, val, mask, sem, scope)
+
+    def create_atomic_cas(self, ptr, cmp, val, sem, scope):   # tl.atomic_cas: every lane (no mask)
+        check("atomic", ptr, _AllLanes(ptr.data.shape))
+        return cas(self, ptr, cmp, val, sem, scope)
+    builder.create_atomic_rmw, builder.create_atomic_cas = create_atomic_rmw, create_atomic_cas
+
+
+class _AllLanes:
+    """A mask of every lane, as the hooks' ``check`` reads masks (``.data``)."""
+
+    def __init__(self, shape):
+        import numpy as np
+        self.data = np.ones(shape, dtype=bool)
 
 
 def _describe(kind, addr, n_bad, n_lanes) -> str:

@@ -42,6 +42,33 @@ def _copy(X, Y, n, sx, BLOCK: tl.constexpr):
     tl.store(Y + o, tl.load(X + o * sx, mask=o < n), mask=o < n)
 
 
+@triton.jit
+def _bump(T, n, st, BLOCK: tl.constexpr):
+    """T[i · st] += 1 for i < n, by atomics (the kvcache merge's tickets are atomics too)."""
+    o = tl.arange(0, BLOCK)
+    tl.atomic_add(T + o * st, 1, mask=o < n)
+
+
+@triton.jit
+def _swap(T, at):
+    """One compare-and-swap at T[at] (0 -> 1)."""
+    tl.atomic_cas(T + at, 0, 1)
+
+
+@needs_interpreter
+def test_bounds_checked_covers_atomics():
+    t = torch.zeros(8, dtype=torch.int32)
+    with bounds_checked():
+        _bump[(1,)](t, 8, 1, BLOCK=16)
+        _swap[(1,)](t, 7)
+        assert t.tolist() == [1] * 8
+        with pytest.raises(Exception, match="OutOfBounds.*atomic of 1 of 9 active lanes"):
+            _bump[(1,)](t, 9, 1, BLOCK=16)   # one past the tensor
+        with pytest.raises(Exception, match="OutOfBounds.*atomic of 1 of 1 active lanes"):
+            _swap[(1,)](t, 8)
+    _swap[(1,)](torch.zeros(16, dtype=torch.int32)[:8], 8)   # outside the block: not checked
+
+
 @needs_interpreter
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_dot_of_small_integers_is_exact(dtype):
