@@ -211,4 +211,5 @@ def plan(problem, device: Device) -> Plan:
     why_gluon = gluon_rule(p, d)
     if why_gluon:
         return Plan("triton", "triton", fma, p.tuning, (f"auto: Triton forward and backward (not Gluon: {why_gluon})",))
-    return Plan("gluon", "gluon", False, p.tuning, (f"auto: Gluon forward and backward (dense d = {p.D} on sm_90)",))
+    kind = "block-sparse" if p.tiles is not None else "causal" if p.window == (None, 0) else "dense"
+    return Plan("gluon", "gluon", False, p.tuning, (f"auto: Gluon forward and backward ({kind}, d = {p.D} on sm_90)",))

@@ -310,3 +310,11 @@ def test_first_configuration_fits_shared_memory(dtype, d):
     fp32 = dict(Q=torch.empty(1, dtype=torch.float32), BLOCK_D=128, BLOCK_DV=128, TILE_Q=0, TILE_K=0)
     assert host._prune_first(configs, fp32)[0] is not configs[0]  # 4 · 256 · (128 + 3 · 64) bytes do not fit
     assert len(host._prune(configs, fp32)) == len(configs)  # autotuning keeps every candidate
+
+
+@pytest.mark.parametrize("call,kind", [({}, "dense"), ({"causal": True}, "causal"),
+                                       ({"mask": _tiles(), "causal": True}, "block-sparse")])
+def test_the_auto_gluon_reason_names_the_call(call, kind):
+    """The reason of an auto route to Gluon says which kind of call it took (it said "dense" for every one)."""
+    got = plan(validate(*_qkv(), **call), H200)
+    assert (got.forward, got.backward) == ("gluon", "gluon") and f"({kind}, d = " in got.reasons[0], got.reasons
