@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import math
 import time
 
 import torch
 
+from flashproof.fuzz.sampler_stat import g_test_sequences
 from flashproof.kernels.sampler import rejection_sample
 
 V, CTX = 16, 2
@@ -98,17 +98,9 @@ def law_check(target, draft, k, m, gen):
     law = logp.exp()
     law = law / law.sum()
 
-    def g_test(samples):
-        codes = (samples * (V ** torch.arange(L - 1, -1, -1))).sum(1)
-        obs = torch.bincount(codes, minlength=len(law)).double()
-        exp = m * law
-        big = exp >= 5
-        o = torch.cat([obs[big], obs[~big].sum()[None]])
-        e = torch.cat([exp[big], exp[~big].sum()[None]])
-        g = 2 * float((o[o > 0] * (o[o > 0] / e[o > 0]).log()).sum())
-        df = len(o) - 1
-        z = ((g / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))  # Wilson–Hilferty
-        return g, df, 0.5 * math.erfc(z / math.sqrt(2))
+    def g_test(samples):   # the fuzzer's G-test (cells with expected count < 5 pooled, exact p): (G, df, p)
+        g, p, df = g_test_sequences(samples, law)
+        return g, df, p
 
     def continue_target(tokens):
         out = torch.cat([prompt.expand(m, CTX), tokens], 1)

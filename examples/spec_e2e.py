@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import math
 import time
 from typing import NamedTuple
 
@@ -39,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from flashproof.bench.stats import Spread, spread
+from flashproof.fuzz.sampler_stat import g_test_sequences
 from flashproof.kernels import rejection_sample
 from flashproof.kernels.kvcache import attention_with_kvcache
 
@@ -277,19 +277,10 @@ class GTest(NamedTuple):
 
 
 def g_test(samples, law) -> GTest:
-    """samples (m, L) tokens against law (V^L,) over sequences in base-V order; cells with expected
-    count < 5 pooled into one; p from the Wilson–Hilferty normal approximation of χ²_df."""
-    V = round(len(law) ** (1 / samples.shape[1]))
-    codes = (samples * (V ** torch.arange(samples.shape[1] - 1, -1, -1, device=samples.device))).sum(1)
-    obs = torch.bincount(codes.cpu(), minlength=len(law)).double()
-    exp = samples.shape[0] * law
-    big = exp >= 5
-    o, e = torch.cat([obs[big], obs[~big].sum()[None]]), torch.cat([exp[big], exp[~big].sum()[None]])
-    pos = o > 0
-    g = 2 * float((o[pos] * (o[pos] / e[pos]).log()).sum())
-    df = max(len(o) - 1, 1)
-    z = ((g / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
-    return GTest(g, df, 0.5 * math.erfc(z / math.sqrt(2)))
+    """samples (m, L) tokens against law (V^L,) over sequences in base-V order: the fuzzer's G-test
+    (``flashproof.fuzz.sampler_stat.g_test_sequences``: cells with expected count < 5 pooled, exact p)."""
+    g, p, df = g_test_sequences(samples, law)
+    return GTest(g, df, p)
 
 
 @torch.no_grad()

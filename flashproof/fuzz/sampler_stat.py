@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import torch
 
-__all__ = ["run_statistical", "ALPHA", "MIN_POWER", "N", "V", "K", "tables", "exact_law", "counts", "g_test", "power",
+__all__ = ["run_statistical", "ALPHA", "MIN_POWER", "N", "V", "K", "tables", "exact_law", "counts", "g_test", "g_test_sequences", "power",
            "power_at"]
 
 V, K, N = 3, 2, 20000
@@ -75,20 +75,34 @@ def _cells(law: dict, n: int = N):
     return [[o] for o in big] + ([small] if small else [])
 
 
-def g_test(observed: dict, law: dict) -> tuple:
-    """(G, p-value, df)."""
+def g_test(observed: dict, law: dict, n: int = N) -> tuple:
+    """(G, p-value, df) of ``observed`` counts of n samples against ``law`` (outcome -> probability; an
+    observed outcome the law does not hold is impossible: G = inf, p = 0). Cells as ``_cells`` pools them
+    at n; p exact (the regularised upper incomplete gamma)."""
     import mpmath
 
     if any(o not in law for o in observed):
         return math.inf, 0.0, 0
     g = 0.0
-    cells = _cells(law)
+    cells = _cells(law, n)
     for c in cells:
         o = sum(observed.get(x, 0) for x in c)
-        e = N * float(sum(law[x] for x in c))
+        e = n * float(sum(law[x] for x in c))
         g += 2 * o * math.log(o / e) if o else 0.0
     df = len(cells) - 1
     return g, float(mpmath.gammainc(df / 2, g / 2, mpmath.inf, regularized=True)), df
+
+
+def g_test_sequences(samples: torch.Tensor, law: torch.Tensor) -> tuple:
+    """``g_test`` of m sampled token sequences ``samples`` (m, L), tokens 0 … V − 1, against their exact
+    law ``law`` (V^L,) over all sequences in base-V order (the speculative examples' law test)."""
+    m, L = samples.shape
+    V = round(len(law) ** (1 / L))
+    codes = (samples.cpu().long() * (V ** torch.arange(L - 1, -1, -1))).sum(1).tolist()
+    observed: dict = {}
+    for c in codes:
+        observed[c] = observed.get(c, 0) + 1
+    return g_test(observed, {i: p for i, p in enumerate(law.tolist()) if p > 0}, m)
 
 
 def power(law: dict, bad: dict) -> float:
