@@ -35,7 +35,7 @@ def _qkv(d, n, tokens=16384, width=2048, seed=0):
     return [torch.randn(B, H, n, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3)], B, H
 
 
-def _err_vs_math(out, q, k, v, causal):
+def _err_vs_oracle(out, q, k, v, causal):
     """|out − the oracle| on the first (batch, head) slice (``bench.attention.out_verdict``: the oracle's dense
     float64 formula, judged by the tolerance rule); a NaN where the rule refuses it."""
     from flashproof.bench.attention import out_verdict, reference
@@ -62,7 +62,7 @@ def forward_triton(shapes, rows):
         rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="sdpa-cudnn", tflops=flops / ms * 1e-9, err=None))
         try:
             with torch.no_grad():
-                err = _err_vs_math(attention(q, k, v, causal=causal, backend=name), q, k, v, causal)
+                err = _err_vs_oracle(attention(q, k, v, causal=causal, backend=name), q, k, v, causal)
                 ms = do_bench(lambda: attention(q, k, v, causal=causal, backend=name), warmup=25, rep=100,
                               return_mode="median")
             rows.append(dict(part="fwd", d=d, n=n, causal=causal, variant="triton", tflops=flops / ms * 1e-9, err=err,
@@ -428,7 +428,7 @@ def gluon_forward(rows):
             try:
                 with torch.no_grad():
                     o = attention(q, k, v, causal=causal, backend=name)
-                    err = _err_vs_math(o, q, k, v, causal)
+                    err = _err_vs_oracle(o, q, k, v, causal)
                     same = None if first is None else torch.equal(o, first)
                     first = o if first is None else first
                     ms = do_bench(lambda: attention(q, k, v, causal=causal, backend=name), warmup=25, rep=100,

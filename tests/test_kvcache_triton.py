@@ -100,25 +100,21 @@ def test_both_merges_match_the_oracle_and_leave_the_tickets_zero(fused):
     from flashproof.kernels.kvcache import triton as kv_triton
 
     with bounds_checked():
-        _both_merges(fused, api, kv_triton, KVCacheOut)
-
-
-def _both_merges(fused, api, kv_triton, KVCacheOut):
-    for problem in (dict(lengths=[0, 1, 130, 300], heads_q=4, heads_kv=2, n_q=3),
-                    dict(lengths=[200, 257], heads_q=8, heads_kv=2, n_q=5, page_size=16)):
-        p = make(dtype=torch.float32, **problem)
-        ref = reference(p)
-        for splits in (2, 5):
-            call = api.validate(p.q, p.k_cache, p.v_cache, cache_seqlens=p.cache_seqlens, block_table=p.block_table,
-                                causal=p.causal, window=p.window, scale=p.scale, num_splits=splits, backend="triton")
-            out, lse = kv_triton.forward(p.q, p.k_cache, p.v_cache, call, tuning="first", fused_merge=fused)
-            assert not failures(verdicts(p, KVCacheOut(out, lse), ref), f"num_splits={splits}: ")
-            if fused:
-                assert kv_triton._TICKETS and all(int(t.abs().sum()) == 0 for t in kv_triton._TICKETS.values())
-    q, k, v, lens, table, bad = _bad_call(False)
-    call = api.validate(q, k, v, cache_seqlens=lens, block_table=table, causal=True, window=None, scale=None,
-                        num_splits=3, backend="triton")
-    out, lse = kv_triton.forward(q, k, v, call, tuning="first", fused_merge=fused)
-    assert torch.isnan(out[bad]).all() and torch.isnan(lse[bad]).all()
-    assert torch.isfinite(out[[0, 2]]).all()
+        for problem in (dict(lengths=[0, 1, 130, 300], heads_q=4, heads_kv=2, n_q=3),
+                        dict(lengths=[200, 257], heads_q=8, heads_kv=2, n_q=5, page_size=16)):
+            p = make(dtype=torch.float32, **problem)
+            ref = reference(p)
+            for splits in (2, 5):
+                call = api.validate(p.q, p.k_cache, p.v_cache, cache_seqlens=p.cache_seqlens, block_table=p.block_table,
+                                    causal=p.causal, window=p.window, scale=p.scale, num_splits=splits, backend="triton")
+                out, lse = kv_triton.forward(p.q, p.k_cache, p.v_cache, call, tuning="first", fused_merge=fused)
+                assert not failures(verdicts(p, KVCacheOut(out, lse), ref), f"num_splits={splits}: ")
+                if fused:
+                    assert kv_triton._TICKETS and all(int(t.abs().sum()) == 0 for t in kv_triton._TICKETS.values())
+        q, k, v, lens, table, bad = _bad_call(False)
+        call = api.validate(q, k, v, cache_seqlens=lens, block_table=table, causal=True, window=None, scale=None,
+                            num_splits=3, backend="triton")
+        out, lse = kv_triton.forward(q, k, v, call, tuning="first", fused_merge=fused)
+        assert torch.isnan(out[bad]).all() and torch.isnan(lse[bad]).all()
+        assert torch.isfinite(out[[0, 2]]).all()
 

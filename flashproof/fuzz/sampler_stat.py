@@ -13,6 +13,7 @@ and the run requires ≥ 0.99 for all, else the harness is too weak (harness err
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import random
@@ -99,10 +100,7 @@ def g_test_sequences(samples: torch.Tensor, law: torch.Tensor) -> tuple:
     m, L = samples.shape
     V = round(len(law) ** (1 / L))
     codes = (samples.cpu().long() * (V ** torch.arange(L - 1, -1, -1))).sum(1).tolist()
-    observed: dict = {}
-    for c in codes:
-        observed[c] = observed.get(c, 0) + 1
-    return g_test(observed, {i: p for i, p in enumerate(law.tolist()) if p > 0}, m)
+    return g_test(collections.Counter(codes), {i: p for i, p in enumerate(law.tolist()) if p > 0}, m)
 
 
 def power(law: dict, bad: dict) -> float:
