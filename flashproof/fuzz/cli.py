@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     if device == "cpu":
         from flashproof.kernels.interpreter import interpreting
-        if interpreting():  # Triton kernels run in the interpreter: apply its workarounds (interpreter_shim)
+        if interpreting():  # the interpreter fixes for a user's own Triton kernels too (ours apply them on import)
             from .interpreter_shim import apply as apply_interpreter_shims
             apply_interpreter_shims()
     jobs = [("kernel", t) for t in plan["kernels"]] + [("sampler", s) for s in plan["samplers"]]

@@ -128,9 +128,6 @@ def _ours(backend: str | None, fn=None) -> Callable:
         chosen = backend or ("triton" if c.q.is_cuda else "torch")
         if chosen == "triton" and c.q.is_cuda and fn is None:
             chosen = "auto"
-        if chosen == "triton" and not c.q.is_cuda:  # interpreted: without the shim a bf16 dot or a loop
-            from .interpreter_shim import apply  # bound fails inside Triton, not in the kernel (harness's)
-            adapter_step("ours", apply)
         mask = adapter_step("ours", mask_arg, c)
         r = call(c.q, c.k, c.v, causal=c.causal, window=c.window, mask=mask,
                  scale=c.scale, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, return_lse=True,
